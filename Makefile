@@ -1,0 +1,46 @@
+# Entry points for people and CI. Every target first installs what is missing.
+# make demo   the main job: the three-caller story of design.md §1 on the core
+# make test   every test (Debug build with invariant checks)
+# make bench  the engine benchmarks (Release build)
+# make asan   the engine tests under AddressSanitizer + UBSan
+# make tsan   the tests under ThreadSanitizer
+
+JOBS ?= 2
+.PHONY: deps demo test bench asan tsan format clean
+
+deps:
+	@bash scripts/install-deps
+
+build/%/build.ninja: CMakeLists.txt CMakePresets.json
+	cmake --preset $* >/dev/null
+
+demo: deps
+	cmake --preset default >/dev/null
+	cmake --build --preset default -j$(JOBS) --target three_callers_demo
+	./build/default/engine/three_callers_demo
+
+test: deps
+	cmake --preset default >/dev/null
+	cmake --build --preset default -j$(JOBS)
+	ctest --preset default -j$(JOBS)
+
+bench: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j$(JOBS) --target engine_bench
+	./build/release/bench/engine_bench --benchmark_min_time=0.05 $(BENCH_ARGS)
+
+asan: deps
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j$(JOBS)
+	ctest --preset asan -j$(JOBS) -L engine
+
+tsan: deps
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j$(JOBS)
+	ctest --preset tsan -j$(JOBS)
+
+format:
+	git ls-files '*.h' '*.cpp' | xargs clang-format -i
+
+clean:
+	rm -rf build

@@ -1,0 +1,81 @@
+// Commands: what the engine wants the runtime to do.
+//
+// The engine never calls out. Each entry point appends commands to an outbox;
+// the runtime drains it after the call returns (outside any lock) and carries
+// them out in order. Deliver commands are how callers learn their terminal, so
+// user callbacks never run inside an engine call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+
+#include "demandflight/engine/artifact_key.h"
+#include "demandflight/engine/ids.h"
+#include "demandflight/engine/outcome.h"
+
+namespace dfl {
+
+// Start transferring `key` from `origin`, beginning at `resume_offset_bytes`.
+// The runtime reports progress and the end with `transfer`.
+struct StartTransfer {
+  TaskId task;
+  TransferId transfer;
+  ArtifactKey key;
+  OriginId origin = 0;
+  std::uint64_t resume_offset_bytes = 0;
+  std::uint64_t size_bytes = 0;  // Expected total size; 0 when unknown.
+  std::uint32_t attempt = 1;     // 1 for the first attempt of this task.
+};
+
+// Stop the transfer now. The engine has already forgotten it: any later event
+// that names `transfer` is ignored.
+struct AbortTransfer {
+  TaskId task;
+  TransferId transfer;
+};
+
+// Verify the received bytes and install them atomically.
+struct StartFinalize {
+  TaskId task;
+  FinalizeId finalize;
+  ArtifactKey key;
+  std::uint64_t size_bytes = 0;
+};
+
+// Tell the caller behind `demand` its one terminal outcome.
+struct Deliver {
+  DemandHandle demand;
+  DemandOutcome outcome;
+  TaskId task;  // The task that served the demand; 0 for cache hits and refusals.
+};
+
+// The installed-artifact index evicted `key` (LRU, over capacity): the runtime
+// may delete its bytes.
+struct EvictArtifact {
+  ArtifactKey key;
+  std::uint64_t size_bytes = 0;
+};
+
+// Observations for results and timelines, emitted only when
+// SchedulerConfig::emit_task_events is set. Runtimes that do not record
+// anything leave that flag off and never see these.
+struct TaskCreated {
+  TaskId task;
+  ArtifactKey key;
+};
+struct TaskPriorityChanged {
+  TaskId task;
+  std::optional<Priority> priority;  // nullopt: orphan level, below every real priority.
+};
+struct TaskEnded {
+  TaskId task;
+  TaskOutcome outcome;
+  std::uint32_t attempts = 0;
+  std::uint64_t bytes_transferred = 0;
+};
+
+using Command = std::variant<StartTransfer, AbortTransfer, StartFinalize, Deliver, EvictArtifact,
+                             TaskCreated, TaskPriorityChanged, TaskEnded>;
+
+}  // namespace dfl

@@ -1,0 +1,48 @@
+// Scheduler configuration: limits, retry, cache, and which model runs.
+//
+// Every limit is explicit (style: put a limit on everything). Defaults match the
+// trace format's documented defaults.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace dfl {
+
+// The three models of design.md §4, behind one command/event interface.
+enum class Model : std::uint8_t {
+  // Physical task + Demand (this project): dedup by the full ArtifactKey,
+  // per-demand cancel and deadline, priority = max over active demands.
+  demand,
+  // The legacy model: dedup by resource name only, priority = max ever seen,
+  // cancel ends the whole task of that resource (and cannot cancel while
+  // finalizing), no per-demand deadline, no owner generations.
+  callbacks,
+  // One physical task per demand: no sharing of transfers in flight.
+  independent,
+};
+
+std::string_view to_string(Model model);
+
+struct RetryConfig {
+  std::uint32_t max_attempts = 4;  // Attempts per task, the first included.
+  double base_s = 0.5;             // Delay after the first failed attempt.
+  double cap_s = 8.0;              // Upper bound of the exponential delay.
+  double jitter = 0.2;             // Delay is scaled by 1 + jitter * U(-1, 1).
+};
+
+struct SchedulerConfig {
+  Model model = Model::demand;
+  std::uint32_t max_transfers = 4;    // Concurrent transfers, all origins together.
+  std::uint32_t max_per_origin = 4;   // Concurrent transfers per origin.
+  std::uint64_t cache_bytes = 2'000'000'000;  // Installed-artifact index capacity.
+  RetryConfig retry;
+  std::uint64_t seed = 1;             // Drives backoff jitter, nothing else.
+  // Emit TaskCreated / TaskPriorityChanged / TaskEnded into the outbox.
+  bool emit_task_events = false;
+  // Bounds, checked at every subscribe: a runtime that exceeds them has a bug.
+  std::uint32_t max_origins = 4096;
+  std::uint32_t max_live_demands = 1u << 30;
+};
+
+}  // namespace dfl

@@ -1,0 +1,74 @@
+// InstalledIndex: which artifacts are installed, bounded by bytes, LRU.
+//
+// A subscribe whose key is here succeeds without a transfer. Inserting past the
+// capacity evicts the least recently used entries; an artifact larger than the
+// whole capacity is not kept at all (it is reported as evicted at once).
+//
+// Keys are compared through a KeyIdentity so that the callbacks model can
+// reproduce the legacy "resource name only" identity with the same index.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "demandflight/engine/artifact_key.h"
+
+namespace dfl {
+
+// Which fields of an ArtifactKey make an identity. The demand and independent
+// models use all four; the callbacks model uses the resource name only.
+struct KeyIdentity {
+  bool resource_only = false;
+
+  struct Hash {
+    bool resource_only = false;
+    std::size_t operator()(const ArtifactKey& key) const noexcept;
+  };
+  struct Equal {
+    bool resource_only = false;
+    bool operator()(const ArtifactKey& a, const ArtifactKey& b) const noexcept;
+  };
+  Hash hash() const { return Hash{resource_only}; }
+  Equal equal() const { return Equal{resource_only}; }
+};
+
+class InstalledIndex {
+ public:
+  struct Entry {
+    ArtifactKey key;
+    std::uint64_t size_bytes = 0;
+  };
+
+  InstalledIndex(std::uint64_t capacity_bytes, KeyIdentity identity);
+
+  // True if `key` is installed; marks it most recently used.
+  bool touch(const ArtifactKey& key);
+  bool contains(const ArtifactKey& key) const;
+
+  // Installs (or refreshes) `key` and appends what had to leave to `evicted`.
+  void insert(const ArtifactKey& key, std::uint64_t size_bytes, std::vector<Entry>& evicted);
+
+  std::uint64_t used_bytes() const { return used_bytes_; }
+  std::uint64_t capacity_bytes() const { return capacity_bytes_; }
+  std::size_t size() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    std::list<const ArtifactKey*>::iterator lru_position;
+    std::uint64_t size_bytes = 0;
+  };
+  using Map = std::unordered_map<ArtifactKey, Slot, KeyIdentity::Hash, KeyIdentity::Equal>;
+
+  void evict_back(std::vector<Entry>& evicted);
+
+  std::uint64_t capacity_bytes_;
+  std::uint64_t used_bytes_ = 0;
+  Map slots_;
+  // Most recently used at the front; points at the keys stored in `slots_`
+  // (node-based, so the pointers survive rehashing).
+  std::list<const ArtifactKey*> lru_;
+};
+
+}  // namespace dfl

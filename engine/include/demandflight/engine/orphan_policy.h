@@ -1,0 +1,65 @@
+// OrphanPolicy: what to do with a transfer that nobody waits for any more.
+//
+// When the last active demand leaves a transferring task, aborting wastes the
+// bytes already received; completing spends slot time and bandwidth on
+// something that may never be used (design.md §4). The engine asks the policy
+// when a transfer becomes orphaned and again whenever slot pressure changes
+// (the queue's length or top priority, or the number of free slots), for as
+// long as the orphan keeps running.
+//
+// Policies are pure decisions over a read-only view: they must not call into
+// the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "demandflight/engine/artifact_key.h"
+#include "demandflight/engine/ids.h"
+
+namespace dfl {
+
+enum class OrphanDecision : std::uint8_t {
+  abort,     // Stop the transfer now; the task ends `aborted`.
+  complete,  // Keep going below every real priority; install; tell nobody.
+};
+
+struct OrphanView {
+  double now_s = 0;
+  const ArtifactKey* key = nullptr;
+  std::uint64_t size_bytes = 0;           // Expected size; 0 when unknown.
+  std::uint64_t bytes_done = 0;           // Resume offset + bytes of this attempt.
+  std::uint64_t bytes_remaining = 0;      // size - done, 0 when size unknown.
+  double elapsed_s = 0;                   // Since this attempt started.
+  double throughput_Bps = 0;              // This attempt's average so far.
+  std::uint32_t queued_tasks = 0;         // Tasks waiting for a slot.
+  std::optional<Priority> queued_top_priority;
+  std::uint32_t free_slots = 0;           // Global transfer slots free.
+  bool first_decision = true;             // False when re-asked on pressure change.
+};
+
+class OrphanPolicy {
+ public:
+  virtual ~OrphanPolicy() = default;
+  virtual OrphanDecision decide(const OrphanView& view) = 0;
+  virtual std::string_view name() const = 0;
+};
+
+// Abort every orphan at once. The engine's default: it never spends a slot on
+// work nobody asked for.
+class AlwaysAbortPolicy final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::abort; }
+  std::string_view name() const override { return "always-abort"; }
+};
+
+// Complete every orphan (it runs below every real priority; no preemption).
+class AlwaysCompletePolicy final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::complete; }
+  std::string_view name() const override { return "always-complete"; }
+};
+
+}  // namespace dfl

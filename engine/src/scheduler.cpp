@@ -1,0 +1,1251 @@
+// The scheduler core. See scheduler.h for the contract and design.md §3 for the
+// life cycle.
+//
+// Storage is chosen so that the common operations cost O(1) or O(log queue):
+// - demands and tasks live in slabs (vectors with free lists) and refer to each
+//   other by index; a demand handle carries the slot's generation, so a stale
+//   handle is detected without any lookup;
+// - a task's active demands form an intrusive doubly linked list, and a small
+//   histogram of their priorities gives the max without a scan;
+// - each origin has its own ordered queue, so a saturated origin never blocks
+//   the tasks of another (no head-of-line blocking) and picking the next task is
+//   O(origins);
+// - deadlines and retry timers share one ordered timer set.
+// The three models differ only in the few places marked "model rule".
+
+#include "demandflight/engine/scheduler.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "demandflight/engine/installed_index.h"
+#include "engine_assert.h"
+
+namespace dfl {
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+// Orphans run below every real priority; real priorities are int32, so any
+// int64 below INT32_MIN is a safe sentinel.
+constexpr std::int64_t kOrphanLevel = std::numeric_limits<std::int64_t>::min();
+
+std::optional<Priority> public_priority(std::int64_t effective) {
+  if (effective == kOrphanLevel) return std::nullopt;
+  return static_cast<Priority>(effective);
+}
+
+// Counts of active demands per priority. Almost every task sees at most a few
+// distinct priorities, so they are kept inline and scanned; more spill to a
+// vector. The max is a scan over distinct priorities, not over demands.
+class PriorityHistogram {
+ public:
+  void add(Priority priority) {
+    Bin* bins = data();
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (bins[i].priority == priority) {
+        ++bins[i].count;
+        return;
+      }
+    }
+    if (spill_.empty() && inline_size_ < kInline) {
+      inline_[inline_size_++] = Bin{priority, 1};
+      return;
+    }
+    if (spill_.empty()) {
+      spill_.assign(inline_.begin(), inline_.begin() + inline_size_);
+      inline_size_ = 0;
+    }
+    spill_.push_back(Bin{priority, 1});
+  }
+
+  void remove(Priority priority) {
+    Bin* bins = data();
+    const std::size_t n = size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (bins[i].priority != priority) continue;
+      if (--bins[i].count > 0) return;
+      bins[i] = bins[n - 1];
+      if (spill_.empty()) {
+        --inline_size_;
+      } else {
+        spill_.pop_back();
+      }
+      return;
+    }
+    DFL_ASSERT(false, "priority histogram: removing a priority that is not counted");
+  }
+
+  std::optional<Priority> max() const {
+    const Bin* bins = data();
+    std::optional<Priority> best;
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (!best || bins[i].priority > *best) best = bins[i].priority;
+    }
+    return best;
+  }
+
+  std::uint32_t total() const {
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i < size(); ++i) sum += data()[i].count;
+    return sum;
+  }
+
+  std::uint32_t count(Priority priority) const {
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (data()[i].priority == priority) return data()[i].count;
+    }
+    return 0;
+  }
+
+  void clear() {
+    inline_size_ = 0;
+    spill_.clear();
+  }
+
+ private:
+  struct Bin {
+    Priority priority = 0;
+    std::uint32_t count = 0;
+  };
+  static constexpr std::uint8_t kInline = 4;
+
+  std::size_t size() const { return spill_.empty() ? inline_size_ : spill_.size(); }
+  Bin* data() { return spill_.empty() ? inline_.data() : spill_.data(); }
+  const Bin* data() const { return spill_.empty() ? inline_.data() : spill_.data(); }
+
+  std::array<Bin, kInline> inline_{};
+  std::uint8_t inline_size_ = 0;
+  std::vector<Bin> spill_;
+};
+
+// Queue order: higher effective priority first, then FIFO by first-enqueue
+// sequence (kept across backoff, so a retried task does not lose its place).
+struct QueueEntry {
+  std::int64_t effective = 0;
+  std::uint64_t seq = 0;
+  std::uint32_t task = kNone;
+
+  friend bool operator<(const QueueEntry& a, const QueueEntry& b) {
+    if (a.effective != b.effective) return a.effective > b.effective;
+    return a.seq < b.seq;
+  }
+};
+
+enum class TimerKind : std::uint8_t { deadline, retry };
+
+// Ordered by (time, arming order) so equal times fire deterministically.
+struct Timer {
+  double at_s = 0;
+  std::uint64_t seq = 0;
+  TimerKind kind = TimerKind::deadline;
+  std::uint32_t index = kNone;    // Demand or task slot.
+  std::uint64_t identity = 0;     // Demand slot generation or TaskId, to reject stale entries.
+
+  friend bool operator<(const Timer& a, const Timer& b) {
+    if (a.at_s != b.at_s) return a.at_s < b.at_s;
+    return a.seq < b.seq;
+  }
+};
+
+struct OwnerState {
+  std::uint32_t head = kNone;  // Active demands of this owner (intrusive list).
+  std::uint32_t active = 0;
+  // Generations <= this have ended; subscribes with them are stale.
+  std::optional<OwnerGeneration> ended_through;
+  OwnerGeneration max_generation_seen = std::numeric_limits<OwnerGeneration>::min();
+};
+
+struct Demand {
+  std::uint32_t generation = 0;  // Bumped when the slot is freed.
+  bool live = false;
+  std::uint32_t task = kNone;
+  std::uint32_t prev_in_task = kNone;
+  std::uint32_t next_in_task = kNone;
+  OwnerId owner = 0;
+  OwnerState* owner_state = nullptr;  // Stable: unordered_map values do not move.
+  std::uint32_t prev_in_owner = kNone;
+  std::uint32_t next_in_owner = kNone;
+  OwnerGeneration owner_generation = 0;
+  Priority priority = 0;
+  double deadline_s = kNoDeadline;
+  std::uint64_t timer_seq = 0;  // 0: no deadline timer armed.
+  std::uint32_t next_free = kNone;
+};
+
+struct Task {
+  TaskId id;  // 0 while the slot is free.
+  TaskState state = TaskState::queued;
+  // Transferring or finalizing with no active demand (policy said complete).
+  bool orphan = false;
+  const ArtifactKey* key = nullptr;  // The key as stored in the key map node.
+  OriginId origin = 0;
+  std::uint64_t size_bytes = 0;
+  std::uint64_t seq = 0;  // First-enqueue order.
+  std::int64_t effective = kOrphanLevel;
+  Priority max_ever = 0;  // callbacks model: the legacy priority rule.
+  PriorityHistogram priorities;
+  std::uint32_t demand_head = kNone;
+  std::uint32_t active_demands = 0;
+  std::uint32_t attempts = 0;
+  std::uint64_t resume_offset_bytes = 0;
+  std::uint64_t attempt_bytes = 0;
+  double attempt_started_s = 0;
+  std::uint64_t bytes_transferred = 0;
+  std::uint64_t op = 0;  // Current TransferId or FinalizeId value.
+  double retry_at_s = 0;
+  std::uint64_t timer_seq = 0;  // 0: no retry timer armed.
+  // Slot pressure at the last orphan decision, to re-ask when it changes.
+  std::uint64_t asked_pressure = 0;
+  std::uint32_t next_free = kNone;
+};
+
+// Free-list slab: indices stay valid until released.
+template <class T>
+class Slab {
+ public:
+  std::uint32_t acquire() {
+    if (free_ != kNone) {
+      const std::uint32_t index = free_;
+      free_ = items_[index].next_free;
+      items_[index].next_free = kNone;
+      ++live_;
+      return index;
+    }
+    DFL_ASSERT(items_.size() < kNone, "slab is full");
+    items_.emplace_back();
+    ++live_;
+    return static_cast<std::uint32_t>(items_.size() - 1);
+  }
+  void release(std::uint32_t index) {
+    items_[index].next_free = free_;
+    free_ = index;
+    --live_;
+  }
+  T& operator[](std::uint32_t index) { return items_[index]; }
+  const T& operator[](std::uint32_t index) const { return items_[index]; }
+  std::size_t capacity() const { return items_.size(); }
+  std::size_t live() const { return live_; }
+
+ private:
+  std::vector<T> items_;
+  std::uint32_t free_ = kNone;
+  std::size_t live_ = 0;
+};
+
+struct OriginSlots {
+  std::set<QueueEntry> queue;
+  std::uint32_t running = 0;
+};
+
+// Uniform double in [0, 1) from the top 53 bits: the same on every standard
+// library (std::uniform_real_distribution is not).
+double unit_interval(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  Impl(SchedulerConfig config, std::shared_ptr<OrphanPolicy> policy)
+      : config_(config),
+        identity_{config.model == Model::callbacks},
+        policy_(policy ? std::move(policy) : std::make_shared<AlwaysAbortPolicy>()),
+        rng_(config.seed),
+        tasks_by_key_(16, identity_.hash(), identity_.equal()),
+        installed_(config.cache_bytes, identity_) {
+    DFL_ASSERT(config_.max_transfers > 0, "max_transfers must be at least 1");
+    DFL_ASSERT(config_.max_per_origin > 0, "max_per_origin must be at least 1");
+    DFL_ASSERT(config_.retry.max_attempts > 0, "retry.max_attempts must be at least 1");
+  }
+
+  // --- Users ---------------------------------------------------------------
+
+  DemandHandle subscribe(double now, const ArtifactKey& key, const DemandOptions& options) {
+    advance(now);
+    ++stats_.demands_subscribed;
+    DFL_ASSERT(options.origin < config_.max_origins, "origin id above max_origins");
+    DFL_ASSERT(demands_.live() < config_.max_live_demands, "too many live demands");
+
+    const std::uint32_t d = demands_.acquire();
+    Demand& demand = demands_[d];
+    demand.live = true;
+    demand.owner = options.owner;
+    demand.owner_generation = options.owner_generation;
+    demand.priority = options.priority;
+    demand.deadline_s = options.deadline_s;
+    const DemandHandle handle{d, demand.generation};
+
+    OwnerState& owner = owners_[options.owner];
+    owner.max_generation_seen = std::max(owner.max_generation_seen, options.owner_generation);
+    link_owner(d, owner);
+
+    // Immediate terminals, each still delivered through the outbox.
+    // Model rule: the callbacks model knows neither owner generations nor deadlines.
+    const bool legacy = config_.model == Model::callbacks;
+    if (!legacy && owner.ended_through && options.owner_generation <= *owner.ended_through) {
+      end_demand(d, DemandOutcome::owner_ended);
+    } else if (!legacy && options.deadline_s <= now) {
+      end_demand(d, DemandOutcome::timed_out);
+    } else if (installed_.touch(key)) {
+      ++stats_.cache_hits;
+      end_demand(d, DemandOutcome::succeeded);
+    } else {
+      attach(d, key, options);
+    }
+    settle();
+    return handle;
+  }
+
+  void cancel(double now, DemandHandle handle) {
+    advance(now);
+    const std::uint32_t d = resolve(handle);
+    if (d == kNone) {
+      ++stats_.stale_calls_ignored;
+    } else if (config_.model == Model::callbacks) {
+      // Model rule: the legacy cancel looks the task up and ends all of it.
+      cancel_whole_task(demands_[d].task, d, DemandOutcome::cancelled);
+    } else {
+      end_demand(d, DemandOutcome::cancelled);
+    }
+    settle();
+  }
+
+  void set_priority(double now, DemandHandle handle, Priority priority) {
+    advance(now);
+    const std::uint32_t d = resolve(handle);
+    if (d == kNone) {
+      ++stats_.stale_calls_ignored;
+    } else {
+      Demand& demand = demands_[d];
+      Task& task = tasks_[demand.task];
+      task.priorities.remove(demand.priority);
+      task.priorities.add(priority);
+      task.max_ever = std::max(task.max_ever, priority);
+      demand.priority = priority;
+      update_priority(demand.task);
+    }
+    settle();
+  }
+
+  void end_owner(double now, OwnerId owner_id, std::optional<OwnerGeneration> generation) {
+    advance(now);
+    auto it = owners_.find(owner_id);
+    // An explicit generation is remembered even for an owner with no demands
+    // yet, so that a late subscribe of that generation is still refused.
+    if (it == owners_.end() && generation && config_.model != Model::callbacks) {
+      it = owners_.emplace(owner_id, OwnerState{}).first;
+    }
+    if (it != owners_.end()) {
+      OwnerState& owner = it->second;
+      const OwnerGeneration through = generation.value_or(owner.max_generation_seen);
+      if (config_.model == Model::callbacks) {
+        // Model rule: the legacy scheduler has no owners. The owner's teardown
+        // cancels each of its requests, and each cancel ends a whole task
+        // (except while finalizing, where the legacy cancel is refused).
+        std::vector<DemandHandle> handles;
+        for (std::uint32_t d = owner.head; d != kNone; d = demands_[d].next_in_owner) {
+          if (demands_[d].owner_generation <= through) handles.push_back(handle_of(d));
+        }
+        for (const DemandHandle handle : handles) {
+          const std::uint32_t d = resolve(handle);  // An earlier cancel may have ended it.
+          if (d != kNone) cancel_whole_task(demands_[d].task, d, DemandOutcome::owner_ended);
+        }
+      } else {
+        owner.ended_through = std::max(owner.ended_through.value_or(through), through);
+        std::uint32_t d = owner.head;
+        while (d != kNone) {
+          const std::uint32_t next = demands_[d].next_in_owner;
+          if (demands_[d].owner_generation <= through) end_demand(d, DemandOutcome::owner_ended);
+          d = next;
+        }
+      }
+      forget_owner_if_idle(owner_id);
+    }
+    settle();
+  }
+
+  // --- Runtime events ------------------------------------------------------
+
+  void on_transfer_progress(double now, TransferId transfer, std::uint64_t bytes) {
+    advance(now);
+    const std::uint32_t t = resolve_op(transfer.value, TaskState::transferring);
+    if (t != kNone) tasks_[t].attempt_bytes = bytes;
+    settle();
+  }
+
+  void on_transfer_finished(double now, TransferId transfer, TransferStatus status,
+                            std::uint64_t bytes) {
+    advance(now);
+    const std::uint32_t t = resolve_op(transfer.value, TaskState::transferring);
+    if (t != kNone) {
+      release_slot(t);
+      Task& task = tasks_[t];
+      task.attempt_bytes = bytes;
+      task.bytes_transferred += bytes;
+      switch (status) {
+        case TransferStatus::ok:
+          task.resume_offset_bytes += bytes;
+          start_finalize(t);
+          break;
+        case TransferStatus::retryable_error:
+          // The bytes that arrived stay: the next attempt resumes after them.
+          task.resume_offset_bytes += bytes;
+          retry_or_fail(t);
+          break;
+        case TransferStatus::permanent_error:
+          finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
+          break;
+      }
+    }
+    settle();
+  }
+
+  void on_finalize_finished(double now, FinalizeId finalize, FinalizeStatus status) {
+    advance(now);
+    const std::uint32_t t = resolve_op(finalize.value, TaskState::finalizing);
+    if (t != kNone) {
+      ops_.erase(tasks_[t].op);
+      Task& task = tasks_[t];
+      switch (status) {
+        case FinalizeStatus::installed: {
+          ++stats_.installs;
+          evicted_.clear();
+          installed_.insert(*task.key, task.size_bytes, evicted_);
+          for (auto& entry : evicted_) {
+            outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
+          }
+          finish_task(t, TaskOutcome::installed, DemandOutcome::succeeded);
+          break;
+        }
+        case FinalizeStatus::verify_failed:
+          // The bytes were wrong: nothing of them can be resumed from.
+          task.resume_offset_bytes = 0;
+          retry_or_fail(t);
+          break;
+        case FinalizeStatus::error:
+          finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
+          break;
+      }
+    }
+    settle();
+  }
+
+  void on_timer(double now) {
+    advance(now);
+    settle();
+  }
+
+  std::optional<double> next_wakeup_s() const {
+    if (timers_.empty()) return std::nullopt;
+    return timers_.begin()->at_s;
+  }
+
+  // --- Outbox and introspection -------------------------------------------
+
+  void take_commands(std::vector<Command>& out) {
+    out.clear();
+    out.swap(outbox_);
+  }
+  bool has_commands() const { return !outbox_.empty(); }
+
+  std::optional<TaskInfo> task_for(const ArtifactKey& key) const {
+    auto it = tasks_by_key_.find(key);
+    if (it == tasks_by_key_.end()) return std::nullopt;
+    return info(it->second);
+  }
+
+  std::optional<DemandInfo> demand(DemandHandle handle) const {
+    const std::uint32_t d = resolve(handle);
+    if (d == kNone) return std::nullopt;
+    const Demand& demand = demands_[d];
+    return DemandInfo{tasks_[demand.task].id, demand.owner, demand.owner_generation,
+                      demand.priority, demand.deadline_s};
+  }
+
+  std::vector<TaskInfo> tasks() const {
+    std::vector<TaskInfo> out;
+    for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
+      if (tasks_[t].id.value != 0) out.push_back(info(t));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const TaskInfo& a, const TaskInfo& b) { return a.id < b.id; });
+    return out;
+  }
+
+  std::size_t live_tasks() const { return tasks_.live(); }
+  std::size_t live_demands() const { return demands_.live(); }
+  std::size_t queued_tasks() const { return queued_count_; }
+  std::uint32_t running_transfers() const { return running_; }
+  const SchedulerStats& stats() const { return stats_; }
+  const SchedulerConfig& config() const { return config_; }
+  double now() const { return now_; }
+
+  void check_invariants() const;
+
+ private:
+  // --- Time ----------------------------------------------------------------
+
+  // Every entry point starts here: time never goes backwards, and whatever
+  // was due by `now` (deadlines, retry timers) happens before the call itself.
+  void advance(double now) {
+    DFL_ASSERT(!std::isnan(now), "now is NaN");
+    DFL_ASSERT(now >= now_, "time went backwards");
+    now_ = now;
+    while (!timers_.empty() && timers_.begin()->at_s <= now) {
+      const Timer timer = *timers_.begin();
+      timers_.erase(timers_.begin());
+      if (timer.kind == TimerKind::deadline) {
+        Demand& demand = demands_[timer.index];
+        DFL_ASSERT(demand.live && demand.generation == timer.identity, "stale deadline timer");
+        demand.timer_seq = 0;
+        end_demand(timer.index, DemandOutcome::timed_out);
+      } else {
+        Task& task = tasks_[timer.index];
+        DFL_ASSERT(task.id.value == timer.identity && task.state == TaskState::backoff,
+                   "stale retry timer");
+        task.timer_seq = 0;
+        enqueue(timer.index);
+      }
+    }
+  }
+
+  std::uint64_t arm_timer(double at_s, TimerKind kind, std::uint32_t index,
+                          std::uint64_t identity) {
+    const std::uint64_t seq = ++timer_seq_;
+    timers_.insert(Timer{at_s, seq, kind, index, identity});
+    return seq;
+  }
+
+  void disarm_timer(double at_s, std::uint64_t& seq) {
+    if (seq == 0) return;
+    const std::size_t erased = timers_.erase(Timer{at_s, seq, TimerKind::deadline, kNone, 0});
+    DFL_ASSERT(erased == 1, "disarming a timer that is not armed");
+    seq = 0;
+  }
+
+  // --- Demands -------------------------------------------------------------
+
+  std::uint32_t resolve(DemandHandle handle) const {
+    if (handle.slot >= demands_.capacity()) return kNone;
+    const Demand& demand = demands_[handle.slot];
+    if (!demand.live || demand.generation != handle.generation) return kNone;
+    return handle.slot;
+  }
+
+  DemandHandle handle_of(std::uint32_t d) const { return {d, demands_[d].generation}; }
+
+  // Joins the live task of the demand's key, or creates one.
+  void attach(std::uint32_t d, const ArtifactKey& key, const DemandOptions& options) {
+    std::uint32_t t = kNone;
+    // Model rule: the independent model never shares a task.
+    if (config_.model != Model::independent) {
+      auto it = tasks_by_key_.find(key);
+      if (it != tasks_by_key_.end()) t = it->second;
+    }
+    if (t == kNone) t = create_task(key, options);
+
+    Demand& demand = demands_[d];
+    Task& task = tasks_[t];
+    demand.task = t;
+    demand.prev_in_task = kNone;
+    demand.next_in_task = task.demand_head;
+    if (task.demand_head != kNone) demands_[task.demand_head].prev_in_task = d;
+    task.demand_head = d;
+    ++task.active_demands;
+    task.priorities.add(demand.priority);
+    task.max_ever = std::max(task.max_ever, demand.priority);
+    // A new demand re-attaches to an orphan that is still completing.
+    if (task.orphan) {
+      task.orphan = false;
+      forget_orphan(t);
+    }
+    if (config_.model != Model::callbacks && demand.deadline_s != kNoDeadline) {
+      demand.timer_seq = arm_timer(demand.deadline_s, TimerKind::deadline, d, demand.generation);
+    }
+    update_priority(t);
+  }
+
+  // Ends one demand with `outcome`: delivers it, unlinks it, frees its slot,
+  // and lets its task react to the loss (drop, orphan, lower priority).
+  void end_demand(std::uint32_t d, DemandOutcome outcome) {
+    Demand& demand = demands_[d];
+    const std::uint32_t t = demand.task;
+    release_demand(d, outcome);
+    if (t != kNone) on_demand_left(t);
+  }
+
+  // Delivers and frees a demand without touching its task's bookkeeping
+  // beyond the demand list (the caller handles the task).
+  void release_demand(std::uint32_t d, DemandOutcome outcome) {
+    Demand& demand = demands_[d];
+    DFL_ASSERT(demand.live, "ending a demand twice");
+    const TaskId task_id = demand.task != kNone ? tasks_[demand.task].id : TaskId{};
+    outbox_.emplace_back(Deliver{handle_of(d), outcome, task_id});
+    disarm_timer(demand.deadline_s, demand.timer_seq);
+    unlink_task(d);
+    OwnerState& owner = *demand.owner_state;
+    unlink_owner(d, owner);
+    const OwnerId owner_id = demand.owner;
+    demand.live = false;
+    demand.task = kNone;
+    demand.owner_state = nullptr;
+    ++demand.generation;
+    demands_.release(d);
+    if (owner.active == 0 && !owner.ended_through) owners_.erase(owner_id);
+  }
+
+  void link_owner(std::uint32_t d, OwnerState& owner) {
+    Demand& demand = demands_[d];
+    demand.owner_state = &owner;
+    demand.prev_in_owner = kNone;
+    demand.next_in_owner = owner.head;
+    if (owner.head != kNone) demands_[owner.head].prev_in_owner = d;
+    owner.head = d;
+    ++owner.active;
+  }
+
+  void unlink_owner(std::uint32_t d, OwnerState& owner) {
+    Demand& demand = demands_[d];
+    if (demand.prev_in_owner != kNone) {
+      demands_[demand.prev_in_owner].next_in_owner = demand.next_in_owner;
+    } else {
+      owner.head = demand.next_in_owner;
+    }
+    if (demand.next_in_owner != kNone) {
+      demands_[demand.next_in_owner].prev_in_owner = demand.prev_in_owner;
+    }
+    demand.prev_in_owner = demand.next_in_owner = kNone;
+    --owner.active;
+  }
+
+  void unlink_task(std::uint32_t d) {
+    Demand& demand = demands_[d];
+    if (demand.task == kNone) return;
+    Task& task = tasks_[demand.task];
+    if (demand.prev_in_task != kNone) {
+      demands_[demand.prev_in_task].next_in_task = demand.next_in_task;
+    } else {
+      task.demand_head = demand.next_in_task;
+    }
+    if (demand.next_in_task != kNone) {
+      demands_[demand.next_in_task].prev_in_task = demand.prev_in_task;
+    }
+    demand.prev_in_task = demand.next_in_task = kNone;
+    --task.active_demands;
+    task.priorities.remove(demand.priority);
+  }
+
+  void forget_owner_if_idle(OwnerId owner_id) {
+    auto it = owners_.find(owner_id);
+    if (it != owners_.end() && it->second.active == 0 && !it->second.ended_through) {
+      owners_.erase(it);
+    }
+  }
+
+  // --- Tasks ---------------------------------------------------------------
+
+  std::uint32_t create_task(const ArtifactKey& key, const DemandOptions& options) {
+    const std::uint32_t t = tasks_.acquire();
+    Task& task = tasks_[t];
+    task = Task{};
+    task.id = TaskId{++last_task_id_};
+    auto node = tasks_by_key_.emplace(key, t);
+    task.key = &node->first;
+    task.origin = options.origin;
+    task.size_bytes = options.size_bytes;
+    task.seq = ++enqueue_seq_;
+    task.max_ever = options.priority;
+    task.effective = options.priority;
+    ++stats_.tasks_created;
+    if (config_.emit_task_events) {
+      outbox_.emplace_back(TaskCreated{task.id, key});
+      outbox_.emplace_back(TaskPriorityChanged{task.id, options.priority});
+    }
+    origin(task.origin);  // Make sure the origin's queue exists.
+    insert_queued(t);
+    return t;
+  }
+
+  OriginSlots& origin(OriginId id) {
+    if (id >= origins_.size()) origins_.resize(id + 1);
+    return origins_[id];
+  }
+
+  void insert_queued(std::uint32_t t) {
+    Task& task = tasks_[t];
+    task.state = TaskState::queued;
+    origins_[task.origin].queue.insert(QueueEntry{task.effective, task.seq, t});
+    ++queued_count_;
+  }
+
+  void remove_queued(std::uint32_t t) {
+    Task& task = tasks_[t];
+    const std::size_t erased =
+        origins_[task.origin].queue.erase(QueueEntry{task.effective, task.seq, t});
+    DFL_ASSERT(erased == 1, "queued task missing from its origin queue");
+    --queued_count_;
+  }
+
+  void enqueue(std::uint32_t t) { insert_queued(t); }
+
+  // The model's priority rule, applied after every change of a task's demands.
+  std::int64_t compute_effective(const Task& task) const {
+    if (task.active_demands == 0) return kOrphanLevel;
+    // Model rule: the legacy priority is the maximum ever seen.
+    if (config_.model == Model::callbacks) return task.max_ever;
+    return *task.priorities.max();
+  }
+
+  void update_priority(std::uint32_t t) {
+    Task& task = tasks_[t];
+    const std::int64_t effective = compute_effective(task);
+    if (effective == task.effective) return;
+    if (task.state == TaskState::queued) {
+      remove_queued(t);
+      task.effective = effective;
+      insert_queued(t);
+    } else {
+      task.effective = effective;
+    }
+    if (config_.emit_task_events) {
+      outbox_.emplace_back(TaskPriorityChanged{task.id, public_priority(effective)});
+    }
+  }
+
+  // A task lost one active demand.
+  void on_demand_left(std::uint32_t t) {
+    Task& task = tasks_[t];
+    if (task.active_demands > 0) {
+      update_priority(t);
+      return;
+    }
+    switch (task.state) {
+      case TaskState::queued:
+        remove_queued(t);
+        release_task(t, TaskOutcome::dropped);
+        return;
+      case TaskState::backoff:
+        disarm_timer(task.retry_at_s, task.timer_seq);
+        release_task(t, TaskOutcome::dropped);
+        return;
+      case TaskState::transferring:
+        task.orphan = true;
+        update_priority(t);
+        decide_orphan(t, /*first_decision=*/true);
+        return;
+      case TaskState::finalizing:
+        // Verify + install completes; nobody is told.
+        task.orphan = true;
+        update_priority(t);
+        return;
+    }
+    DFL_UNREACHABLE();
+  }
+
+  // The callbacks model's cancel: the whole task of that resource ends, every
+  // waiter is told `cancelled` (the requester gets `requester_outcome`). While
+  // finalizing the legacy scheduler cannot cancel at all.
+  void cancel_whole_task(std::uint32_t t, std::uint32_t requester,
+                         DemandOutcome requester_outcome) {
+    Task& task = tasks_[t];
+    TaskOutcome outcome = TaskOutcome::dropped;
+    switch (task.state) {
+      case TaskState::finalizing:
+        ++stats_.cancels_refused;
+        return;
+      case TaskState::queued:
+        remove_queued(t);
+        break;
+      case TaskState::backoff:
+        disarm_timer(task.retry_at_s, task.timer_seq);
+        break;
+      case TaskState::transferring:
+        release_slot(t);
+        outbox_.emplace_back(AbortTransfer{task.id, TransferId{task.op}});
+        outcome = TaskOutcome::aborted;
+        break;
+    }
+    release_demand(requester, requester_outcome);
+    while (task.demand_head != kNone) release_demand(task.demand_head, DemandOutcome::cancelled);
+    release_task(t, outcome);
+  }
+
+  void decide_orphan(std::uint32_t t, bool first_decision) {
+    Task& task = tasks_[t];
+    OrphanView view;
+    view.now_s = now_;
+    view.key = task.key;
+    view.size_bytes = task.size_bytes;
+    view.bytes_done = task.resume_offset_bytes + task.attempt_bytes;
+    view.bytes_remaining =
+        task.size_bytes > view.bytes_done ? task.size_bytes - view.bytes_done : 0;
+    view.elapsed_s = now_ - task.attempt_started_s;
+    view.throughput_Bps =
+        view.elapsed_s > 0 ? static_cast<double>(task.attempt_bytes) / view.elapsed_s : 0.0;
+    view.queued_tasks = static_cast<std::uint32_t>(queued_count_);
+    view.queued_top_priority = queued_top();
+    view.free_slots = config_.max_transfers - running_;
+    view.first_decision = first_decision;
+    task.asked_pressure = pressure();
+
+    if (policy_->decide(view) == OrphanDecision::abort) {
+      ++stats_.orphan_aborts;
+      release_slot(t);  // Also forgets it as an orphan.
+      outbox_.emplace_back(AbortTransfer{task.id, TransferId{task.op}});
+      release_task(t, TaskOutcome::aborted);
+      return;
+    }
+    ++stats_.orphan_completes;
+    if (first_decision) orphans_.push_back(t);
+  }
+
+  void forget_orphan(std::uint32_t t) {
+    auto it = std::find(orphans_.begin(), orphans_.end(), t);
+    if (it != orphans_.end()) orphans_.erase(it);
+  }
+
+  std::optional<Priority> queued_top() const {
+    std::optional<std::int64_t> top;
+    for (const auto& slots : origins_) {
+      if (!slots.queue.empty()) top = std::max(top.value_or(kOrphanLevel), slots.queue.begin()->effective);
+    }
+    if (!top) return std::nullopt;
+    return public_priority(*top);
+  }
+
+  // A fingerprint of slot pressure: queue length, top queued priority, free
+  // slots. Orphans are asked again when it changes.
+  std::uint64_t pressure() const {
+    const std::optional<Priority> top = queued_top();
+    std::uint64_t h = queued_count_;
+    h = h * 0x9E3779B97F4A7C15ull + (top ? static_cast<std::uint32_t>(*top) + 1ull : 0ull);
+    h = h * 0x9E3779B97F4A7C15ull + (config_.max_transfers - running_);
+    return h;
+  }
+
+  void start_transfer(std::uint32_t t) {
+    Task& task = tasks_[t];
+    remove_queued(t);
+    task.state = TaskState::transferring;
+    ++task.attempts;
+    task.attempt_bytes = 0;
+    task.attempt_started_s = now_;
+    task.op = ++last_op_id_;
+    ops_.emplace(task.op, t);
+    ++running_;
+    ++origins_[task.origin].running;
+    ++stats_.transfers_started;
+    outbox_.emplace_back(StartTransfer{task.id, TransferId{task.op}, *task.key, task.origin,
+                                       task.resume_offset_bytes, task.size_bytes,
+                                       task.attempts});
+  }
+
+  // The transfer ended or is being aborted: its slot is free and its id dead.
+  void release_slot(std::uint32_t t) {
+    Task& task = tasks_[t];
+    DFL_ASSERT(task.state == TaskState::transferring, "releasing a slot that is not held");
+    ops_.erase(task.op);
+    --running_;
+    --origins_[task.origin].running;
+    if (task.orphan) forget_orphan(t);
+  }
+
+  void start_finalize(std::uint32_t t) {
+    Task& task = tasks_[t];
+    task.state = TaskState::finalizing;
+    task.op = ++last_op_id_;
+    ops_.emplace(task.op, t);
+    ++stats_.finalizes_started;
+    outbox_.emplace_back(StartFinalize{task.id, FinalizeId{task.op}, *task.key, task.size_bytes});
+  }
+
+  // A retryable failure: back off and retry, or fail once attempts run out.
+  // Nobody waits for an orphan, so an orphan that fails is dropped.
+  void retry_or_fail(std::uint32_t t) {
+    Task& task = tasks_[t];
+    if (task.attempts >= config_.retry.max_attempts) {
+      finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
+      return;
+    }
+    if (task.active_demands == 0) {
+      release_task(t, TaskOutcome::dropped);
+      return;
+    }
+    task.state = TaskState::backoff;
+    task.retry_at_s = now_ + backoff_delay_s(task.attempts);
+    task.timer_seq = arm_timer(task.retry_at_s, TimerKind::retry, t, task.id.value);
+  }
+
+  // Exponential backoff with jitter: base * 2^(attempt-1), capped, scaled by
+  // 1 + jitter * U(-1, 1). Drawn from the one seeded RNG.
+  double backoff_delay_s(std::uint32_t failed_attempt) {
+    const RetryConfig& retry = config_.retry;
+    const double exponent = std::min<double>(failed_attempt - 1, 62);
+    const double delay = std::min(retry.cap_s, retry.base_s * std::exp2(exponent));
+    const double scale = 1.0 + retry.jitter * (2.0 * unit_interval(rng_) - 1.0);
+    return std::max(0.0, delay * scale);
+  }
+
+  // Ends every active demand of the task with `demand_outcome`, then the task.
+  void finish_task(std::uint32_t t, TaskOutcome outcome, DemandOutcome demand_outcome) {
+    Task& task = tasks_[t];
+    while (task.demand_head != kNone) release_demand(task.demand_head, demand_outcome);
+    release_task(t, outcome);
+  }
+
+  void release_task(std::uint32_t t, TaskOutcome outcome) {
+    Task& task = tasks_[t];
+    DFL_ASSERT(task.active_demands == 0 && task.demand_head == kNone,
+               "releasing a task that still has demands");
+    if (config_.emit_task_events) {
+      if (task.effective != kOrphanLevel) {
+        outbox_.emplace_back(TaskPriorityChanged{task.id, std::nullopt});
+      }
+      outbox_.emplace_back(TaskEnded{task.id, outcome, task.attempts, task.bytes_transferred});
+    }
+    if (task.state == TaskState::finalizing || task.state == TaskState::transferring) {
+      ops_.erase(task.op);
+    }
+    erase_key(t);
+    task.id = TaskId{};
+    task.key = nullptr;
+    task.priorities.clear();
+    tasks_.release(t);
+  }
+
+  void erase_key(std::uint32_t t) {
+    auto [first, last] = tasks_by_key_.equal_range(*tasks_[t].key);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == t) {
+        tasks_by_key_.erase(it);
+        return;
+      }
+    }
+    DFL_ASSERT(false, "task missing from the key map");
+  }
+
+  std::uint32_t resolve_op(std::uint64_t op, TaskState expected) {
+    auto it = ops_.find(op);
+    if (it == ops_.end() || tasks_[it->second].state != expected) {
+      ++stats_.late_events_ignored;
+      return kNone;
+    }
+    return it->second;
+  }
+
+  // --- After every call ----------------------------------------------------
+
+  // Fills free slots in queue order, then re-asks orphans whose view of slot
+  // pressure changed; an abort frees a slot, so repeat until nothing moves.
+  void settle() {
+    for (;;) {
+      pump();
+      if (!reconsider_orphans()) break;
+    }
+#ifdef DFL_CHECK_INVARIANTS
+    check_invariants();
+#endif
+  }
+
+  void pump() {
+    while (running_ < config_.max_transfers && queued_count_ > 0) {
+      std::uint32_t best = kNone;
+      const QueueEntry* best_entry = nullptr;
+      for (auto& slots : origins_) {
+        if (slots.queue.empty() || slots.running >= config_.max_per_origin) continue;
+        const QueueEntry& head = *slots.queue.begin();
+        if (best_entry == nullptr || head < *best_entry) {
+          best_entry = &head;
+          best = head.task;
+        }
+      }
+      if (best == kNone) return;  // Every origin with queued work is at its limit.
+      start_transfer(best);
+    }
+  }
+
+  bool reconsider_orphans() {
+    if (orphans_.empty()) return false;
+    const std::uint64_t now_pressure = pressure();
+    // Copy: an abort removes the task from orphans_.
+    const std::vector<std::uint32_t> orphans = orphans_;
+    bool aborted = false;
+    for (std::uint32_t t : orphans) {
+      if (tasks_[t].asked_pressure == now_pressure) continue;
+      const std::uint64_t before = stats_.orphan_aborts;
+      decide_orphan(t, /*first_decision=*/false);
+      aborted |= stats_.orphan_aborts != before;
+      if (aborted) break;  // Pressure changed again; start over.
+    }
+    return aborted;
+  }
+
+  TaskInfo info(std::uint32_t t) const {
+    const Task& task = tasks_[t];
+    TaskInfo out;
+    out.id = task.id;
+    out.key = *task.key;
+    out.state = task.state;
+    out.effective_priority = public_priority(task.effective);
+    out.active_demands = task.active_demands;
+    out.attempts = task.attempts;
+    out.resume_offset_bytes = task.resume_offset_bytes;
+    out.bytes_transferred = task.bytes_transferred;
+    out.origin = task.origin;
+    if (task.state == TaskState::transferring) out.transfer = TransferId{task.op};
+    if (task.state == TaskState::finalizing) out.finalize = FinalizeId{task.op};
+    return out;
+  }
+
+  SchedulerConfig config_;
+  KeyIdentity identity_;
+  std::shared_ptr<OrphanPolicy> policy_;
+  std::mt19937_64 rng_;
+  double now_ = 0;
+
+  Slab<Demand> demands_;
+  Slab<Task> tasks_;
+  std::unordered_map<OwnerId, OwnerState> owners_;
+  // Live tasks by key. A multimap because the independent model keeps several
+  // tasks per key; the other two keep at most one.
+  std::unordered_multimap<ArtifactKey, std::uint32_t, KeyIdentity::Hash, KeyIdentity::Equal>
+      tasks_by_key_;
+  std::vector<OriginSlots> origins_;
+  std::size_t queued_count_ = 0;
+  std::uint32_t running_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> ops_;  // Transfer/finalize id -> task.
+  std::set<Timer> timers_;
+  std::vector<std::uint32_t> orphans_;  // Transferring orphans that the policy let complete.
+  InstalledIndex installed_;
+  std::vector<InstalledIndex::Entry> evicted_;
+
+  std::uint64_t last_task_id_ = 0;
+  std::uint64_t last_op_id_ = 0;
+  std::uint64_t enqueue_seq_ = 0;
+  std::uint64_t timer_seq_ = 0;
+  std::vector<Command> outbox_;
+  SchedulerStats stats_;
+};
+
+// The full invariant check: O(live state). Every violation names itself.
+void Scheduler::Impl::check_invariants() const {
+  std::size_t live_tasks = 0;
+  std::size_t queued = 0;
+  std::uint32_t running = 0;
+  std::vector<std::uint32_t> running_per_origin(origins_.size(), 0);
+  std::size_t demands_in_tasks = 0;
+
+  for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
+    const Task& task = tasks_[t];
+    if (task.id.value == 0) continue;
+    ++live_tasks;
+    DFL_CHECK(task.key != nullptr, "live task without a key");
+    DFL_CHECK(task.origin < origins_.size(), "task origin without slots");
+
+    // Demand list, counts and histogram agree.
+    std::uint32_t count = 0;
+    std::uint32_t prev = kNone;
+    std::optional<Priority> max_priority;
+    for (std::uint32_t d = task.demand_head; d != kNone; d = demands_[d].next_in_task) {
+      const Demand& demand = demands_[d];
+      DFL_CHECK(demand.live, "task lists an ended demand");
+      DFL_CHECK(demand.task == t, "demand listed under another task");
+      DFL_CHECK(demand.prev_in_task == prev, "broken demand list back link");
+      DFL_CHECK(task.priorities.count(demand.priority) > 0, "demand priority not counted");
+      max_priority = std::max(max_priority.value_or(demand.priority), demand.priority);
+      prev = d;
+      ++count;
+      DFL_CHECK(count <= demands_.live(), "demand list cycles");
+    }
+    DFL_CHECK(count == task.active_demands, "active demand count is wrong");
+    DFL_CHECK(task.priorities.total() == count, "priority histogram total is wrong");
+    demands_in_tasks += count;
+
+    // Effective priority follows the model's rule.
+    if (count == 0) {
+      DFL_CHECK(task.effective == kOrphanLevel, "task without demands above orphan level");
+      DFL_CHECK(task.state == TaskState::transferring || task.state == TaskState::finalizing,
+                "queued or backoff task without an active demand");
+      DFL_CHECK(task.orphan, "task without demands not marked orphan");
+    } else if (config_.model == Model::callbacks) {
+      DFL_CHECK(task.effective == task.max_ever, "callbacks priority is not max-ever");
+      DFL_CHECK(!task.orphan, "task with demands marked orphan");
+    } else {
+      DFL_CHECK(task.effective == *max_priority, "effective priority is not max of active");
+      DFL_CHECK(!task.orphan, "task with demands marked orphan");
+    }
+
+    switch (task.state) {
+      case TaskState::queued: {
+        ++queued;
+        const auto& queue = origins_[task.origin].queue;
+        DFL_CHECK(queue.count(QueueEntry{task.effective, task.seq, t}) == 1,
+                  "queued task not in its origin queue under its priority");
+        DFL_CHECK(task.timer_seq == 0, "queued task with a retry timer");
+        break;
+      }
+      case TaskState::transferring: {
+        ++running;
+        ++running_per_origin[task.origin];
+        auto it = ops_.find(task.op);
+        DFL_CHECK(it != ops_.end() && it->second == t, "transfer id not registered");
+        const bool listed = std::find(orphans_.begin(), orphans_.end(), t) != orphans_.end();
+        DFL_CHECK(listed == task.orphan, "orphan list disagrees with the task");
+        break;
+      }
+      case TaskState::backoff:
+        DFL_CHECK(task.timer_seq != 0, "backoff task without a retry timer");
+        DFL_CHECK(timers_.count(Timer{task.retry_at_s, task.timer_seq, TimerKind::retry, t, 0}) ==
+                      1,
+                  "retry timer missing");
+        break;
+      case TaskState::finalizing: {
+        auto it = ops_.find(task.op);
+        DFL_CHECK(it != ops_.end() && it->second == t, "finalize id not registered");
+        break;
+      }
+    }
+
+    // Key map: this task is registered, and (shared models) alone for its key.
+    auto [first, last] = tasks_by_key_.equal_range(*task.key);
+    std::size_t same_key = 0;
+    bool found = false;
+    for (auto it = first; it != last; ++it) {
+      ++same_key;
+      found |= it->second == t;
+    }
+    DFL_CHECK(found, "live task missing from the key map");
+    if (config_.model != Model::independent) {
+      DFL_CHECK(same_key == 1, "more than one live task for one key");
+    }
+  }
+
+  DFL_CHECK(live_tasks == tasks_.live(), "task slab count is wrong");
+  DFL_CHECK(tasks_by_key_.size() == live_tasks, "key map holds dead tasks");
+  DFL_CHECK(queued == queued_count_, "queued count is wrong");
+  std::size_t queue_entries = 0;
+  for (const auto& slots : origins_) queue_entries += slots.queue.size();
+  DFL_CHECK(queue_entries == queued, "origin queues hold tasks that are not queued");
+  DFL_CHECK(running == running_, "running count is wrong");
+  DFL_CHECK(running <= config_.max_transfers, "max_transfers exceeded");
+  for (std::size_t o = 0; o < origins_.size(); ++o) {
+    DFL_CHECK(running_per_origin[o] == origins_[o].running, "per-origin running count is wrong");
+    DFL_CHECK(origins_[o].running <= config_.max_per_origin, "max_per_origin exceeded");
+  }
+  DFL_CHECK(ops_.size() <= tasks_.live(), "operation ids outlive their tasks");
+
+  // Demands: every live demand is in a task (and counted there) and in its owner.
+  std::size_t live_demands = 0;
+  for (std::uint32_t d = 0; d < demands_.capacity(); ++d) {
+    const Demand& demand = demands_[d];
+    if (!demand.live) continue;
+    ++live_demands;
+    DFL_CHECK(demand.task != kNone && tasks_[demand.task].id.value != 0,
+              "live demand without a live task");
+    DFL_CHECK(demand.owner_state != nullptr, "live demand without an owner");
+    if (config_.model != Model::callbacks && demand.deadline_s != kNoDeadline) {
+      DFL_CHECK(demand.deadline_s > now_, "live demand past its deadline");
+      DFL_CHECK(demand.timer_seq != 0, "deadline without a timer");
+    }
+  }
+  DFL_CHECK(live_demands == demands_.live(), "demand slab count is wrong");
+  DFL_CHECK(live_demands == demands_in_tasks, "demands outside tasks");
+  std::size_t owned = 0;
+  for (const auto& [id, owner] : owners_) {
+    std::uint32_t count = 0;
+    for (std::uint32_t d = owner.head; d != kNone; d = demands_[d].next_in_owner) {
+      DFL_CHECK(demands_[d].live && demands_[d].owner == id, "owner lists a foreign demand");
+      ++count;
+    }
+    DFL_CHECK(count == owner.active, "owner active count is wrong");
+    owned += count;
+  }
+  DFL_CHECK(owned == live_demands, "demands missing from their owners");
+
+  for (const Timer& timer : timers_) {
+    DFL_CHECK(timer.at_s > now_, "a due timer was not fired");
+    if (timer.kind == TimerKind::deadline) {
+      DFL_CHECK(demands_[timer.index].live && demands_[timer.index].generation == timer.identity,
+                "deadline timer for an ended demand");
+    } else {
+      DFL_CHECK(tasks_[timer.index].id.value == timer.identity &&
+                    tasks_[timer.index].state == TaskState::backoff,
+                "retry timer for a task not in backoff");
+    }
+  }
+}
+
+// --- Public facade ---------------------------------------------------------
+
+Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<OrphanPolicy> orphan_policy)
+    : impl_(std::make_unique<Impl>(config, std::move(orphan_policy))) {}
+Scheduler::~Scheduler() = default;
+Scheduler::Scheduler(Scheduler&&) noexcept = default;
+Scheduler& Scheduler::operator=(Scheduler&&) noexcept = default;
+
+DemandHandle Scheduler::subscribe(double now_s, const ArtifactKey& key,
+                                  const DemandOptions& options) {
+  return impl_->subscribe(now_s, key, options);
+}
+void Scheduler::cancel(double now_s, DemandHandle demand) { impl_->cancel(now_s, demand); }
+void Scheduler::set_priority(double now_s, DemandHandle demand, Priority priority) {
+  impl_->set_priority(now_s, demand, priority);
+}
+void Scheduler::end_owner(double now_s, OwnerId owner, std::optional<OwnerGeneration> generation) {
+  impl_->end_owner(now_s, owner, generation);
+}
+void Scheduler::on_transfer_progress(double now_s, TransferId transfer,
+                                     std::uint64_t bytes_received) {
+  impl_->on_transfer_progress(now_s, transfer, bytes_received);
+}
+void Scheduler::on_transfer_finished(double now_s, TransferId transfer, TransferStatus status,
+                                     std::uint64_t bytes_received) {
+  impl_->on_transfer_finished(now_s, transfer, status, bytes_received);
+}
+void Scheduler::on_finalize_finished(double now_s, FinalizeId finalize, FinalizeStatus status) {
+  impl_->on_finalize_finished(now_s, finalize, status);
+}
+void Scheduler::on_timer(double now_s) { impl_->on_timer(now_s); }
+std::optional<double> Scheduler::next_wakeup_s() const { return impl_->next_wakeup_s(); }
+void Scheduler::take_commands(std::vector<Command>& out) { impl_->take_commands(out); }
+std::vector<Command> Scheduler::take_commands() {
+  std::vector<Command> out;
+  impl_->take_commands(out);
+  return out;
+}
+bool Scheduler::has_commands() const { return impl_->has_commands(); }
+std::optional<TaskInfo> Scheduler::task_for(const ArtifactKey& key) const {
+  return impl_->task_for(key);
+}
+std::optional<DemandInfo> Scheduler::demand(DemandHandle handle) const {
+  return impl_->demand(handle);
+}
+std::vector<TaskInfo> Scheduler::tasks() const { return impl_->tasks(); }
+std::size_t Scheduler::live_tasks() const { return impl_->live_tasks(); }
+std::size_t Scheduler::live_demands() const { return impl_->live_demands(); }
+std::size_t Scheduler::queued_tasks() const { return impl_->queued_tasks(); }
+std::uint32_t Scheduler::running_transfers() const { return impl_->running_transfers(); }
+const SchedulerStats& Scheduler::stats() const { return impl_->stats(); }
+const SchedulerConfig& Scheduler::config() const { return impl_->config(); }
+double Scheduler::now_s() const { return impl_->now(); }
+void Scheduler::check_invariants() const { impl_->check_invariants(); }
+
+std::string_view to_string(TaskState state) {
+  switch (state) {
+    case TaskState::queued: return "queued";
+    case TaskState::transferring: return "transferring";
+    case TaskState::backoff: return "backoff";
+    case TaskState::finalizing: return "finalizing";
+  }
+  DFL_UNREACHABLE();
+}
+
+}  // namespace dfl
