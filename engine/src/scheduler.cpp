@@ -159,7 +159,6 @@ struct OwnerState {
   std::uint32_t active = 0;
   // Generations <= this have ended; subscribes with them are stale.
   std::optional<OwnerGeneration> ended_through;
-  OwnerGeneration max_generation_seen = std::numeric_limits<OwnerGeneration>::min();
 };
 
 struct Demand {
@@ -284,7 +283,6 @@ class Scheduler::Impl {
     const DemandHandle handle{d, demand.generation};
 
     OwnerState& owner = owners_[options.owner];
-    owner.max_generation_seen = std::max(owner.max_generation_seen, options.owner_generation);
     link_owner(d, owner);
 
     // Immediate terminals, each still delivered through the outbox.
@@ -345,7 +343,10 @@ class Scheduler::Impl {
     }
     if (it != owners_.end()) {
       OwnerState& owner = it->second;
-      const OwnerGeneration through = generation.value_or(owner.max_generation_seen);
+      // Without a generation the owner is gone whole: every generation ends,
+      // and no watermark is kept (the owner id may be used again).
+      const OwnerGeneration through =
+          generation.value_or(std::numeric_limits<OwnerGeneration>::max());
       if (config_.model == Model::callbacks) {
         // Model rule: the legacy scheduler has no owners. The owner's teardown
         // cancels each of its requests, and each cancel ends a whole task
@@ -359,7 +360,9 @@ class Scheduler::Impl {
           if (d != kNone) cancel_whole_task(demands_[d].task, d, DemandOutcome::owner_ended);
         }
       } else {
-        owner.ended_through = std::max(owner.ended_through.value_or(through), through);
+        if (generation) {
+          owner.ended_through = std::max(owner.ended_through.value_or(through), through);
+        }
         std::uint32_t d = owner.head;
         while (d != kNone) {
           const std::uint32_t next = demands_[d].next_in_owner;

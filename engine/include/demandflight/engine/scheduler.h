@@ -120,9 +120,11 @@ class Scheduler {
   // Raises or lowers this demand's priority. A no-op on an ended handle.
   void set_priority(double now_s, DemandHandle demand, Priority priority);
 
-  // The owner is gone: every active demand of `owner` with a generation <=
-  // `generation` (all generations when nullopt) ends owner_ended, and later
-  // subscribes with such a generation are refused the same way.
+  // The owner is gone. With a generation: every active demand of `owner` whose
+  // generation is <= `generation` ends owner_ended, and later subscribes with
+  // such a generation are stale and end owner_ended at once. Without one:
+  // every active demand of `owner` ends owner_ended and nothing is remembered,
+  // so the owner id may be used again.
   void end_owner(double now_s, OwnerId owner, std::optional<OwnerGeneration> generation);
 
   // --- Events from the runtime --------------------------------------------
