@@ -7,9 +7,9 @@
 //   handle is detected without any lookup;
 // - a task's active demands form an intrusive doubly linked list, and a small
 //   histogram of their priorities gives the max without a scan;
-// - each origin has its own ordered queue, so a saturated origin never blocks
-//   the tasks of another (no head-of-line blocking) and picking the next task is
-//   O(origins);
+// - each origin has its own queue (task_queue.h: O(1) for tasks that enter
+//   in first-enqueue order), so a saturated origin never blocks the tasks of
+//   another (no head-of-line blocking) and picking the next task is O(origins);
 // - deadlines and retry timers share one ordered timer set.
 // The three models differ only in the few places marked "model rule".
 
@@ -27,6 +27,7 @@
 
 #include "demandflight/engine/installed_index.h"
 #include "engine_assert.h"
+#include "task_queue.h"
 
 namespace dfl {
 namespace {
@@ -125,19 +126,6 @@ class PriorityHistogram {
   std::vector<Bin> spill_;
 };
 
-// Queue order: higher effective priority first, then FIFO by first-enqueue
-// sequence (kept across backoff, so a retried task does not lose its place).
-struct QueueEntry {
-  std::int64_t effective = 0;
-  std::uint64_t seq = 0;
-  std::uint32_t task = kNone;
-
-  friend bool operator<(const QueueEntry& a, const QueueEntry& b) {
-    if (a.effective != b.effective) return a.effective > b.effective;
-    return a.seq < b.seq;
-  }
-};
-
 enum class TimerKind : std::uint8_t { deadline, retry };
 
 // Ordered by (time, arming order) so equal times fire deterministically.
@@ -157,6 +145,10 @@ struct Timer {
 struct OwnerState {
   std::uint32_t head = kNone;  // Active demands of this owner (intrusive list).
   std::uint32_t active = 0;
+  // No active demand and nothing to remember: the entry may be swept. Idle
+  // entries are kept for a while so an owner that comes and goes (a subsystem
+  // with one request at a time) does not allocate on every subscribe.
+  bool idle = false;
   // Generations <= this have ended; subscribes with them are stale.
   std::optional<OwnerGeneration> ended_through;
 };
@@ -183,7 +175,9 @@ struct Task {
   TaskState state = TaskState::queued;
   // Transferring or finalizing with no active demand (policy said complete).
   bool orphan = false;
-  const ArtifactKey* key = nullptr;  // The key as stored in the key map node.
+  // The key, kept in the slot: a reused slot reuses the strings' capacity.
+  ArtifactKey key;
+  std::size_t key_hash = 0;  // Under the model's identity.
   OriginId origin = 0;
   std::uint64_t size_bytes = 0;
   std::uint64_t seq = 0;  // First-enqueue order.
@@ -239,7 +233,6 @@ class Slab {
 };
 
 struct OriginSlots {
-  std::set<QueueEntry> queue;
   std::uint32_t running = 0;
 };
 
@@ -258,7 +251,7 @@ class Scheduler::Impl {
         identity_{config.model == Model::callbacks},
         policy_(policy ? std::move(policy) : std::make_shared<AlwaysAbortPolicy>()),
         rng_(config.seed),
-        tasks_by_key_(16, identity_.hash(), identity_.equal()),
+        key_equal_(identity_.equal()),
         installed_(config.cache_bytes, identity_) {
     DFL_ASSERT(config_.max_transfers > 0, "max_transfers must be at least 1");
     DFL_ASSERT(config_.max_per_origin > 0, "max_per_origin must be at least 1");
@@ -282,7 +275,7 @@ class Scheduler::Impl {
     demand.deadline_s = options.deadline_s;
     const DemandHandle handle{d, demand.generation};
 
-    OwnerState& owner = owners_[options.owner];
+    OwnerState& owner = owner_for(options.owner);
     link_owner(d, owner);
 
     // Immediate terminals, each still delivered through the outbox.
@@ -292,11 +285,15 @@ class Scheduler::Impl {
       end_demand(d, DemandOutcome::owner_ended);
     } else if (!legacy && options.deadline_s <= now) {
       end_demand(d, DemandOutcome::timed_out);
-    } else if (installed_.touch(key)) {
-      ++stats_.cache_hits;
-      end_demand(d, DemandOutcome::succeeded);
     } else {
-      attach(d, key, options);
+      // The key is hashed once per subscribe; the index and the task map share it.
+      const std::size_t key_hash = installed_.hash(key);
+      if (installed_.touch(key, key_hash)) {
+        ++stats_.cache_hits;
+        end_demand(d, DemandOutcome::succeeded);
+      } else {
+        attach(d, key, key_hash, options);
+      }
     }
     settle();
     return handle;
@@ -343,6 +340,10 @@ class Scheduler::Impl {
     }
     if (it != owners_.end()) {
       OwnerState& owner = it->second;
+      if (owner.idle && generation && config_.model != Model::callbacks) {
+        owner.idle = false;  // It has a watermark to remember now.
+        --idle_owners_;
+      }
       // Without a generation the owner is gone whole: every generation ends,
       // and no watermark is kept (the owner id may be used again).
       const OwnerGeneration through =
@@ -421,7 +422,7 @@ class Scheduler::Impl {
         case FinalizeStatus::installed: {
           ++stats_.installs;
           evicted_.clear();
-          installed_.insert(*task.key, task.size_bytes, evicted_);
+          installed_.insert(task.key, task.key_hash, task.size_bytes, evicted_);
           for (auto& entry : evicted_) {
             outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
           }
@@ -460,9 +461,9 @@ class Scheduler::Impl {
   bool has_commands() const { return !outbox_.empty(); }
 
   std::optional<TaskInfo> task_for(const ArtifactKey& key) const {
-    auto it = tasks_by_key_.find(key);
-    if (it == tasks_by_key_.end()) return std::nullopt;
-    return info(it->second);
+    const std::uint32_t t = find_task(key, installed_.hash(key));
+    if (t == kNone) return std::nullopt;
+    return info(t);
   }
 
   std::optional<DemandInfo> demand(DemandHandle handle) const {
@@ -485,7 +486,7 @@ class Scheduler::Impl {
 
   std::size_t live_tasks() const { return tasks_.live(); }
   std::size_t live_demands() const { return demands_.live(); }
-  std::size_t queued_tasks() const { return queued_count_; }
+  std::size_t queued_tasks() const { return queue_.size(); }
   std::uint32_t running_transfers() const { return running_; }
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerConfig& config() const { return config_; }
@@ -546,14 +547,12 @@ class Scheduler::Impl {
   DemandHandle handle_of(std::uint32_t d) const { return {d, demands_[d].generation}; }
 
   // Joins the live task of the demand's key, or creates one.
-  void attach(std::uint32_t d, const ArtifactKey& key, const DemandOptions& options) {
+  void attach(std::uint32_t d, const ArtifactKey& key, std::size_t key_hash,
+              const DemandOptions& options) {
     std::uint32_t t = kNone;
     // Model rule: the independent model never shares a task.
-    if (config_.model != Model::independent) {
-      auto it = tasks_by_key_.find(key);
-      if (it != tasks_by_key_.end()) t = it->second;
-    }
-    if (t == kNone) t = create_task(key, options);
+    if (config_.model != Model::independent) t = find_task(key, key_hash);
+    if (t == kNone) t = create_task(key, key_hash, options);
 
     Demand& demand = demands_[d];
     Task& task = tasks_[t];
@@ -596,13 +595,30 @@ class Scheduler::Impl {
     unlink_task(d);
     OwnerState& owner = *demand.owner_state;
     unlink_owner(d, owner);
-    const OwnerId owner_id = demand.owner;
     demand.live = false;
     demand.task = kNone;
     demand.owner_state = nullptr;
     ++demand.generation;
     demands_.release(d);
-    if (owner.active == 0 && !owner.ended_through) owners_.erase(owner_id);
+    if (owner.active == 0 && !owner.ended_through && !owner.idle) mark_idle(owner);
+  }
+
+  OwnerState& owner_for(OwnerId id) {
+    OwnerState& owner = owners_[id];
+    if (owner.idle) {
+      owner.idle = false;
+      --idle_owners_;
+    }
+    return owner;
+  }
+
+  // Bounds the idle entries: past the limit they are all swept at once, so the
+  // cost is amortised O(1) per demand. Invalidates references to idle owners.
+  void mark_idle(OwnerState& owner) {
+    owner.idle = true;
+    if (++idle_owners_ <= kIdleOwnersMax) return;
+    std::erase_if(owners_, [](const auto& entry) { return entry.second.idle; });
+    idle_owners_ = 0;
   }
 
   void link_owner(std::uint32_t d, OwnerState& owner) {
@@ -648,20 +664,35 @@ class Scheduler::Impl {
 
   void forget_owner_if_idle(OwnerId owner_id) {
     auto it = owners_.find(owner_id);
-    if (it != owners_.end() && it->second.active == 0 && !it->second.ended_through) {
+    if (it != owners_.end() && it->second.idle) {
       owners_.erase(it);
+      --idle_owners_;
     }
   }
 
   // --- Tasks ---------------------------------------------------------------
 
-  std::uint32_t create_task(const ArtifactKey& key, const DemandOptions& options) {
+  // The live task for `key`, or kNone. Compares keys only on a hash match.
+  std::uint32_t find_task(const ArtifactKey& key, std::size_t key_hash) const {
+    auto [first, last] = tasks_by_key_.equal_range(key_hash);
+    for (auto it = first; it != last; ++it) {
+      if (key_equal_(tasks_[it->second].key, key)) return it->second;
+    }
+    return kNone;
+  }
+
+  std::uint32_t create_task(const ArtifactKey& key, std::size_t key_hash,
+                            const DemandOptions& options) {
     const std::uint32_t t = tasks_.acquire();
     Task& task = tasks_[t];
+    // Reset every field but the key, whose strings keep their capacity.
+    ArtifactKey reused = std::move(task.key);
     task = Task{};
+    task.key = std::move(reused);
+    task.key = key;
+    task.key_hash = key_hash;
     task.id = TaskId{++last_task_id_};
-    auto node = tasks_by_key_.emplace(key, t);
-    task.key = &node->first;
+    tasks_by_key_.emplace(key_hash, t);
     task.origin = options.origin;
     task.size_bytes = options.size_bytes;
     task.seq = ++enqueue_seq_;
@@ -685,17 +716,10 @@ class Scheduler::Impl {
   void insert_queued(std::uint32_t t) {
     Task& task = tasks_[t];
     task.state = TaskState::queued;
-    origins_[task.origin].queue.insert(QueueEntry{task.effective, task.seq, t});
-    ++queued_count_;
+    queue_.push(t, task.origin, task.effective, task.seq);
   }
 
-  void remove_queued(std::uint32_t t) {
-    Task& task = tasks_[t];
-    const std::size_t erased =
-        origins_[task.origin].queue.erase(QueueEntry{task.effective, task.seq, t});
-    DFL_ASSERT(erased == 1, "queued task missing from its origin queue");
-    --queued_count_;
-  }
+  void remove_queued(std::uint32_t t) { queue_.remove(t); }
 
   void enqueue(std::uint32_t t) { insert_queued(t); }
 
@@ -785,7 +809,7 @@ class Scheduler::Impl {
     Task& task = tasks_[t];
     OrphanView view;
     view.now_s = now_;
-    view.key = task.key;
+    view.key = &task.key;
     view.size_bytes = task.size_bytes;
     view.bytes_done = task.resume_offset_bytes + task.attempt_bytes;
     view.bytes_remaining =
@@ -793,7 +817,7 @@ class Scheduler::Impl {
     view.elapsed_s = now_ - task.attempt_started_s;
     view.throughput_Bps =
         view.elapsed_s > 0 ? static_cast<double>(task.attempt_bytes) / view.elapsed_s : 0.0;
-    view.queued_tasks = static_cast<std::uint32_t>(queued_count_);
+    view.queued_tasks = static_cast<std::uint32_t>(queue_.size());
     view.queued_top_priority = queued_top();
     view.free_slots = config_.max_transfers - running_;
     view.first_decision = first_decision;
@@ -816,10 +840,7 @@ class Scheduler::Impl {
   }
 
   std::optional<Priority> queued_top() const {
-    std::optional<std::int64_t> top;
-    for (const auto& slots : origins_) {
-      if (!slots.queue.empty()) top = std::max(top.value_or(kOrphanLevel), slots.queue.begin()->effective);
-    }
+    const std::optional<std::int64_t> top = queue_.top_priority();
     if (!top) return std::nullopt;
     return public_priority(*top);
   }
@@ -828,7 +849,7 @@ class Scheduler::Impl {
   // slots. Orphans are asked again when it changes.
   std::uint64_t pressure() const {
     const std::optional<Priority> top = queued_top();
-    std::uint64_t h = queued_count_;
+    std::uint64_t h = queue_.size();
     h = h * 0x9E3779B97F4A7C15ull + (top ? static_cast<std::uint32_t>(*top) + 1ull : 0ull);
     h = h * 0x9E3779B97F4A7C15ull + (config_.max_transfers - running_);
     return h;
@@ -846,7 +867,7 @@ class Scheduler::Impl {
     ++running_;
     ++origins_[task.origin].running;
     ++stats_.transfers_started;
-    outbox_.emplace_back(StartTransfer{task.id, TransferId{task.op}, *task.key, task.origin,
+    outbox_.emplace_back(StartTransfer{task.id, TransferId{task.op}, task.key, task.origin,
                                        task.resume_offset_bytes, task.size_bytes,
                                        task.attempts});
   }
@@ -867,7 +888,7 @@ class Scheduler::Impl {
     task.op = ++last_op_id_;
     ops_.emplace(task.op, t);
     ++stats_.finalizes_started;
-    outbox_.emplace_back(StartFinalize{task.id, FinalizeId{task.op}, *task.key, task.size_bytes});
+    outbox_.emplace_back(StartFinalize{task.id, FinalizeId{task.op}, task.key, task.size_bytes});
   }
 
   // A retryable failure: back off and retry, or fail once attempts run out.
@@ -919,13 +940,12 @@ class Scheduler::Impl {
     }
     erase_key(t);
     task.id = TaskId{};
-    task.key = nullptr;
     task.priorities.clear();
     tasks_.release(t);
   }
 
   void erase_key(std::uint32_t t) {
-    auto [first, last] = tasks_by_key_.equal_range(*tasks_[t].key);
+    auto [first, last] = tasks_by_key_.equal_range(tasks_[t].key_hash);
     for (auto it = first; it != last; ++it) {
       if (it->second == t) {
         tasks_by_key_.erase(it);
@@ -959,19 +979,15 @@ class Scheduler::Impl {
   }
 
   void pump() {
-    while (running_ < config_.max_transfers && queued_count_ > 0) {
-      std::uint32_t best = kNone;
-      const QueueEntry* best_entry = nullptr;
-      for (auto& slots : origins_) {
-        if (slots.queue.empty() || slots.running >= config_.max_per_origin) continue;
-        const QueueEntry& head = *slots.queue.begin();
-        if (best_entry == nullptr || head < *best_entry) {
-          best_entry = &head;
-          best = head.task;
-        }
+    while (running_ < config_.max_transfers && queue_.size() > 0) {
+      std::optional<detail::TaskQueue::Entry> best;
+      for (std::uint32_t o = 0; o < origins_.size(); ++o) {
+        if (origins_[o].running >= config_.max_per_origin) continue;
+        const auto head = queue_.head(o);
+        if (head && (!best || detail::TaskQueue::before(*head, *best))) best = head;
       }
-      if (best == kNone) return;  // Every origin with queued work is at its limit.
-      start_transfer(best);
+      if (!best) return;  // Every origin with queued work is at its limit.
+      start_transfer(best->task);
     }
   }
 
@@ -995,7 +1011,7 @@ class Scheduler::Impl {
     const Task& task = tasks_[t];
     TaskInfo out;
     out.id = task.id;
-    out.key = *task.key;
+    out.key = task.key;
     out.state = task.state;
     out.effective_priority = public_priority(task.effective);
     out.active_demands = task.active_demands;
@@ -1017,12 +1033,17 @@ class Scheduler::Impl {
   Slab<Demand> demands_;
   Slab<Task> tasks_;
   std::unordered_map<OwnerId, OwnerState> owners_;
-  // Live tasks by key. A multimap because the independent model keeps several
-  // tasks per key; the other two keep at most one.
-  std::unordered_multimap<ArtifactKey, std::uint32_t, KeyIdentity::Hash, KeyIdentity::Equal>
-      tasks_by_key_;
+  std::size_t idle_owners_ = 0;
+  static constexpr std::size_t kIdleOwnersMax = 4096;
+  // Live tasks by key hash (under the model's identity). A multimap: hashes
+  // collide, and the independent model keeps several tasks per key.
+  struct IdentityHash {
+    std::size_t operator()(std::size_t h) const noexcept { return h; }
+  };
+  KeyIdentity::Equal key_equal_;
+  std::unordered_multimap<std::size_t, std::uint32_t, IdentityHash> tasks_by_key_;
   std::vector<OriginSlots> origins_;
-  std::size_t queued_count_ = 0;
+  detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
   std::unordered_map<std::uint64_t, std::uint32_t> ops_;  // Transfer/finalize id -> task.
   std::set<Timer> timers_;
@@ -1050,7 +1071,7 @@ void Scheduler::Impl::check_invariants() const {
     const Task& task = tasks_[t];
     if (task.id.value == 0) continue;
     ++live_tasks;
-    DFL_CHECK(task.key != nullptr, "live task without a key");
+    DFL_CHECK(task.key_hash == installed_.hash(task.key), "stale key hash");
     DFL_CHECK(task.origin < origins_.size(), "task origin without slots");
 
     // Demand list, counts and histogram agree.
@@ -1089,13 +1110,15 @@ void Scheduler::Impl::check_invariants() const {
     switch (task.state) {
       case TaskState::queued: {
         ++queued;
-        const auto& queue = origins_[task.origin].queue;
-        DFL_CHECK(queue.count(QueueEntry{task.effective, task.seq, t}) == 1,
-                  "queued task not in its origin queue under its priority");
+        DFL_CHECK(queue_.contains(t), "queued task not in the queue");
+        const auto entry = queue_.entry(t);
+        DFL_CHECK(entry.priority == task.effective && entry.seq == task.seq,
+                  "queued task not queued under its priority and sequence");
         DFL_CHECK(task.timer_seq == 0, "queued task with a retry timer");
         break;
       }
       case TaskState::transferring: {
+        DFL_CHECK(!queue_.contains(t), "a transferring task is still queued");
         ++running;
         ++running_per_origin[task.origin];
         auto it = ops_.find(task.op);
@@ -1118,11 +1141,11 @@ void Scheduler::Impl::check_invariants() const {
     }
 
     // Key map: this task is registered, and (shared models) alone for its key.
-    auto [first, last] = tasks_by_key_.equal_range(*task.key);
+    auto [first, last] = tasks_by_key_.equal_range(task.key_hash);
     std::size_t same_key = 0;
     bool found = false;
     for (auto it = first; it != last; ++it) {
-      ++same_key;
+      same_key += key_equal_(tasks_[it->second].key, task.key);
       found |= it->second == t;
     }
     DFL_CHECK(found, "live task missing from the key map");
@@ -1133,10 +1156,25 @@ void Scheduler::Impl::check_invariants() const {
 
   DFL_CHECK(live_tasks == tasks_.live(), "task slab count is wrong");
   DFL_CHECK(tasks_by_key_.size() == live_tasks, "key map holds dead tasks");
-  DFL_CHECK(queued == queued_count_, "queued count is wrong");
+  DFL_CHECK(queued == queue_.size(), "queued count is wrong");
   std::size_t queue_entries = 0;
-  for (const auto& slots : origins_) queue_entries += slots.queue.size();
-  DFL_CHECK(queue_entries == queued, "origin queues hold tasks that are not queued");
+  for (std::uint32_t o = 0; o < queue_.origins(); ++o) {
+    std::optional<detail::TaskQueue::Entry> last;
+    bool last_sorted = false;
+    queue_.for_each(o, [&](const detail::TaskQueue::Entry& entry, bool sorted) {
+      ++queue_entries;
+      const Task& task = tasks_[entry.task];
+      DFL_CHECK(task.id.value != 0 && task.state == TaskState::queued && task.origin == o,
+                "the queue holds a task that is not queued there");
+      if (last && last->priority == entry.priority && sorted == last_sorted) {
+        DFL_CHECK(last->seq < entry.seq, "a queue lane is out of first-enqueue order");
+      }
+      last = entry;
+      last_sorted = sorted;
+    });
+    DFL_CHECK(queue_.size(o) <= queued, "per-origin queue size is wrong");
+  }
+  DFL_CHECK(queue_entries == queued, "the queue holds tasks that are not queued");
   DFL_CHECK(running == running_, "running count is wrong");
   DFL_CHECK(running <= config_.max_transfers, "max_transfers exceeded");
   for (std::size_t o = 0; o < origins_.size(); ++o) {
@@ -1162,7 +1200,11 @@ void Scheduler::Impl::check_invariants() const {
   DFL_CHECK(live_demands == demands_.live(), "demand slab count is wrong");
   DFL_CHECK(live_demands == demands_in_tasks, "demands outside tasks");
   std::size_t owned = 0;
+  std::size_t idle = 0;
   for (const auto& [id, owner] : owners_) {
+    idle += owner.idle;
+    DFL_CHECK(!owner.idle || (owner.active == 0 && !owner.ended_through),
+              "an owner marked idle has something to remember");
     std::uint32_t count = 0;
     for (std::uint32_t d = owner.head; d != kNone; d = demands_[d].next_in_owner) {
       DFL_CHECK(demands_[d].live && demands_[d].owner == id, "owner lists a foreign demand");
@@ -1172,6 +1214,7 @@ void Scheduler::Impl::check_invariants() const {
     owned += count;
   }
   DFL_CHECK(owned == live_demands, "demands missing from their owners");
+  DFL_CHECK(idle == idle_owners_, "idle owner count is wrong");
 
   for (const Timer& timer : timers_) {
     DFL_CHECK(timer.at_s > now_, "a due timer was not fired");

@@ -13,7 +13,10 @@
 //     that action implies, delivered in that same call;
 //   - success only from an install of that key, or a cache hit on a key the
 //     reference knows is installed;
-//   - slots (global and per origin) are never exceeded;
+//   - slots (global and per origin) are never exceeded, no queued task waits
+//     while its origin and a global slot are free, and no task started in a
+//     call is outranked by one left queued for the same origin (priority,
+//     then first-enqueue order, which task ids follow);
 //   - a running transfer is only aborted when nobody waits for it (never
 //     preempted);
 // and at the end the run is driven to quiescence: no task and no demand left,
@@ -23,6 +26,7 @@
 // Sequence i of shard S uses seed BASE + S * N + i. BASE comes from DFL_SEED
 // (random otherwise) and is printed. A failure prints the sequence's own seed:
 // `DFL_SEED=<that seed> engine_model_test --sequences 1` replays exactly it.
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -374,6 +378,7 @@ class Sequence {
     std::vector<Command> commands;
     scheduler_->take_commands(commands);
     std::map<DemandHandle, DemandOutcome> delivered;
+    std::vector<StartTransfer> started;
 
     for (const Command& command : commands) {
       if (const auto* start = std::get_if<StartTransfer>(&command)) {
@@ -384,6 +389,7 @@ class Sequence {
             Running{start->key, start->origin, start->resume_offset_bytes, start->size_bytes};
         REQUIRE(start->resume_offset_bytes <= start->size_bytes, "resume offset past the end");
         g_coverage.add(start->attempt > 1 ? "start_transfer.retry" : "start_transfer.first");
+        started.push_back(*start);
         if (start->resume_offset_bytes > 0) g_coverage.add("start_transfer.resumed");
       } else if (const auto* abort = std::get_if<AbortTransfer>(&command)) {
         auto it = running_.find(abort->transfer.value);
@@ -444,6 +450,24 @@ class Sequence {
     aborted_keys_.clear();
 
     check_state();
+    check_queue_order(started);
+  }
+
+  void check_queue_order(const std::vector<StartTransfer>& started) {
+    if (started.empty()) return;
+    const std::vector<TaskInfo> tasks = scheduler_->tasks();
+    for (const StartTransfer& start : started) {
+      auto s = std::find_if(tasks.begin(), tasks.end(),
+                            [&](const TaskInfo& t) { return t.id == start.task; });
+      if (s == tasks.end() || s->state != TaskState::transferring) continue;
+      if (!s->effective_priority) continue;  // Orphaned after it started.
+      for (const TaskInfo& q : tasks) {
+        if (q.state != TaskState::queued || q.origin != s->origin) continue;
+        const bool outranks = *q.effective_priority > *s->effective_priority ||
+                              (*q.effective_priority == *s->effective_priority && q.id < s->id);
+        REQUIRE(!outranks, "a task started although a higher-ranked one of its origin waits");
+      }
+    }
   }
 
   std::size_t active_for(const ArtifactKey& key) const {

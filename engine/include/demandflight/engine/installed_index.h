@@ -43,32 +43,51 @@ class InstalledIndex {
 
   InstalledIndex(std::uint64_t capacity_bytes, KeyIdentity identity);
 
+  // The hash this index uses for `key` (it depends on the identity). Callers
+  // that look a key up in several places compute it once and pass it along.
+  std::size_t hash(const ArtifactKey& key) const { return hash_(key); }
+
   // True if `key` is installed; marks it most recently used.
-  bool touch(const ArtifactKey& key);
+  bool touch(const ArtifactKey& key) { return touch(key, hash(key)); }
+  bool touch(const ArtifactKey& key, std::size_t key_hash);
   bool contains(const ArtifactKey& key) const;
 
   // Installs (or refreshes) `key` and appends what had to leave to `evicted`.
-  void insert(const ArtifactKey& key, std::uint64_t size_bytes, std::vector<Entry>& evicted);
+  void insert(const ArtifactKey& key, std::uint64_t size_bytes, std::vector<Entry>& evicted) {
+    insert(key, hash(key), size_bytes, evicted);
+  }
+  void insert(const ArtifactKey& key, std::size_t key_hash, std::uint64_t size_bytes,
+              std::vector<Entry>& evicted);
 
   std::uint64_t used_bytes() const { return used_bytes_; }
   std::uint64_t capacity_bytes() const { return capacity_bytes_; }
-  std::size_t size() const { return slots_.size(); }
+  std::size_t size() const { return lru_.size(); }
 
  private:
+  // Entries live in the LRU list (most recent at the front); the map finds
+  // them by the key's hash, so a lookup hashes the key once and compares keys
+  // only on a hash match.
   struct Slot {
-    std::list<const ArtifactKey*>::iterator lru_position;
+    ArtifactKey key;
+    std::size_t key_hash = 0;
     std::uint64_t size_bytes = 0;
   };
-  using Map = std::unordered_map<ArtifactKey, Slot, KeyIdentity::Hash, KeyIdentity::Equal>;
+  using Lru = std::list<Slot>;
+  struct IdentityHash {
+    std::size_t operator()(std::size_t h) const noexcept { return h; }
+  };
+  using Map = std::unordered_multimap<std::size_t, Lru::iterator, IdentityHash>;
 
+  Map::iterator find(const ArtifactKey& key, std::size_t key_hash);
+  Map::const_iterator find(const ArtifactKey& key, std::size_t key_hash) const;
   void evict_back(std::vector<Entry>& evicted);
 
+  KeyIdentity::Hash hash_;
+  KeyIdentity::Equal equal_;
   std::uint64_t capacity_bytes_;
   std::uint64_t used_bytes_ = 0;
   Map slots_;
-  // Most recently used at the front; points at the keys stored in `slots_`
-  // (node-based, so the pointers survive rehashing).
-  std::list<const ArtifactKey*> lru_;
+  Lru lru_;
 };
 
 }  // namespace dfl
