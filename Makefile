@@ -11,9 +11,6 @@ JOBS ?= 2
 deps:
 	@bash scripts/install-deps
 
-build/%/build.ninja: CMakeLists.txt CMakePresets.json
-	cmake --preset $* >/dev/null
-
 demo: deps
 	cmake --preset default >/dev/null
 	cmake --build --preset default -j$(JOBS) --target three_callers_demo
@@ -27,7 +24,9 @@ test: deps
 bench: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target engine_bench
-	./build/release/bench/engine_bench --benchmark_min_time=0.05 $(BENCH_ARGS)
+	./build/release/bench/engine_bench --benchmark_min_time=0.05 \
+	  --benchmark_out=build/release/engine_bench.json --benchmark_out_format=json $(BENCH_ARGS)
+	/usr/bin/python3 bench/ratios.py build/release/engine_bench.json
 
 asan: deps
 	cmake --preset asan >/dev/null

@@ -68,7 +68,8 @@ class SingleFlightMap {
     const Waiters waiters = std::move(it->second);
     map_.erase(it);
     std::uint64_t told = 0;
-    for (std::uint64_t id : waiters) told += id;
+    for (std::uint64_t id : waiters)
+      told += id;
     return told;
   }
   std::size_t size() const { return map_.size(); }
@@ -93,9 +94,11 @@ struct World {
   double now = 0;
 
   World(Impl which, std::size_t n) : impl(which), live(n) {
-    for (std::size_t i = 0; i < kFreshKeys; ++i) fresh.push_back(make_key("fresh", i));
+    for (std::size_t i = 0; i < kFreshKeys; ++i)
+      fresh.push_back(make_key("fresh", i));
     if (impl == Impl::singleflight) {
-      for (std::size_t i = 0; i < n; ++i) singleflight.subscribe(make_key("live", i));
+      for (std::size_t i = 0; i < n; ++i)
+        singleflight.subscribe(make_key("live", i));
       return;
     }
     SchedulerConfig config;
@@ -127,7 +130,9 @@ World& world(Impl impl, std::size_t n) {
   return *current;
 }
 
-Impl impl_of(const benchmark::State& state) { return static_cast<Impl>(state.range(0)); }
+Impl impl_of(const benchmark::State& state) {
+  return static_cast<Impl>(state.range(0));
+}
 
 void SubscribeCancel(benchmark::State& state) {
   World& w = world(impl_of(state), static_cast<std::size_t>(state.range(1)));

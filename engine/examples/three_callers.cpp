@@ -20,7 +20,9 @@ namespace {
 
 using namespace dfl;
 
-ArtifactKey key(const char* resource) { return ArtifactKey{resource, "r7", "pc", 0}; }
+ArtifactKey key(const char* resource) {
+  return ArtifactKey{resource, "r7", "pc", 0};
+}
 
 const std::map<OwnerId, const char*> kCallers = {
     {1, "streaming"}, {2, "ui"}, {3, "camera"}, {4, "session"}};
@@ -106,10 +108,11 @@ class Story {
       notes_.clear();
       step.action(*this);
       std::string told;
-      for (const auto& line : told_) told += (told.empty() ? "" : ", ") + line;
-      for (const auto& line : notes_) told += (told.empty() ? "(" : ", (") + line + ")";
-      std::printf("%6.2f  %-44s %-34s %s\n", step.t, step.what, rock_tasks().c_str(),
-                  told.c_str());
+      for (const auto& line : told_)
+        told += (told.empty() ? "" : ", ") + line;
+      for (const auto& line : notes_)
+        told += (told.empty() ? "(" : ", (") + line + ")";
+      std::printf("%6.2f  %-44s %-34s %s\n", step.t, step.what, rock_tasks().c_str(), told.c_str());
     }
     std::printf("rock: %u transfer(s), %u install(s)\n", rock_transfers_, rock_installs_);
   }
@@ -194,8 +197,9 @@ const std::vector<Step> kStory = {
 }  // namespace
 
 int main() {
-  std::printf("The three-caller story (design.md §1) on the demandflight core.\n"
-              "One transfer slot; terrain holds it, grass (p1) and rock wait.\n");
+  std::printf(
+      "The three-caller story (design.md §1) on the demandflight core.\n"
+      "One transfer slot; terrain holds it, grass (p1) and rock wait.\n");
   std::vector<Story> stories;
   for (Model model : {Model::demand, Model::callbacks, Model::independent}) {
     stories.emplace_back(model);
@@ -206,13 +210,16 @@ int main() {
   std::printf("%-10s %-22s %-22s %-22s\n", "caller", "demand", "callbacks", "independent");
   for (const char* caller : {"streaming", "camera", "session"}) {
     std::printf("%-10s", caller);
-    for (const Story& story : stories) std::printf(" %-22s", story.final_outcome(caller).c_str());
+    for (const Story& story : stories)
+      std::printf(" %-22s", story.final_outcome(caller).c_str());
     std::printf("\n");
   }
   std::printf("%-10s", "rock xfers");
-  for (const Story& story : stories) std::printf(" %-22u", story.rock_transfers());
+  for (const Story& story : stories)
+    std::printf(" %-22u", story.rock_transfers());
   std::printf("\n%-10s", "installs");
-  for (const Story& story : stories) std::printf(" %-22u", story.rock_installs());
+  for (const Story& story : stories)
+    std::printf(" %-22u", story.rock_installs());
   std::printf(
       "\n\ndemand: the session's end and the camera's cancel end only their own waits; the\n"
       "rock falls back to p0 when the camera leaves, so grass (p1) goes first; one transfer,\n"

@@ -14,10 +14,12 @@ namespace dfl::detail {
 }  // namespace dfl::detail
 
 #define DFL_ASSERT(cond, what) \
-  ((cond) ? void(0) : ::dfl::detail::assertion_failed("assertion failed: " what, __FILE__, __LINE__))
+  ((cond) ? void(0)            \
+          : ::dfl::detail::assertion_failed("assertion failed: " what, __FILE__, __LINE__))
 
 // Invariant checks: same behaviour, separate name so they read as such.
 #define DFL_CHECK(cond, what) \
-  ((cond) ? void(0) : ::dfl::detail::assertion_failed("invariant violated: " what, __FILE__, __LINE__))
+  ((cond) ? void(0)           \
+          : ::dfl::detail::assertion_failed("invariant violated: " what, __FILE__, __LINE__))
 
 #define DFL_UNREACHABLE() ::dfl::detail::assertion_failed("unreachable state", __FILE__, __LINE__)

@@ -34,8 +34,8 @@ bool InstalledIndex::contains(const ArtifactKey& key) const {
   return find(key, hash_(key)) != slots_.end();
 }
 
-void InstalledIndex::insert(const ArtifactKey& key, std::size_t key_hash,
-                            std::uint64_t size_bytes, std::vector<Entry>& evicted) {
+void InstalledIndex::insert(const ArtifactKey& key, std::size_t key_hash, std::uint64_t size_bytes,
+                            std::vector<Entry>& evicted) {
   if (size_bytes > capacity_bytes_) {
     // Larger than the whole index: installed, used once, never kept.
     evicted.push_back(Entry{key, size_bytes});
@@ -52,7 +52,8 @@ void InstalledIndex::insert(const ArtifactKey& key, std::size_t key_hash,
     lru_.splice(lru_.begin(), lru_, it->second);
   }
   used_bytes_ += size_bytes;
-  while (used_bytes_ > capacity_bytes_) evict_back(evicted);
+  while (used_bytes_ > capacity_bytes_)
+    evict_back(evicted);
 }
 
 void InstalledIndex::evict_back(std::vector<Entry>& evicted) {

@@ -7,48 +7,66 @@ namespace dfl {
 
 std::string_view to_string(DemandOutcome outcome) {
   switch (outcome) {
-    case DemandOutcome::succeeded: return "succeeded";
-    case DemandOutcome::failed: return "failed";
-    case DemandOutcome::cancelled: return "cancelled";
-    case DemandOutcome::timed_out: return "timed_out";
-    case DemandOutcome::owner_ended: return "owner_ended";
+    case DemandOutcome::succeeded:
+      return "succeeded";
+    case DemandOutcome::failed:
+      return "failed";
+    case DemandOutcome::cancelled:
+      return "cancelled";
+    case DemandOutcome::timed_out:
+      return "timed_out";
+    case DemandOutcome::owner_ended:
+      return "owner_ended";
   }
   DFL_UNREACHABLE();
 }
 
 std::string_view to_string(TaskOutcome outcome) {
   switch (outcome) {
-    case TaskOutcome::installed: return "installed";
-    case TaskOutcome::failed: return "failed";
-    case TaskOutcome::dropped: return "dropped";
-    case TaskOutcome::aborted: return "aborted";
+    case TaskOutcome::installed:
+      return "installed";
+    case TaskOutcome::failed:
+      return "failed";
+    case TaskOutcome::dropped:
+      return "dropped";
+    case TaskOutcome::aborted:
+      return "aborted";
   }
   DFL_UNREACHABLE();
 }
 
 std::string_view to_string(TransferStatus status) {
   switch (status) {
-    case TransferStatus::ok: return "ok";
-    case TransferStatus::retryable_error: return "retryable_error";
-    case TransferStatus::permanent_error: return "permanent_error";
+    case TransferStatus::ok:
+      return "ok";
+    case TransferStatus::retryable_error:
+      return "retryable_error";
+    case TransferStatus::permanent_error:
+      return "permanent_error";
   }
   DFL_UNREACHABLE();
 }
 
 std::string_view to_string(FinalizeStatus status) {
   switch (status) {
-    case FinalizeStatus::installed: return "installed";
-    case FinalizeStatus::verify_failed: return "verify_failed";
-    case FinalizeStatus::error: return "error";
+    case FinalizeStatus::installed:
+      return "installed";
+    case FinalizeStatus::verify_failed:
+      return "verify_failed";
+    case FinalizeStatus::error:
+      return "error";
   }
   DFL_UNREACHABLE();
 }
 
 std::string_view to_string(Model model) {
   switch (model) {
-    case Model::demand: return "demand";
-    case Model::callbacks: return "callbacks";
-    case Model::independent: return "independent";
+    case Model::demand:
+      return "demand";
+    case Model::callbacks:
+      return "callbacks";
+    case Model::independent:
+      return "independent";
   }
   DFL_UNREACHABLE();
 }

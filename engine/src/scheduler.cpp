@@ -94,7 +94,8 @@ class PriorityHistogram {
 
   std::uint32_t total() const {
     std::uint32_t sum = 0;
-    for (std::size_t i = 0; i < size(); ++i) sum += data()[i].count;
+    for (std::size_t i = 0; i < size(); ++i)
+      sum += data()[i].count;
     return sum;
   }
 
@@ -133,8 +134,8 @@ struct Timer {
   double at_s = 0;
   std::uint64_t seq = 0;
   TimerKind kind = TimerKind::deadline;
-  std::uint32_t index = kNone;    // Demand or task slot.
-  std::uint64_t identity = 0;     // Demand slot generation or TaskId, to reject stale entries.
+  std::uint32_t index = kNone;  // Demand or task slot.
+  std::uint64_t identity = 0;   // Demand slot generation or TaskId, to reject stale entries.
 
   friend bool operator<(const Timer& a, const Timer& b) {
     if (a.at_s != b.at_s) return a.at_s < b.at_s;
@@ -801,7 +802,8 @@ class Scheduler::Impl {
         break;
     }
     release_demand(requester, requester_outcome);
-    while (task.demand_head != kNone) release_demand(task.demand_head, DemandOutcome::cancelled);
+    while (task.demand_head != kNone)
+      release_demand(task.demand_head, DemandOutcome::cancelled);
     release_task(t, outcome);
   }
 
@@ -868,8 +870,7 @@ class Scheduler::Impl {
     ++origins_[task.origin].running;
     ++stats_.transfers_started;
     outbox_.emplace_back(StartTransfer{task.id, TransferId{task.op}, task.key, task.origin,
-                                       task.resume_offset_bytes, task.size_bytes,
-                                       task.attempts});
+                                       task.resume_offset_bytes, task.size_bytes, task.attempts});
   }
 
   // The transfer ended or is being aborted: its slot is free and its id dead.
@@ -921,7 +922,8 @@ class Scheduler::Impl {
   // Ends every active demand of the task with `demand_outcome`, then the task.
   void finish_task(std::uint32_t t, TaskOutcome outcome, DemandOutcome demand_outcome) {
     Task& task = tasks_[t];
-    while (task.demand_head != kNone) release_demand(task.demand_head, demand_outcome);
+    while (task.demand_head != kNone)
+      release_demand(task.demand_head, demand_outcome);
     release_task(t, outcome);
   }
 
@@ -1129,9 +1131,9 @@ void Scheduler::Impl::check_invariants() const {
       }
       case TaskState::backoff:
         DFL_CHECK(task.timer_seq != 0, "backoff task without a retry timer");
-        DFL_CHECK(timers_.count(Timer{task.retry_at_s, task.timer_seq, TimerKind::retry, t, 0}) ==
-                      1,
-                  "retry timer missing");
+        DFL_CHECK(
+            timers_.count(Timer{task.retry_at_s, task.timer_seq, TimerKind::retry, t, 0}) == 1,
+            "retry timer missing");
         break;
       case TaskState::finalizing: {
         auto it = ops_.find(task.op);
@@ -1241,7 +1243,9 @@ DemandHandle Scheduler::subscribe(double now_s, const ArtifactKey& key,
                                   const DemandOptions& options) {
   return impl_->subscribe(now_s, key, options);
 }
-void Scheduler::cancel(double now_s, DemandHandle demand) { impl_->cancel(now_s, demand); }
+void Scheduler::cancel(double now_s, DemandHandle demand) {
+  impl_->cancel(now_s, demand);
+}
 void Scheduler::set_priority(double now_s, DemandHandle demand, Priority priority) {
   impl_->set_priority(now_s, demand, priority);
 }
@@ -1259,37 +1263,67 @@ void Scheduler::on_transfer_finished(double now_s, TransferId transfer, Transfer
 void Scheduler::on_finalize_finished(double now_s, FinalizeId finalize, FinalizeStatus status) {
   impl_->on_finalize_finished(now_s, finalize, status);
 }
-void Scheduler::on_timer(double now_s) { impl_->on_timer(now_s); }
-std::optional<double> Scheduler::next_wakeup_s() const { return impl_->next_wakeup_s(); }
-void Scheduler::take_commands(std::vector<Command>& out) { impl_->take_commands(out); }
+void Scheduler::on_timer(double now_s) {
+  impl_->on_timer(now_s);
+}
+std::optional<double> Scheduler::next_wakeup_s() const {
+  return impl_->next_wakeup_s();
+}
+void Scheduler::take_commands(std::vector<Command>& out) {
+  impl_->take_commands(out);
+}
 std::vector<Command> Scheduler::take_commands() {
   std::vector<Command> out;
   impl_->take_commands(out);
   return out;
 }
-bool Scheduler::has_commands() const { return impl_->has_commands(); }
+bool Scheduler::has_commands() const {
+  return impl_->has_commands();
+}
 std::optional<TaskInfo> Scheduler::task_for(const ArtifactKey& key) const {
   return impl_->task_for(key);
 }
 std::optional<DemandInfo> Scheduler::demand(DemandHandle handle) const {
   return impl_->demand(handle);
 }
-std::vector<TaskInfo> Scheduler::tasks() const { return impl_->tasks(); }
-std::size_t Scheduler::live_tasks() const { return impl_->live_tasks(); }
-std::size_t Scheduler::live_demands() const { return impl_->live_demands(); }
-std::size_t Scheduler::queued_tasks() const { return impl_->queued_tasks(); }
-std::uint32_t Scheduler::running_transfers() const { return impl_->running_transfers(); }
-const SchedulerStats& Scheduler::stats() const { return impl_->stats(); }
-const SchedulerConfig& Scheduler::config() const { return impl_->config(); }
-double Scheduler::now_s() const { return impl_->now(); }
-void Scheduler::check_invariants() const { impl_->check_invariants(); }
+std::vector<TaskInfo> Scheduler::tasks() const {
+  return impl_->tasks();
+}
+std::size_t Scheduler::live_tasks() const {
+  return impl_->live_tasks();
+}
+std::size_t Scheduler::live_demands() const {
+  return impl_->live_demands();
+}
+std::size_t Scheduler::queued_tasks() const {
+  return impl_->queued_tasks();
+}
+std::uint32_t Scheduler::running_transfers() const {
+  return impl_->running_transfers();
+}
+const SchedulerStats& Scheduler::stats() const {
+  return impl_->stats();
+}
+const SchedulerConfig& Scheduler::config() const {
+  return impl_->config();
+}
+double Scheduler::now_s() const {
+  return impl_->now();
+}
+void Scheduler::check_invariants() const {
+  impl_->check_invariants();
+}
 
 std::string_view to_string(TaskState state) {
   switch (state) {
-    case TaskState::queued: return "queued";
-    case TaskState::transferring: return "transferring";
-    case TaskState::backoff: return "backoff";
-    case TaskState::finalizing: return "finalizing";
+    case TaskState::queued:
+      return "queued";
+    case TaskState::transferring:
+      return "transferring";
+    case TaskState::backoff:
+      return "backoff";
+    case TaskState::finalizing:
+      return "finalizing";
   }
   DFL_UNREACHABLE();
 }

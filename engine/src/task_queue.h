@@ -147,7 +147,8 @@ class TaskQueue {
       for (std::uint32_t t = bucket.head; t != kNone; t = links_[t].next) {
         f(Entry{priority, links_[t].seq, t}, false);
       }
-      for (const auto& [seq, t] : bucket.sorted) f(Entry{priority, seq, t}, true);
+      for (const auto& [seq, t] : bucket.sorted)
+        f(Entry{priority, seq, t}, true);
     }
   }
 

@@ -31,10 +31,18 @@ void bring_to(Driver& drv, const ArtifactKey& k, TaskState state) {
 void drive_to_install(Driver& drv, const ArtifactKey& k) {
   for (int step = 0; step < 16 && drv.scheduler.task_for(k); ++step) {
     switch (*drv.state_of(k)) {
-      case TaskState::queued: drv.complete(drv.scheduler.tasks().front().key); break;
-      case TaskState::backoff: drv.tick(drv.scheduler.next_wakeup_s().value()); break;
-      case TaskState::transferring: drv.finish_transfer(k); break;
-      case TaskState::finalizing: drv.finish_finalize(k); break;
+      case TaskState::queued:
+        drv.complete(drv.scheduler.tasks().front().key);
+        break;
+      case TaskState::backoff:
+        drv.tick(drv.scheduler.next_wakeup_s().value());
+        break;
+      case TaskState::transferring:
+        drv.finish_transfer(k);
+        break;
+      case TaskState::finalizing:
+        drv.finish_finalize(k);
+        break;
     }
   }
   ASSERT_FALSE(drv.scheduler.task_for(k)) << "task did not finish";
@@ -67,7 +75,8 @@ TEST_P(ByState, Contract1_OneArtifactKeyHasAtMostOneLivePhysicalTask) {
   EXPECT_EQ(drv.scheduler.task_for(rock)->active_demands, 3u);
   EXPECT_LE(drv.transfers_of(rock), 1u);
   std::size_t tasks_for_rock = 0;
-  for (const auto& t : drv.scheduler.tasks()) tasks_for_rock += t.key == rock;
+  for (const auto& t : drv.scheduler.tasks())
+    tasks_for_rock += t.key == rock;
   EXPECT_EQ(tasks_for_rock, 1u);
 }
 
@@ -113,14 +122,16 @@ TEST_P(ByState, Contract4_RetryAndInstallOncePerOutcome_ExactlyOneTerminalEach) 
   Driver drv = make_driver();
   const ArtifactKey rock = key("rock");
   std::vector<DemandHandle> demands;
-  for (OwnerId o = 1; o <= 4; ++o) demands.push_back(drv.subscribe(rock, opts(o, 1)));
+  for (OwnerId o = 1; o <= 4; ++o)
+    demands.push_back(drv.subscribe(rock, opts(o, 1)));
   bring_to(drv, rock, GetParam());
   drv.cancel(demands[3]);
   drive_to_install(drv, rock);
 
   // One install, one finalize per transfer that succeeded, one retry at most.
   std::size_t finalizes_for_rock = 0;
-  for (const auto& f : drv.finalizes) finalizes_for_rock += f.key == rock;
+  for (const auto& f : drv.finalizes)
+    finalizes_for_rock += f.key == rock;
   EXPECT_EQ(finalizes_for_rock, 1u);
   EXPECT_EQ(drv.scheduler.stats().installs, GetParam() == TaskState::queued ? 2u : 1u);
   EXPECT_EQ(drv.transfers_of(rock), GetParam() == TaskState::backoff ? 2u : 1u);
@@ -160,7 +171,9 @@ TEST_P(ByState, Contract5_AnEndedDemandIsNeverDeliveredSuccess) {
 INSTANTIATE_TEST_SUITE_P(Contracts, ByState,
                          Values(TaskState::queued, TaskState::transferring, TaskState::backoff,
                                 TaskState::finalizing),
-                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 // Contract 5 when the physical task continues with nobody waiting: the orphan
 // completes and installs, and the demand that left is still not told success.

@@ -137,7 +137,8 @@ class Driver {
   }
   std::size_t transfers_of(const ArtifactKey& k) const {
     std::size_t n = 0;
-    for (const auto& s : started) n += s.key == k;
+    for (const auto& s : started)
+      n += s.key == k;
     return n;
   }
   std::optional<Priority> priority_of(const ArtifactKey& k) const {

@@ -28,8 +28,8 @@ TEST(EdgeCases, CancelAfterTheTerminalIsANoOp) {
 TEST(EdgeCases, CancelOfAnUnknownHandleIsANoOp) {
   Driver drv;
   const DemandHandle a = drv.subscribe(key("rock"), opts(1, 0));
-  drv.cancel(DemandHandle{});                       // Never issued.
-  drv.cancel(DemandHandle{a.slot + 50, 0});         // Slot never used.
+  drv.cancel(DemandHandle{});                          // Never issued.
+  drv.cancel(DemandHandle{a.slot + 50, 0});            // Slot never used.
   drv.cancel(DemandHandle{a.slot, a.generation + 1});  // Future generation.
   EXPECT_EQ(drv.outcome(a), std::nullopt);
   EXPECT_EQ(drv.scheduler.stats().stale_calls_ignored, 3u);
@@ -238,10 +238,12 @@ TEST(EdgeCases, AnotherRevisionTargetOrGenerationIsAnotherTask) {
   const std::vector<ArtifactKey> keys = {key("rock", "r1", "pc", 0), key("rock", "r2", "pc", 0),
                                          key("rock", "r1", "mobile", 0),
                                          key("rock", "r1", "pc", 1)};
-  for (const auto& k : keys) drv.subscribe(k, opts(1, 0));
+  for (const auto& k : keys)
+    drv.subscribe(k, opts(1, 0));
   EXPECT_EQ(drv.scheduler.live_tasks(), 4u);
   EXPECT_EQ(drv.started.size(), 4u);
-  for (const auto& k : keys) EXPECT_EQ(drv.transfers_of(k), 1u);
+  for (const auto& k : keys)
+    EXPECT_EQ(drv.transfers_of(k), 1u);
   // And the same key again joins.
   drv.subscribe(keys[2], opts(2, 0));
   EXPECT_EQ(drv.started.size(), 4u);

@@ -5,7 +5,9 @@
 namespace dfl {
 namespace {
 
-ArtifactKey k(const std::string& r, const std::string& rev = "r1") { return {r, rev, "pc", 0}; }
+ArtifactKey k(const std::string& r, const std::string& rev = "r1") {
+  return {r, rev, "pc", 0};
+}
 
 TEST(InstalledIndex, EvictsLeastRecentlyUsedUntilItFits) {
   InstalledIndex index(300, KeyIdentity{});

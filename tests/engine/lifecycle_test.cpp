@@ -20,7 +20,8 @@ SchedulerConfig one_slot() {
 // Which keys started transferring, in order.
 std::vector<std::string> start_order(const Driver& drv) {
   std::vector<std::string> out;
-  for (const auto& s : drv.started) out.push_back(s.key.resource);
+  for (const auto& s : drv.started)
+    out.push_back(s.key.resource);
   return out;
 }
 
@@ -31,7 +32,8 @@ TEST(Lifecycle, TheQueueIsOrderedByPriorityThenFirstEnqueue) {
   drv.subscribe(key("b"), opts(1, 2));
   drv.subscribe(key("c"), opts(1, 1));
   drv.subscribe(key("d"), opts(1, 2));
-  for (const char* k : {"blocker", "b", "d", "a"}) drv.complete(key(k));
+  for (const char* k : {"blocker", "b", "d", "a"})
+    drv.complete(key(k));
   EXPECT_EQ(start_order(drv), (std::vector<std::string>{"blocker", "b", "d", "a", "c"}));
 }
 

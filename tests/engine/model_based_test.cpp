@@ -26,6 +26,7 @@
 // Sequence i of shard S uses seed BASE + S * N + i. BASE comes from DFL_SEED
 // (random otherwise) and is printed. A failure prints the sequence's own seed:
 // `DFL_SEED=<that seed> engine_model_test --sequences 1` replays exactly it.
+#include <unistd.h>
 #include <algorithm>
 #include <csignal>
 #include <cstdint>
@@ -39,7 +40,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "demandflight/engine/scheduler.h"
@@ -77,13 +77,13 @@ struct Violation : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-#define REQUIRE(cond, msg)                                            \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::ostringstream os_;                                         \
+#define REQUIRE(cond, msg)                                               \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      std::ostringstream os_;                                            \
       os_ << "violated: " << msg << " [" #cond "] at line " << __LINE__; \
-      throw Violation(os_.str());                                     \
-    }                                                                 \
+      throw Violation(os_.str());                                        \
+    }                                                                    \
   } while (0)
 
 // What a random orphan policy answers comes from the sequence's RNG.
@@ -127,7 +127,8 @@ class Sequence {
   void run() {
     configure();
     const int steps = uniform(10, 60);
-    for (int i = 0; i < steps; ++i) step();
+    for (int i = 0; i < steps; ++i)
+      step();
     quiesce();
   }
 
@@ -161,9 +162,8 @@ class Sequence {
     }
     policy_ = std::make_shared<RandomOrphanPolicy>(rng_, 0.1 * uniform(0, 10));
     scheduler_ = std::make_unique<Scheduler>(config_, policy_);
-    note("config transfers=" + std::to_string(config_.max_transfers) +
-         " per_origin=" + std::to_string(config_.max_per_origin) +
-         " cache=" + std::to_string(config_.cache_bytes) +
+    note("config transfers=" + std::to_string(config_.max_transfers) + " per_origin=" +
+         std::to_string(config_.max_per_origin) + " cache=" + std::to_string(config_.cache_bytes) +
          " attempts=" + std::to_string(config_.retry.max_attempts) +
          " keys=" + std::to_string(keys_.size()));
   }
@@ -306,8 +306,9 @@ class Sequence {
                                   : kind < 9 ? TransferStatus::retryable_error
                                              : TransferStatus::permanent_error;
     const std::uint64_t remaining = transfer.size - transfer.resume;
-    const std::uint64_t bytes =
-        status == TransferStatus::ok ? remaining : static_cast<std::uint64_t>(uniform(0, 1)) * remaining / 2;
+    const std::uint64_t bytes = status == TransferStatus::ok
+                                    ? remaining
+                                    : static_cast<std::uint64_t>(uniform(0, 1)) * remaining / 2;
     note("finish transfer " + std::to_string(id) + " " + std::string(to_string(status)));
     Call call;
     call.finished_transfer_key = transfer.key;
@@ -408,7 +409,8 @@ class Sequence {
         auto it = ref_.find(deliver->demand);
         REQUIRE(it != ref_.end(), "delivery to an unknown demand");
         RefDemand& d = it->second;
-        REQUIRE(d.terminals == 0, "second terminal for one demand (" << to_string(deliver->outcome) << ")");
+        REQUIRE(d.terminals == 0,
+                "second terminal for one demand (" << to_string(deliver->outcome) << ")");
         REQUIRE(d.active, "delivery to a demand that had ended");
         d.terminals = 1;
         g_coverage.add(std::string("deliver.") + std::string(to_string(deliver->outcome)));
@@ -436,8 +438,8 @@ class Sequence {
     for (const auto& [h, outcome] : call.must_end) {
       auto it = delivered.find(h);
       REQUIRE(it != delivered.end(), "a demand that had to end got no terminal in this call");
-      REQUIRE(it->second == outcome, "wrong terminal: got " << to_string(it->second)
-                                                            << " expected " << to_string(outcome));
+      REQUIRE(it->second == outcome, "wrong terminal: got " << to_string(it->second) << " expected "
+                                                            << to_string(outcome));
     }
     // Deadlines: no active demand survives a call made at or past its deadline.
     for (const auto& [h, d] : ref_) {
@@ -472,7 +474,8 @@ class Sequence {
 
   std::size_t active_for(const ArtifactKey& key) const {
     std::size_t n = 0;
-    for (const auto& [h, d] : ref_) n += d.active && d.key == key;
+    for (const auto& [h, d] : ref_)
+      n += d.active && d.key == key;
     return n;
   }
 
@@ -677,8 +680,7 @@ int main(int argc, char** argv) {
     std::printf(" %s=%llu", what.c_str(), static_cast<unsigned long long>(count));
   }
   std::printf("\n");
-  std::printf("%llu passed, %llu failed\n",
-              static_cast<unsigned long long>(sequences - failures),
+  std::printf("%llu passed, %llu failed\n", static_cast<unsigned long long>(sequences - failures),
               static_cast<unsigned long long>(failures));
   return failures == 0 ? 0 : 1;
 }

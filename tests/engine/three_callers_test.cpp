@@ -79,7 +79,8 @@ TEST(ThreeCallers, OneTransferOneInstallEachCallerItsOwnTerminal) {
   EXPECT_EQ(drv.outcomes(preload), std::vector{DemandOutcome::owner_ended});
   EXPECT_EQ(drv.transfers_of(rock), 1u);
   std::size_t rock_finalizes = 0;
-  for (const auto& f : drv.finalizes) rock_finalizes += f.key == rock;
+  for (const auto& f : drv.finalizes)
+    rock_finalizes += f.key == rock;
   EXPECT_EQ(rock_finalizes, 1u);
   EXPECT_EQ(drv.scheduler.live_tasks(), 0u);
   EXPECT_EQ(drv.scheduler.live_demands(), 0u);

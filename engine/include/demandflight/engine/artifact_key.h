@@ -14,9 +14,9 @@
 namespace dfl {
 
 struct ArtifactKey {
-  std::string resource;  // Logical name, e.g. "textures/rock.ktx2".
-  std::string revision;  // Content revision of the resource.
-  std::string target;    // Runtime target (platform, format, quality tier).
+  std::string resource;         // Logical name, e.g. "textures/rock.ktx2".
+  std::string revision;         // Content revision of the resource.
+  std::string target;           // Runtime target (platform, format, quality tier).
   std::int64_t generation = 0;  // Resolution generation (manifest epoch).
 
   friend bool operator==(const ArtifactKey&, const ArtifactKey&) = default;

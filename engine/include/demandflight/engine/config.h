@@ -33,11 +33,11 @@ struct RetryConfig {
 
 struct SchedulerConfig {
   Model model = Model::demand;
-  std::uint32_t max_transfers = 4;    // Concurrent transfers, all origins together.
-  std::uint32_t max_per_origin = 4;   // Concurrent transfers per origin.
+  std::uint32_t max_transfers = 4;            // Concurrent transfers, all origins together.
+  std::uint32_t max_per_origin = 4;           // Concurrent transfers per origin.
   std::uint64_t cache_bytes = 2'000'000'000;  // Installed-artifact index capacity.
   RetryConfig retry;
-  std::uint64_t seed = 1;             // Drives backoff jitter, nothing else.
+  std::uint64_t seed = 1;  // Drives backoff jitter, nothing else.
   // Emit TaskCreated / TaskPriorityChanged / TaskEnded into the outbox.
   bool emit_task_events = false;
   // Bounds, checked at every subscribe: a runtime that exceeds them has a bug.

@@ -29,15 +29,15 @@ enum class OrphanDecision : std::uint8_t {
 struct OrphanView {
   double now_s = 0;
   const ArtifactKey* key = nullptr;
-  std::uint64_t size_bytes = 0;           // Expected size; 0 when unknown.
-  std::uint64_t bytes_done = 0;           // Resume offset + bytes of this attempt.
-  std::uint64_t bytes_remaining = 0;      // size - done, 0 when size unknown.
-  double elapsed_s = 0;                   // Since this attempt started.
-  double throughput_Bps = 0;              // This attempt's average so far.
-  std::uint32_t queued_tasks = 0;         // Tasks waiting for a slot.
+  std::uint64_t size_bytes = 0;       // Expected size; 0 when unknown.
+  std::uint64_t bytes_done = 0;       // Resume offset + bytes of this attempt.
+  std::uint64_t bytes_remaining = 0;  // size - done, 0 when size unknown.
+  double elapsed_s = 0;               // Since this attempt started.
+  double throughput_Bps = 0;          // This attempt's average so far.
+  std::uint32_t queued_tasks = 0;     // Tasks waiting for a slot.
   std::optional<Priority> queued_top_priority;
-  std::uint32_t free_slots = 0;           // Global transfer slots free.
-  bool first_decision = true;             // False when re-asked on pressure change.
+  std::uint32_t free_slots = 0;  // Global transfer slots free.
+  bool first_decision = true;    // False when re-asked on pressure change.
 };
 
 class OrphanPolicy {

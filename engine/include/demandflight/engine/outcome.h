@@ -25,9 +25,9 @@ enum class TaskOutcome : std::uint8_t {
 
 // What a runtime reports when a transfer ends.
 enum class TransferStatus : std::uint8_t {
-  ok,                // All bytes arrived.
-  retryable_error,   // Connect error, timeout, 5xx, 429, dropped connection.
-  permanent_error,   // 404, other 4xx, size mismatch the server insists on.
+  ok,               // All bytes arrived.
+  retryable_error,  // Connect error, timeout, 5xx, 429, dropped connection.
+  permanent_error,  // 404, other 4xx, size mismatch the server insists on.
 };
 
 // What a runtime reports when finalize (verify + atomic install) ends.

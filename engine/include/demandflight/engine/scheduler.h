@@ -89,7 +89,7 @@ struct SchedulerStats {
   std::uint64_t installs = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t orphan_aborts = 0;
-  std::uint64_t orphan_completes = 0;  // Decisions, including repeated asks.
+  std::uint64_t orphan_completes = 0;     // Decisions, including repeated asks.
   std::uint64_t stale_calls_ignored = 0;  // cancel / set_priority on an ended handle.
   std::uint64_t late_events_ignored = 0;  // Events for aborted or unknown ids.
   std::uint64_t cancels_refused = 0;      // callbacks model: cancel while finalizing.
