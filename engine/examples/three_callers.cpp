@@ -62,37 +62,34 @@ class Story {
     scheduler_.end_owner(now_, owner, std::nullopt);
     drain();
   }
-  // Finishes every running transfer of `resource` (the independent model may
-  // run several), or says that none is running.
-  void finish_transfers(const char* resource) {
+  // Finishes every running transfer (or install) of `resource`: the
+  // independent model may run several. Says so when there is none.
+  template <class Id, class Finish>
+  void finish_all(std::map<std::uint64_t, std::string>& running, const char* resource,
+                  const char* what, Finish finish) {
     bool any = false;
-    for (auto it = running_.begin(); it != running_.end();) {
-      if (it->second == resource) {
-        const TransferId id{it->first};
-        it = running_.erase(it);
-        scheduler_.on_transfer_finished(now_, id, TransferStatus::ok, 50'000'000);
-        drain();
-        any = true;
-      } else {
+    for (auto it = running.begin(); it != running.end();) {
+      if (it->second != resource) {
         ++it;
+        continue;
       }
+      const Id id{it->first};
+      it = running.erase(it);
+      finish(id);
+      drain();
+      any = true;
     }
-    if (!any) note("no " + std::string(resource) + " transfer is running");
+    if (!any) note("no " + std::string(resource) + " " + what + " is running");
+  }
+  void finish_transfers(const char* resource) {
+    finish_all<TransferId>(running_, resource, "transfer", [this](TransferId id) {
+      scheduler_.on_transfer_finished(now_, id, TransferStatus::ok, 50'000'000);
+    });
   }
   void finish_installs(const char* resource) {
-    bool any = false;
-    for (auto it = finalizing_.begin(); it != finalizing_.end();) {
-      if (it->second == resource) {
-        const FinalizeId id{it->first};
-        it = finalizing_.erase(it);
-        scheduler_.on_finalize_finished(now_, id, FinalizeStatus::installed);
-        drain();
-        any = true;
-      } else {
-        ++it;
-      }
-    }
-    if (!any) note("no " + std::string(resource) + " install is running");
+    finish_all<FinalizeId>(finalizing_, resource, "install", [this](FinalizeId id) {
+      scheduler_.on_finalize_finished(now_, id, FinalizeStatus::installed);
+    });
   }
   void complete(const char* resource) {
     finish_transfers(resource);

@@ -558,10 +558,7 @@ class Scheduler::Impl {
     Demand& demand = demands_[d];
     Task& task = tasks_[t];
     demand.task = t;
-    demand.prev_in_task = kNone;
-    demand.next_in_task = task.demand_head;
-    if (task.demand_head != kNone) demands_[task.demand_head].prev_in_task = d;
-    task.demand_head = d;
+    push_front<&Demand::prev_in_task, &Demand::next_in_task>(d, task.demand_head);
     ++task.active_demands;
     task.priorities.add(demand.priority);
     task.max_ever = std::max(task.max_ever, demand.priority);
@@ -622,27 +619,36 @@ class Scheduler::Impl {
     idle_owners_ = 0;
   }
 
-  void link_owner(std::uint32_t d, OwnerState& owner) {
+  // A demand sits on two intrusive doubly linked lists, its owner's and its
+  // task's; `Prev`/`Next` pick which one.
+  template <std::uint32_t Demand::*Prev, std::uint32_t Demand::*Next>
+  void push_front(std::uint32_t d, std::uint32_t& head) {
+    demands_[d].*Prev = kNone;
+    demands_[d].*Next = head;
+    if (head != kNone) demands_[head].*Prev = d;
+    head = d;
+  }
+
+  template <std::uint32_t Demand::*Prev, std::uint32_t Demand::*Next>
+  void unlink(std::uint32_t d, std::uint32_t& head) {
     Demand& demand = demands_[d];
-    demand.owner_state = &owner;
-    demand.prev_in_owner = kNone;
-    demand.next_in_owner = owner.head;
-    if (owner.head != kNone) demands_[owner.head].prev_in_owner = d;
-    owner.head = d;
+    if (demand.*Prev != kNone) {
+      demands_[demand.*Prev].*Next = demand.*Next;
+    } else {
+      head = demand.*Next;
+    }
+    if (demand.*Next != kNone) demands_[demand.*Next].*Prev = demand.*Prev;
+    demand.*Prev = demand.*Next = kNone;
+  }
+
+  void link_owner(std::uint32_t d, OwnerState& owner) {
+    demands_[d].owner_state = &owner;
+    push_front<&Demand::prev_in_owner, &Demand::next_in_owner>(d, owner.head);
     ++owner.active;
   }
 
   void unlink_owner(std::uint32_t d, OwnerState& owner) {
-    Demand& demand = demands_[d];
-    if (demand.prev_in_owner != kNone) {
-      demands_[demand.prev_in_owner].next_in_owner = demand.next_in_owner;
-    } else {
-      owner.head = demand.next_in_owner;
-    }
-    if (demand.next_in_owner != kNone) {
-      demands_[demand.next_in_owner].prev_in_owner = demand.prev_in_owner;
-    }
-    demand.prev_in_owner = demand.next_in_owner = kNone;
+    unlink<&Demand::prev_in_owner, &Demand::next_in_owner>(d, owner.head);
     --owner.active;
   }
 
@@ -650,15 +656,7 @@ class Scheduler::Impl {
     Demand& demand = demands_[d];
     if (demand.task == kNone) return;
     Task& task = tasks_[demand.task];
-    if (demand.prev_in_task != kNone) {
-      demands_[demand.prev_in_task].next_in_task = demand.next_in_task;
-    } else {
-      task.demand_head = demand.next_in_task;
-    }
-    if (demand.next_in_task != kNone) {
-      demands_[demand.next_in_task].prev_in_task = demand.prev_in_task;
-    }
-    demand.prev_in_task = demand.next_in_task = kNone;
+    unlink<&Demand::prev_in_task, &Demand::next_in_task>(d, task.demand_head);
     --task.active_demands;
     task.priorities.remove(demand.priority);
   }
