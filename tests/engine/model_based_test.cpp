@@ -22,7 +22,13 @@
 // and at the end the run is driven to quiescence: no task and no demand left,
 // every demand with exactly one terminal.
 //
-// Usage: engine_model_test [--sequences N] [--shard S]
+// The other two models run the same sequences with the reference relaxed
+// exactly where their rules differ: the callbacks model dedups by resource,
+// cancels whole tasks (refusing while finalizing) and has no deadlines or owner
+// generations; the independent model keeps one task per demand. Exactly one
+// terminal, slots, queue order and quiescence hold for all three.
+//
+// Usage: engine_model_test [--sequences N] [--shard S] [--model demand|callbacks|independent]
 // Sequence i of shard S uses seed BASE + S * N + i. BASE comes from DFL_SEED
 // (random otherwise) and is printed. A failure prints the sequence's own seed:
 // `DFL_SEED=<that seed> engine_model_test --sequences 1` replays exactly it.
@@ -122,7 +128,7 @@ struct Running {
 
 class Sequence {
  public:
-  explicit Sequence(std::uint64_t seed) : rng_(seed) {}
+  Sequence(std::uint64_t seed, Model model) : rng_(seed), model_(model) {}
 
   void run() {
     configure();
@@ -138,7 +144,7 @@ class Sequence {
   // --- Set-up ---------------------------------------------------------------
 
   void configure() {
-    config_.model = Model::demand;
+    config_.model = model_;
     config_.max_transfers = static_cast<std::uint32_t>(uniform(1, 3));
     config_.max_per_origin = static_cast<std::uint32_t>(uniform(1, 3));
     config_.cache_bytes = static_cast<std::uint64_t>(uniform(0, 4)) * 1000;
@@ -212,17 +218,19 @@ class Sequence {
          " deadline=" + std::to_string(o.deadline_s));
     const DemandHandle h = scheduler_->subscribe(now_, keys_[k], o);
     REQUIRE(!ref_.contains(h), "subscribe returned a handle already in use");
-    ref_[h] = RefDemand{keys_[k], o.owner, o.owner_generation, o.priority, o.deadline_s};
+    // The legacy model has no deadlines: for it, the demand has none.
+    ref_[h] = RefDemand{keys_[k], o.owner, o.owner_generation, o.priority,
+                        legacy() ? kNoDeadline : o.deadline_s};
     handles_.push_back(h);
 
     // What the reference expects from this call for the new demand.
     std::optional<DemandOutcome> expected;
     auto ended = ended_through_.find(o.owner);
-    if (ended != ended_through_.end() && o.owner_generation <= ended->second) {
+    if (!legacy() && ended != ended_through_.end() && o.owner_generation <= ended->second) {
       expected = DemandOutcome::owner_ended;
-    } else if (o.deadline_s <= now_) {
+    } else if (!legacy() && o.deadline_s <= now_) {
       expected = DemandOutcome::timed_out;
-    } else if (installed_.contains(keys_[k])) {
+    } else if (is_installed(keys_[k])) {
       expected = DemandOutcome::succeeded;
     }
     Call call;
@@ -239,7 +247,13 @@ class Sequence {
     note("cancel slot=" + std::to_string(h.slot) + "/" + std::to_string(h.generation));
     Call call;
     auto it = ref_.find(h);
-    if (it != ref_.end() && it->second.active) call.must_end[h] = DemandOutcome::cancelled;
+    if (legacy()) {
+      // The whole task ends cancelled, unless it is finalizing (refused).
+      call.legacy_allowed = {DemandOutcome::cancelled};
+      if (it != ref_.end() && it->second.active) call.legacy_refusable.push_back(h);
+    } else if (it != ref_.end() && it->second.active) {
+      call.must_end[h] = DemandOutcome::cancelled;
+    }
     scheduler_->cancel(now_, h);
     after(call);
   }
@@ -265,11 +279,16 @@ class Sequence {
     const OwnerGeneration through =
         generation.value_or(std::numeric_limits<OwnerGeneration>::max());
     for (const auto& [h, d] : ref_) {
-      if (d.active && d.owner == owner && d.generation <= through) {
+      if (!d.active || d.owner != owner || d.generation > through) continue;
+      if (legacy()) {
+        call.legacy_refusable.push_back(h);
+      } else {
         call.must_end[h] = DemandOutcome::owner_ended;
       }
     }
-    if (generation) {
+    if (legacy()) {
+      call.legacy_allowed = {DemandOutcome::owner_ended, DemandOutcome::cancelled};
+    } else if (generation) {
       auto [it, inserted] = ended_through_.try_emplace(owner, through);
       if (!inserted) it->second = std::max(it->second, through);
     }
@@ -373,7 +392,21 @@ class Sequence {
     std::optional<ArtifactKey> installed_key;        // Success allowed for this key.
     std::optional<ArtifactKey> may_fail_key;         // Failure allowed for this key.
     std::optional<ArtifactKey> finished_transfer_key;
+    // Callbacks model: the only outcomes this call may deliver (empty: any),
+    // and demands that end unless their task is finalizing.
+    std::set<DemandOutcome> legacy_allowed;
+    std::vector<DemandHandle> legacy_refusable;
   };
+
+  bool legacy() const { return model_ == Model::callbacks; }
+  // The model's identity: the callbacks model knows resource names only.
+  bool same(const ArtifactKey& a, const ArtifactKey& b) const {
+    return legacy() ? a.resource == b.resource : a == b;
+  }
+  bool is_installed(const ArtifactKey& key) const {
+    return std::any_of(installed_.begin(), installed_.end(),
+                       [&](const ArtifactKey& k) { return same(k, key); });
+  }
 
   void after(const Call& call) {
     std::vector<Command> commands;
@@ -416,20 +449,24 @@ class Sequence {
         g_coverage.add(std::string("deliver.") + std::string(to_string(deliver->outcome)));
         d.active = false;
         delivered[deliver->demand] = deliver->outcome;
+        if (!call.legacy_allowed.empty()) {
+          REQUIRE(call.legacy_allowed.contains(deliver->outcome),
+                  "the legacy cancel delivered " << to_string(deliver->outcome));
+        }
         if (deliver->outcome == DemandOutcome::succeeded) {
-          const bool from_install = call.installed_key && *call.installed_key == d.key;
+          const bool from_install = call.installed_key && same(*call.installed_key, d.key);
           const bool from_cache = call.subscribed && *call.subscribed == deliver->demand;
           REQUIRE(from_install || from_cache, "success without an install of its key");
         }
         if (deliver->outcome == DemandOutcome::failed) {
-          REQUIRE(call.may_fail_key && *call.may_fail_key == d.key,
+          REQUIRE(call.may_fail_key && same(*call.may_fail_key, d.key),
                   "failure without a failed operation of its key");
         }
         if (deliver->outcome == DemandOutcome::timed_out && !(call.subscribed == deliver->demand)) {
           REQUIRE(d.deadline_s <= now_, "timed out before its deadline");
         }
       } else if (const auto* evict = std::get_if<EvictArtifact>(&command)) {
-        installed_.erase(evict->key);
+        std::erase_if(installed_, [&](const ArtifactKey& k) { return same(k, evict->key); });
         g_coverage.add("evict");
       }
     }
@@ -445,9 +482,24 @@ class Sequence {
     for (const auto& [h, d] : ref_) {
       if (d.active) REQUIRE(d.deadline_s > now_, "an active demand outlived its deadline");
     }
-    // Aborts only for transfers nobody waits for: no preemption.
-    for (const ArtifactKey& key : aborted_keys_) {
-      REQUIRE(active_for(key) == 0, "a transfer was aborted while a demand waited for it");
+    // Callbacks model: a cancel is refused only while the task finalizes.
+    for (const DemandHandle h : call.legacy_refusable) {
+      if (delivered.contains(h)) continue;
+      const auto info = scheduler_->demand(h);
+      REQUIRE(info, "a refused legacy cancel left no live demand");
+      const auto tasks = scheduler_->tasks();
+      auto t = std::find_if(tasks.begin(), tasks.end(),
+                            [&](const TaskInfo& task) { return task.id == info->task; });
+      REQUIRE(t != tasks.end() && t->state == TaskState::finalizing,
+              "the legacy cancel was refused although the task is not finalizing");
+    }
+    // Aborts only for transfers nobody waits for: no preemption. (The legacy
+    // cancel aborts shared transfers by design; the independent model aborts
+    // a demand's own task while other tasks of the key go on.)
+    if (model_ == Model::demand) {
+      for (const ArtifactKey& key : aborted_keys_) {
+        REQUIRE(active_for(key) == 0, "a transfer was aborted while a demand waited for it");
+      }
     }
     aborted_keys_.clear();
 
@@ -481,29 +533,45 @@ class Sequence {
 
   void check_state() {
     const std::vector<TaskInfo> tasks = scheduler_->tasks();
-    std::set<std::string> seen_keys;
     for (const TaskInfo& task : tasks) {
-      REQUIRE(seen_keys.insert(to_string(task.key)).second, "two live tasks for one key");
       std::optional<Priority> expected;
       std::uint32_t active = 0;
+      std::uint32_t in_tasks = 0;
+      std::size_t same_identity = 0;
       for (const auto& [h, d] : ref_) {
-        if (!d.active || !(d.key == task.key)) continue;
+        if (!d.active || !same(d.key, task.key)) continue;
         ++active;
         expected = std::max(expected.value_or(d.priority), d.priority);
       }
-      REQUIRE(task.active_demands == active, "task demand count differs from the reference");
-      REQUIRE(task.effective_priority == expected,
-              "effective priority " << (task.effective_priority ? *task.effective_priority : -99)
-                                    << " is not the max of active demands "
-                                    << (expected ? *expected : -99));
-      if (active == 0) {
+      for (const TaskInfo& other : tasks) {
+        if (!same(other.key, task.key)) continue;
+        ++same_identity;
+        in_tasks += other.active_demands;
+      }
+      REQUIRE(in_tasks == active, "task demand counts differ from the reference");
+      if (model_ != Model::independent) {
+        REQUIRE(same_identity == 1, "two live tasks for one key");
+      }
+      if (model_ == Model::demand) {
+        REQUIRE(task.effective_priority == expected,
+                "effective priority " << (task.effective_priority ? *task.effective_priority : -99)
+                                      << " is not the max of active demands "
+                                      << (expected ? *expected : -99));
+      } else if (legacy() && expected) {
+        REQUIRE(task.effective_priority && *task.effective_priority >= *expected,
+                "the legacy priority fell below an active demand's");
+      }
+      if (task.active_demands == 0) {
         REQUIRE(task.state == TaskState::transferring || task.state == TaskState::finalizing,
                 "a queued or backoff task without demands");
       }
     }
     // Every active demand is served by a live task of its key.
     for (const auto& [h, d] : ref_) {
-      if (d.active) REQUIRE(seen_keys.contains(to_string(d.key)), "active demand without a task");
+      if (!d.active) continue;
+      REQUIRE(std::any_of(tasks.begin(), tasks.end(),
+                          [&](const TaskInfo& t) { return same(t.key, d.key); }),
+              "active demand without a task");
     }
     // Slots.
     REQUIRE(running_.size() <= config_.max_transfers, "max_transfers exceeded");
@@ -537,8 +605,14 @@ class Sequence {
     for (OwnerId owner = 1; owner <= 3; ++owner) {
       Call call;
       for (const auto& [h, d] : ref_) {
-        if (d.active && d.owner == owner) call.must_end[h] = DemandOutcome::owner_ended;
+        if (!d.active || d.owner != owner) continue;
+        if (legacy()) {
+          call.legacy_refusable.push_back(h);
+        } else {
+          call.must_end[h] = DemandOutcome::owner_ended;
+        }
       }
+      if (legacy()) call.legacy_allowed = {DemandOutcome::owner_ended, DemandOutcome::cancelled};
       scheduler_->end_owner(now_, owner, std::nullopt);
       after(call);
     }
@@ -598,6 +672,7 @@ class Sequence {
   }
 
   std::mt19937_64 rng_;
+  Model model_;
   SchedulerConfig config_;
   std::shared_ptr<RandomOrphanPolicy> policy_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -630,13 +705,23 @@ class Sequence {
 int main(int argc, char** argv) {
   std::uint64_t sequences = 200000;
   std::uint64_t shard = 0;
+  dfl::Model model = dfl::Model::demand;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--sequences") == 0) {
       sequences = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (std::strcmp(argv[i], "--shard") == 0) {
       shard = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--model") == 0 &&
+               (std::strcmp(argv[i + 1], "demand") == 0 ||
+                std::strcmp(argv[i + 1], "callbacks") == 0 ||
+                std::strcmp(argv[i + 1], "independent") == 0)) {
+      model = argv[i + 1][0] == 'd'   ? dfl::Model::demand
+              : argv[i + 1][0] == 'c' ? dfl::Model::callbacks
+                                      : dfl::Model::independent;
     } else {
-      std::fprintf(stderr, "usage: %s [--sequences N] [--shard S]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--sequences N] [--shard S] [--model demand|callbacks|independent]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -647,9 +732,9 @@ int main(int argc, char** argv) {
   } else {
     base = base * sequences * 64;  // Far apart from other runs' ranges.
   }
-  std::printf("engine_model_test: DFL_SEED=%llu shard=%llu sequences=%llu\n",
-              static_cast<unsigned long long>(base), static_cast<unsigned long long>(shard),
-              static_cast<unsigned long long>(sequences));
+  std::printf("engine_model_test: model=%s DFL_SEED=%llu shard=%llu sequences=%llu\n",
+              std::string(dfl::to_string(model)).c_str(), static_cast<unsigned long long>(base),
+              static_cast<unsigned long long>(shard), static_cast<unsigned long long>(sequences));
   std::fflush(stdout);
   std::signal(SIGABRT, dfl::on_abort);
 
@@ -658,15 +743,17 @@ int main(int argc, char** argv) {
     const std::uint64_t seed = base + shard * sequences + i;
     dfl::g_running_seed = seed;
     dfl::g_running_seed_valid = 1;
-    dfl::Sequence sequence(seed);
+    dfl::Sequence sequence(seed, model);
     try {
       sequence.run();
     } catch (const dfl::Violation& v) {
       ++failures;
       std::printf("FAILED sequence with seed %llu: %s\n", static_cast<unsigned long long>(seed),
                   v.what());
-      std::printf("replay: DFL_SEED=%llu engine_model_test --sequences 1\nlast operations:\n",
-                  static_cast<unsigned long long>(seed));
+      std::printf(
+          "replay: DFL_SEED=%llu engine_model_test --sequences 1 --model %s\n"
+          "last operations:\n",
+          static_cast<unsigned long long>(seed), std::string(dfl::to_string(model)).c_str());
       const auto& log = sequence.log();
       for (std::size_t l = log.size() > 40 ? log.size() - 40 : 0; l < log.size(); ++l) {
         std::printf("  %s\n", log[l].c_str());
