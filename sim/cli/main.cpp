@@ -1,0 +1,226 @@
+// demandflight: the command line.
+//
+//   demandflight sim TRACE [--model M] [--policy P] [--seed N] [--max-transfers N]
+//                          [--out FILE] [--timeline FILE]
+//   demandflight validate TRACE
+//   demandflight gen KIND --seed N [--demands N]
+//
+// Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
+// the file, line and field; 1 anything else.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "demandflight/policies/registry.h"
+#include "demandflight/sim/generator.h"
+#include "demandflight/sim/simulator.h"
+#include "demandflight/sim/trace.h"
+
+namespace {
+
+using namespace dfl;
+using namespace dfl::sim;
+
+std::string bytes_text(std::uint64_t bytes) {
+  char buffer[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) {
+    std::snprintf(buffer, sizeof buffer, "%.2f GB", b / 1e9);
+  } else if (b >= 1e6) {
+    std::snprintf(buffer, sizeof buffer, "%.2f MB", b / 1e6);
+  } else if (b >= 1e3) {
+    std::snprintf(buffer, sizeof buffer, "%.1f kB", b / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return buffer;
+}
+
+std::string seconds_text(const std::optional<double>& s) {
+  if (!s) return "-";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3f s", *s);
+  return buffer;
+}
+
+void print_summary(const Result& r, const Trace& trace) {
+  const Summary& s = r.summary;
+  std::printf("%s: model=%s policy=%s seed=%llu, %zu demands, %zu tasks, %.3f s simulated\n",
+              trace.name.c_str(), r.model.c_str(), r.policy.c_str(),
+              static_cast<unsigned long long>(r.seed), r.demands.size(), r.tasks.size(),
+              s.makespan_s);
+  std::printf(
+      "  outcomes   succeeded %llu  failed %llu  cancelled %llu  timed_out %llu  "
+      "owner_ended %llu\n",
+      static_cast<unsigned long long>(s.outcomes[0]),
+      static_cast<unsigned long long>(s.outcomes[1]),
+      static_cast<unsigned long long>(s.outcomes[2]),
+      static_cast<unsigned long long>(s.outcomes[3]),
+      static_cast<unsigned long long>(s.outcomes[4]));
+  std::printf(
+      "  bytes      transferred %s  wasted %s  (%llu transfers, %llu installs, %llu cache "
+      "hits)\n",
+      bytes_text(s.bytes_transferred).c_str(), bytes_text(s.bytes_wasted).c_str(),
+      static_cast<unsigned long long>(s.transfers_started),
+      static_cast<unsigned long long>(s.installs), static_cast<unsigned long long>(s.cache_hits));
+  std::printf("  latency    all  p50 %s  p95 %s  p99 %s  (succeeded demands)\n",
+              seconds_text(s.latency_s.p50).c_str(), seconds_text(s.latency_s.p95).c_str(),
+              seconds_text(s.latency_s.p99).c_str());
+  for (auto it = s.latency_s_by_priority.rbegin(); it != s.latency_s_by_priority.rend(); ++it) {
+    std::printf("             p%-3d p50 %s  p95 %s  p99 %s\n", it->first,
+                seconds_text(it->second.p50).c_str(), seconds_text(it->second.p95).c_str(),
+                seconds_text(it->second.p99).c_str());
+  }
+  std::printf("  pollution  %.3f task-seconds above the highest active demand\n",
+              s.priority_pollution_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"demandflight: many callers sharing one download"};
+  app.require_subcommand(1);
+
+  // sim
+  auto* sim = app.add_subcommand("sim", "simulate a trace on SimGrid and write the result JSON");
+  std::string trace_path, out_path, timeline_path, transfer_log_path, model_name = "demand",
+                                                                      network = "default";
+  SimOptions options;
+  options.policy = std::string(policies::kDefaultPolicy);
+  std::uint64_t seed = 0;
+  std::uint32_t max_transfers = 0, max_per_origin = 0;
+  bool quiet = false;
+  sim->add_option("TRACE", trace_path, "trace file (.jsonl)")->required();
+  sim->add_option("--model", model_name, "demand | callbacks | independent")
+      ->check(CLI::IsMember({"demand", "callbacks", "independent"}))
+      ->capture_default_str();
+  sim->add_option("--policy", options.policy,
+                  "orphan policy NAME[:k=v,...]: always-abort (default) | always-complete")
+      ->capture_default_str();
+  auto* seed_option = sim->add_option("--seed", seed, "seed (default: the trace's)");
+  auto* transfers_option =
+      sim->add_option("--max-transfers", max_transfers, "override scheduler.max_transfers")
+          ->check(CLI::Range(1u, 100000u));
+  auto* per_origin_option =
+      sim->add_option("--max-per-origin", max_per_origin, "override scheduler.max_per_origin")
+          ->check(CLI::Range(1u, 100000u));
+  sim->add_option("--network-model", network,
+                  "default (SimGrid's LV08, calibrated on TCP) | cm02 (exact: size/bw + latency)")
+      ->check(CLI::IsMember({"default", "cm02"}))
+      ->capture_default_str();
+  sim->add_option("--out", out_path, "write the result JSON here");
+  sim->add_option("--timeline", timeline_path, "write a Chrome/Perfetto trace-event JSON here");
+  sim->add_option("--transfer-log", transfer_log_path,
+                  "write one line per transfer started: t origin bytes (for bench/)");
+  sim->add_flag("--quiet", quiet, "print nothing on success");
+  bool profile = false;
+  sim->add_flag("--profile", profile,
+                "print the wall time of each phase (read, simulate, write) to stderr");
+
+  // validate
+  auto* validate = app.add_subcommand("validate", "check a trace and say what is wrong with it");
+  std::string validate_path;
+  validate->add_option("TRACE", validate_path, "trace file (.jsonl)")->required();
+
+  // gen
+  auto* gen = app.add_subcommand("gen", "write a generated trace of a bundled kind to stdout");
+  std::string kind;
+  GenOptions gen_options;
+  std::string kinds_help;
+  for (const auto& [name, what] : generator_kinds())
+    kinds_help += "\n  " + name + ": " + what;
+  gen->add_option("KIND", kind, "scenario kind:" + kinds_help)->required();
+  gen->add_option("--seed", gen_options.seed, "seed")->required();
+  gen->add_option("--demands", gen_options.demands, "number of demands (subscribes)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
+      ->capture_default_str();
+  auto* gen_transfers = gen->add_option("--max-transfers", max_transfers, "scheduler.max_transfers")
+                            ->check(CLI::Range(1u, 100000u));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*validate) {
+      const Trace trace = read_trace(validate_path);
+      std::size_t subscribes = 0;
+      for (const Record& r : trace.records)
+        subscribes += r.op == Op::subscribe;
+      std::printf(
+          "%s: ok: \"%s\", %zu artifacts, %zu origins, %zu records, %zu demands, %zu owners\n",
+          validate_path.c_str(), trace.name.c_str(), trace.artifacts.size(),
+          trace.platform.origins.size(), trace.records.size(), subscribes, trace.owners.size());
+      return 0;
+    }
+    if (*gen) {
+      if (*gen_transfers) gen_options.max_transfers = max_transfers;
+      std::ios::sync_with_stdio(false);
+      generate(kind, gen_options, std::cout);
+      std::cout.flush();
+      return std::cout ? 0 : 1;
+    }
+    // sim
+    options.model = model_name == "demand"      ? Model::demand
+                    : model_name == "callbacks" ? Model::callbacks
+                                                : Model::independent;
+    if (*seed_option) options.seed = seed;
+    if (*transfers_option) options.max_transfers = max_transfers;
+    if (*per_origin_option) options.max_per_origin = max_per_origin;
+    options.network_model = network == "cm02" ? NetworkModel::cm02 : NetworkModel::simgrid_default;
+    options.timeline_path = timeline_path;
+    options.transfer_log_path = transfer_log_path;
+    try {
+      policies::make_orphan_policy(options.policy);  // Refuse a bad policy before reading.
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "demandflight sim: --policy: %s\n", e.what());
+      return 2;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t_read = clock::now();
+    const Trace trace = read_trace(trace_path);
+    const auto t_simulate = clock::now();
+    std::ofstream out;
+    if (!out_path.empty()) {
+      out.open(out_path);
+      if (!out) {
+        std::fprintf(stderr, "demandflight sim: cannot write %s\n", out_path.c_str());
+        return 1;
+      }
+    }
+    const Result result = simulate(trace, options);
+    const auto t_write = clock::now();
+    if (out.is_open()) {
+      write_result_json(result, trace, out);
+      out.close();
+      if (!out) {
+        std::fprintf(stderr, "demandflight sim: writing %s failed\n", out_path.c_str());
+        return 1;
+      }
+    }
+    if (!quiet) print_summary(result, trace);
+    if (profile) {
+      auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+      std::fprintf(stderr, "profile: read %.3f s, simulate %.3f s, write %.3f s\n",
+                   s(t_read, t_simulate), s(t_simulate, t_write), s(t_write, clock::now()));
+    }
+    return 0;
+  } catch (const TraceError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "demandflight: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "demandflight: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,88 @@
+// Result: what a run produced, in the result format of shared/trace-format.md.
+//
+// write_result_json() is deterministic: the same Result gives the same bytes.
+// Definitions the format leaves to the implementation:
+// - latency_s: t_end - t_subscribe over *succeeded* demands; percentiles by
+//   nearest rank; null when no demand succeeded. `latency_s_by_priority`
+//   (an added field) gives the same per subscribe priority.
+// - priority_pollution_s: task-seconds, summed over tasks, during which a
+//   task's effective priority was above the highest priority among its active
+//   demands (demands not yet told their terminal, at the priority they last
+//   asked for). The demand model scores 0 by construction.
+// - bytes_wasted: bytes received by transfers that were then aborted, bytes of
+//   transfers whose result failed verification, and the size of every artifact
+//   installed while nobody waited for it (a completed orphan) that no later
+//   subscribe used before it was evicted or the run ended.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "demandflight/engine/outcome.h"
+#include "demandflight/sim/trace.h"
+
+namespace dfl::sim {
+
+struct DemandResult {
+  std::uint32_t demand = 0;  // Index into Trace::demand_ids.
+  std::uint32_t owner = 0;
+  std::uint32_t artifact = 0;
+  Priority priority = 0;  // At subscribe.
+  double t_subscribe = 0;
+  double t_end = 0;
+  DemandOutcome outcome = DemandOutcome::failed;
+  bool ended = false;  // False only if the run stopped before its terminal (a bug).
+};
+
+struct TaskResult {
+  std::uint32_t artifact = 0;  // The alias of the subscribe that created it.
+  double t_start = 0;
+  double t_end = 0;
+  TaskOutcome outcome = TaskOutcome::failed;
+  std::uint32_t attempts = 0;
+  std::uint64_t bytes_transferred = 0;
+  std::uint32_t installs = 0;
+  std::vector<std::pair<double, std::optional<Priority>>> priority_timeline;
+};
+
+struct Percentiles {
+  std::optional<double> p50, p95, p99;
+};
+
+struct Summary {
+  std::uint64_t bytes_transferred = 0;
+  std::uint64_t bytes_wasted = 0;
+  std::uint64_t installs = 0;
+  std::uint64_t transfers_started = 0;
+  std::uint64_t cache_hits = 0;
+  std::array<std::uint64_t, 5> outcomes{};  // By DemandOutcome.
+  Percentiles latency_s;
+  std::map<Priority, Percentiles> latency_s_by_priority;
+  double priority_pollution_s = 0;
+  double makespan_s = 0;  // Virtual time at which the run ended (added field).
+};
+
+struct Result {
+  std::string trace_name;
+  std::string model;
+  std::string policy;
+  std::uint64_t seed = 0;
+  std::vector<DemandResult> demands;  // In trace (subscribe) order.
+  std::vector<TaskResult> tasks;      // In start order.
+  Summary summary;
+};
+
+// Fills the latency fields of result.summary from result.demands.
+void compute_latencies(Result& result);
+
+Percentiles percentiles(std::vector<double> values);
+
+void write_result_json(const Result& result, const Trace& trace, std::ostream& out);
+
+}  // namespace dfl::sim

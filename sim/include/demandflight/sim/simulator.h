@@ -1,0 +1,49 @@
+// The simulator: the scheduler core on SimGrid virtual time.
+//
+// simulate() builds the platform from the trace header (the client's link,
+// one link per origin, the client's CPU for hashing and its disk), replays the
+// trace's records at their times, runs every transfer as a SimGrid
+// communication of the bytes still missing, models finalize as hashing at
+// hash_Bps then a disk write at disk_write_Bps, injects the trace's faults, and
+// drives the very same dfl::Scheduler as the production backend.
+//
+// SimGrid allows one engine per process: simulate() may be called once per
+// process (Python and `compare` run each simulation in its own process).
+// Deterministic: the same trace, options and seed give the same Result.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "demandflight/engine/config.h"
+#include "demandflight/sim/result.h"
+#include "demandflight/sim/trace.h"
+
+namespace dfl::sim {
+
+enum class NetworkModel : std::uint8_t {
+  // SimGrid's default (LV08): calibrated against real TCP transfers (latency
+  // and bandwidth correction factors, ACK cross-traffic). The default, because
+  // its times are closer to what the real backend sees.
+  simgrid_default,
+  // CM02 without cross-traffic: a lone transfer takes exactly size / bandwidth
+  // + latency. For tests and hand calculations.
+  cm02,
+};
+
+struct SimOptions {
+  Model model = Model::demand;
+  std::string policy = "always-abort";         // NAME[:k=v,...], see policies/registry.h.
+  std::optional<std::uint64_t> seed;           // Overrides the trace's seed.
+  std::optional<std::uint32_t> max_transfers;  // Override the trace header.
+  std::optional<std::uint32_t> max_per_origin;
+  NetworkModel network_model = NetworkModel::simgrid_default;
+  std::string timeline_path;      // Chrome/Perfetto trace-event JSON, when set.
+  std::string transfer_log_path;  // One line per transfer started (for bench/).
+};
+
+Result simulate(const Trace& trace, const SimOptions& options);
+
+}  // namespace dfl::sim

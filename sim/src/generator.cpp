@@ -1,0 +1,1032 @@
+// Trace generators for `demandflight gen`: one synthetic workload per bundled
+// scenario kind, written in the trace format (shared/trace-format.md).
+//
+// Every generator streams: a record is written as soon as it is decided, and
+// the only state kept is what is in flight (the demands a cell or session still
+// holds, and records already decided for a later time), so a million demands
+// take constant memory. A record decided for a later time (a cancel, an
+// end_owner, a late subscribe) waits in a small heap keyed by (t, sequence)
+// and is written once the clock passes it, which keeps `t` non-decreasing.
+// Time is kept in integer microseconds and printed as exact decimals, so the
+// order on the page is the order in memory and no rounding can reverse it.
+//
+// Output depends only on (kind, seed, demands, max_transfers): randomness comes
+// from std::mt19937_64 (whose sequence the standard fixes) turned into numbers
+// by our own arithmetic, never by std::*_distribution (whose output differs
+// between standard libraries); no libm function is used on random values.
+//
+// The models, and why each exists:
+//
+// three_callers: the story of design.md section 1 with contention, fixed
+//   content. One transfer slot is held by a background terrain download while
+//   `rock` is wanted by a background prefetch, then by the camera (critical)
+//   and by a session (high) that is destroyed, and then the camera cancels.
+//   Transfers take about two seconds, so whether the queued `rock` task keeps
+//   the camera's priority after the camera left decides whether `grass`
+//   (normal) or `rock` gets the slot next: the legacy max-ever rule and the
+//   demand model disagree here.
+//
+// open_world_streaming: a camera moves through a grid of cells (a torus, so a
+//   long run keeps revisiting the world and the catalogue stays bounded), each
+//   cell holding 2 to 6 objects of 0.2 to 8 MB. A prefetch ring (owner
+//   "prefetch", priority 0) holds the objects of the cells ahead of the camera
+//   and cancels them when their cell leaves the ring; cells in view get a
+//   critical load (owner "render", priority 3, sometimes with a timeout) that
+//   is cancelled when the cell leaves view. The ring reaches further than the
+//   view, so most render loads join a task the prefetch already started: this
+//   is the sharing the demand model exists for. When the camera turns, some
+//   prefetch demands straight ahead are raised to 2, and those raised earlier
+//   that are no longer ahead are lowered back to 0, so priorities move both
+//   ways on shared tasks.
+//
+// session_churn: short-lived sessions each preload 3 to 20 popular artifacts
+//   (Zipf over a catalogue, so sessions overlap) at priority 1 or 2 and are
+//   destroyed with end_owner 0.5 to 5 s later. Sessions reuse a small pool of
+//   owner names with increasing owner_generation, and some get a late
+//   subscribe with their old generation after their end_owner: the stale
+//   generation must end at once, not resurrect the session. A background
+//   owner "prefetch" asks for popular artifacts at priority 0 meanwhile, so
+//   ending a session often leaves a task with only background demand.
+//
+// flaky_network: a steady request stream from four owners (priorities 0 to
+//   3), some with timeouts and some cancelled, over three origins, with about
+//   one fault per 20 demands: transfer errors (mostly retryable), corrupt
+//   downloads and origin outages. A fault is written just before a subscribe
+//   of the artifact it names, so it meets a transfer that is about to start
+//   and the retry, backoff and verification paths actually run.
+//
+// cache_pressure: a catalogue of several GB against a 200 MB cache, requests
+//   drawn Zipf-like so that popular artifacts hit the cache and the tail keeps
+//   evicting; mostly priority 1, some background and critical, a few cancels.
+//   It measures hits, evictions and the waste of orphaned completions.
+#include "demandflight/sim/generator.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dfl::sim {
+namespace {
+
+constexpr std::uint64_t kUsPerS = 1'000'000;
+constexpr std::uint64_t kMB = 1'000'000;
+
+// --- Randomness --------------------------------------------------------------
+
+// mt19937_64 with our own derivations, so the same seed gives the same numbers
+// with every standard library.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : engine_(seed) {}
+
+  // Uniform in [0, 1) with 53 random bits.
+  double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+  // Uniform in [0, n), n > 0. The modulo bias is below 2^-40 for the small n used here.
+  std::uint64_t below(std::uint64_t n) { return engine_() % n; }
+
+  // Uniform in [lo, hi].
+  std::uint64_t between(std::uint64_t lo, std::uint64_t hi) { return lo + below(hi - lo + 1); }
+
+  // True with probability per_mille / 1000.
+  bool chance(std::uint64_t per_mille) { return below(1000) < per_mille; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// A stateless hash for properties that must not depend on the order of
+// events, such as the objects of a cell and their sizes (splitmix64's mixer).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Zipf with exponent 1 over ranks 0..n-1: rank k has weight 1/(k+1). The
+// cumulative weights use only IEEE additions and divisions, so sampling is
+// exact and portable; rank 0 is the most popular.
+class Zipf {
+ public:
+  explicit Zipf(std::uint64_t n) {
+    cumulative_.reserve(n);
+    double total = 0;
+    for (std::uint64_t k = 0; k < n; ++k) {
+      total += 1.0 / static_cast<double>(k + 1);
+      cumulative_.push_back(total);
+    }
+  }
+
+  std::uint64_t sample(Rng& rng) const {
+    const double x = rng.uniform() * cumulative_.back();
+    const auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), x);
+    const auto rank = static_cast<std::uint64_t>(it - cumulative_.begin());
+    return std::min<std::uint64_t>(rank, cumulative_.size() - 1);
+  }
+
+ private:
+  std::vector<double> cumulative_;
+};
+
+// Integer square root, for catalogue sizes that grow sublinearly with demands.
+std::uint64_t isqrt(std::uint64_t n) {
+  std::uint64_t r = 0;
+  for (std::uint64_t bit = std::uint64_t{1} << 31; bit != 0; bit >>= 1) {
+    const std::uint64_t c = r | bit;
+    if (c * c <= n) r = c;
+  }
+  return r;
+}
+
+// --- Formatting ----------------------------------------------------------------
+
+void append_uint(std::string& s, std::uint64_t v) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+  s.append(digits, end);
+}
+
+// `value` / 10^decimals as an exact decimal with at least one fractional
+// digit ("1.5", "0.000123", "2.0"), so JSON readers see a float.
+void append_decimal(std::string& s, std::uint64_t value, int decimals) {
+  std::uint64_t scale = 1;
+  for (int i = 0; i < decimals; ++i)
+    scale *= 10;
+  append_uint(s, value / scale);
+  s += '.';
+  std::uint64_t frac = value % scale;
+  if (frac == 0) {
+    s += '0';
+    return;
+  }
+  char digits[24];
+  int n = decimals;
+  while (frac % 10 == 0) {
+    frac /= 10;
+    --n;
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    digits[i] = static_cast<char>('0' + frac % 10);
+    frac /= 10;
+  }
+  s.append(digits, static_cast<std::size_t>(n));
+}
+
+void append_seconds(std::string& s, std::uint64_t us) {
+  append_decimal(s, us, 6);
+}
+
+// Appends `, "name": value` pairs to a record's field list. Names and values
+// are generator-made identifiers, so no JSON escaping is needed.
+class Fields {
+ public:
+  explicit Fields(std::string& s) : s_(s) { s_.clear(); }
+
+  Fields& str(std::string_view name, std::string_view value) {
+    key(name);
+    s_ += '"';
+    s_ += value;
+    s_ += '"';
+    return *this;
+  }
+  Fields& demand(std::uint64_t id) {
+    key("demand");
+    s_ += "\"d";
+    append_uint(s_, id);
+    s_ += '"';
+    return *this;
+  }
+  Fields& integer(std::string_view name, std::uint64_t value) {
+    key(name);
+    append_uint(s_, value);
+    return *this;
+  }
+  Fields& seconds(std::string_view name, std::uint64_t us) {
+    key(name);
+    append_seconds(s_, us);
+    return *this;
+  }
+  Fields& fraction(std::string_view name, std::uint64_t per_mille) {
+    key(name);
+    append_decimal(s_, per_mille, 3);
+    return *this;
+  }
+  Fields& boolean(std::string_view name, bool value) {
+    key(name);
+    s_ += value ? "true" : "false";
+    return *this;
+  }
+  const std::string& text() const { return s_; }
+
+ private:
+  void key(std::string_view name) {
+    s_ += ", \"";
+    s_ += name;
+    s_ += "\": ";
+  }
+  std::string& s_;
+};
+
+// --- Header ----------------------------------------------------------------------
+
+struct OriginLink {
+  const char* name;
+  std::uint64_t bandwidth_Bps;
+  std::uint64_t latency_us;
+};
+
+struct HeaderSpec {
+  std::uint64_t client_bandwidth_Bps = 12'500'000;
+  std::uint64_t client_latency_us = 10'000;
+  std::vector<OriginLink> origins;
+  std::uint64_t disk_write_Bps = 400'000'000;
+  std::uint64_t hash_Bps = 800'000'000;
+  std::uint64_t max_transfers = 4;
+  std::uint64_t max_per_origin = 4;
+  std::uint64_t cache_bytes = 2'000'000'000;
+  std::uint64_t retry_max_attempts = 4;
+  std::uint64_t retry_base_us = 500'000;
+  std::uint64_t retry_cap_us = 8'000'000;
+  std::uint64_t retry_jitter_per_mille = 200;
+};
+
+// --- Writer ------------------------------------------------------------------------
+
+// Buffers lines and writes them in large blocks; holds records decided for a
+// later time until the clock reaches them.
+class TraceWriter {
+ public:
+  explicit TraceWriter(std::ostream& out) : out_(out) { buffer_.reserve(kBlock + 4096); }
+
+  void header(std::string_view kind, std::uint64_t seed, const HeaderSpec& h) {
+    std::string& s = buffer_;
+    s += "{\"format\": \"demandflight-trace\", \"version\": 1, \"name\": \"";
+    s += kind;
+    s += "\", \"seed\": ";
+    append_uint(s, seed);
+    s += ", \"platform\": {\"client_bandwidth_Bps\": ";
+    append_uint(s, h.client_bandwidth_Bps);
+    s += ", \"client_latency_s\": ";
+    append_seconds(s, h.client_latency_us);
+    s += ", \"origins\": {";
+    for (std::size_t i = 0; i < h.origins.size(); ++i) {
+      if (i > 0) s += ", ";
+      s += '"';
+      s += h.origins[i].name;
+      s += "\": {\"bandwidth_Bps\": ";
+      append_uint(s, h.origins[i].bandwidth_Bps);
+      s += ", \"latency_s\": ";
+      append_seconds(s, h.origins[i].latency_us);
+      s += '}';
+    }
+    s += "}, \"disk_write_Bps\": ";
+    append_uint(s, h.disk_write_Bps);
+    s += ", \"hash_Bps\": ";
+    append_uint(s, h.hash_Bps);
+    s += "}, \"scheduler\": {\"max_transfers\": ";
+    append_uint(s, h.max_transfers);
+    s += ", \"max_per_origin\": ";
+    append_uint(s, h.max_per_origin);
+    s += ", \"cache_bytes\": ";
+    append_uint(s, h.cache_bytes);
+    s += ", \"retry\": {\"max_attempts\": ";
+    append_uint(s, h.retry_max_attempts);
+    s += ", \"base_s\": ";
+    append_seconds(s, h.retry_base_us);
+    s += ", \"cap_s\": ";
+    append_seconds(s, h.retry_cap_us);
+    s += ", \"jitter\": ";
+    append_decimal(s, h.retry_jitter_per_mille, 3);
+    s += "}}}\n";
+    maybe_write();
+  }
+
+  void artifact(std::string_view id, std::string_view resource, std::string_view revision,
+                std::string_view target, std::uint64_t size_bytes, std::string_view origin) {
+    std::string& s = buffer_;
+    s += "{\"op\": \"artifact\", \"id\": \"";
+    s += id;
+    s += "\", \"resource\": \"";
+    s += resource;
+    s += "\", \"revision\": \"";
+    s += revision;
+    s += "\", \"target\": \"";
+    s += target;
+    s += "\", \"generation\": 0, \"size\": ";
+    append_uint(s, size_bytes);
+    s += ", \"origin\": \"";
+    s += origin;
+    s += "\"}\n";
+    maybe_write();
+  }
+
+  // Writes a record at `t_us` (not before the last one), after every held
+  // record due by then.
+  void emit(std::uint64_t t_us, std::string_view op, std::string_view fields) {
+    if (t_us < last_t_us_) throw std::logic_error("trace generator: time went backwards");
+    emit_held_until(t_us);
+    line(t_us, op, fields);
+  }
+
+  // Holds a record for a time later than the current one. `op` must be a literal.
+  void hold(std::uint64_t t_us, const char* op, std::string_view fields) {
+    if (t_us < last_t_us_) throw std::logic_error("trace generator: held record in the past");
+    held_.push_back(Held{t_us, next_sequence_++, op, std::string(fields)});
+    std::push_heap(held_.begin(), held_.end(), Later{});
+  }
+
+  // Writes every held record, then everything buffered.
+  void finish() {
+    emit_held_until(std::numeric_limits<std::uint64_t>::max());
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+    if (!out_) throw std::runtime_error("trace generator: writing the trace failed");
+  }
+
+ private:
+  static constexpr std::size_t kBlock = 1 << 16;
+
+  struct Held {
+    std::uint64_t t_us;
+    std::uint64_t sequence;  // Ties keep the order in which records were decided.
+    const char* op;
+    std::string fields;
+  };
+  struct Later {
+    bool operator()(const Held& a, const Held& b) const {
+      return a.t_us != b.t_us ? a.t_us > b.t_us : a.sequence > b.sequence;
+    }
+  };
+
+  void emit_held_until(std::uint64_t t_us) {
+    while (!held_.empty() && held_.front().t_us <= t_us) {
+      std::pop_heap(held_.begin(), held_.end(), Later{});
+      Held h = std::move(held_.back());
+      held_.pop_back();
+      line(h.t_us, h.op, h.fields);
+    }
+  }
+
+  void line(std::uint64_t t_us, std::string_view op, std::string_view fields) {
+    std::string& s = buffer_;
+    s += "{\"op\": \"";
+    s += op;
+    s += "\", \"t\": ";
+    append_seconds(s, t_us);
+    s += fields;
+    s += "}\n";
+    last_t_us_ = t_us;
+    maybe_write();
+  }
+
+  void maybe_write() {
+    if (buffer_.size() < kBlock) return;
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+  }
+
+  std::ostream& out_;
+  std::string buffer_;
+  std::vector<Held> held_;  // A min-heap on (t_us, sequence).
+  std::uint64_t next_sequence_ = 0;
+  std::uint64_t last_t_us_ = 0;
+};
+
+// What every generator shares: the writer, the random stream, the count of
+// subscribes against the budget, and scratch strings reused for every record.
+class Context {
+ public:
+  Context(std::string_view kind, const GenOptions& options, std::ostream& out)
+      : kind_(kind), options_(options), writer_(out), rng_(options.seed) {}
+
+  void header(HeaderSpec h) {
+    if (options_.max_transfers) h.max_transfers = *options_.max_transfers;
+    writer_.header(kind_, options_.seed, h);
+  }
+
+  TraceWriter& writer() { return writer_; }
+  Rng& rng() { return rng_; }
+  std::string& scratch() { return scratch_; }
+  std::string& name() { return name_; }
+
+  std::uint64_t budget() const { return options_.demands; }
+  bool budget_left() const { return subscribes_ < options_.demands; }
+  // Takes one subscribe from the budget and returns its demand number.
+  std::uint64_t next_demand() {
+    ++subscribes_;
+    return ++last_demand_;
+  }
+
+ private:
+  std::string_view kind_;
+  const GenOptions& options_;
+  TraceWriter writer_;
+  Rng rng_;
+  std::uint64_t subscribes_ = 0;
+  std::uint64_t last_demand_ = 0;
+  std::string scratch_;  // Field lists.
+  std::string name_;     // Artifact ids and owner names.
+};
+
+// A catalogue of numbered artifacts declared lazily, right before first use,
+// so a short trace declares only what it touches.
+class Catalogue {
+ public:
+  Catalogue(std::string_view prefix, std::uint64_t size, std::uint64_t seed)
+      : prefix_(prefix), declared_(size, false), seed_(seed) {}
+
+  std::uint64_t size() const { return declared_.size(); }
+
+  // Writes "<prefix>-<index>" into `id`.
+  void id(std::uint64_t index, std::string& id) const {
+    id.assign(prefix_);
+    id += '-';
+    append_uint(id, index);
+  }
+
+  // A stable hash of the artifact, for its size and origin.
+  std::uint64_t hash(std::uint64_t index) const { return mix(seed_ ^ mix(index)); }
+
+  template <class Declare>
+  void ensure(std::uint64_t index, Declare&& declare) {
+    if (declared_[index]) return;
+    declared_[index] = true;
+    declare();
+  }
+
+ private:
+  std::string prefix_;
+  std::vector<bool> declared_;
+  std::uint64_t seed_;
+};
+
+// Declares catalogue artifact `index` if needed, with a size of
+// [min_bytes, max_bytes] and an origin picked by its hash, and leaves its id in
+// ctx.name().
+void use_artifact(Context& ctx, Catalogue& cat, std::uint64_t index, std::uint64_t min_bytes,
+                  std::uint64_t max_bytes, const std::vector<OriginLink>& origins,
+                  std::string_view resource_dir) {
+  cat.id(index, ctx.name());
+  cat.ensure(index, [&] {
+    const std::uint64_t h = cat.hash(index);
+    const std::uint64_t size_bytes = min_bytes + (h >> 20) % (max_bytes - min_bytes + 1);
+    // The first origin serves most artifacts, as a primary CDN would.
+    const std::uint64_t more = mix(h);  // Bits independent of the size's.
+    const std::uint64_t pick = more % 10;
+    const std::size_t origin =
+        pick < 6 || origins.size() == 1 ? 0 : 1 + pick % (origins.size() - 1);
+    std::string resource(resource_dir);
+    resource += '/';
+    resource += ctx.name();
+    resource += ".pak";
+    std::string revision = "r";
+    append_uint(revision, 1 + (more >> 32) % 9);
+    ctx.writer().artifact(ctx.name(), resource, revision, "pc", size_bytes, origins[origin].name);
+  });
+}
+
+// --- three_callers ------------------------------------------------------------------
+
+void three_callers(Context& ctx) {
+  HeaderSpec h;
+  h.client_bandwidth_Bps = 12'500'000;  // 25 MB in 2 s: long enough for the callers to meet.
+  h.origins = {{"cdn", 50'000'000, 30'000}};
+  h.max_transfers = 1;   // One slot: who gets it next is the whole question.
+  h.max_per_origin = 4;  // Not the binding limit, also under --max-transfers.
+  ctx.header(h);
+  TraceWriter& w = ctx.writer();
+  constexpr std::uint64_t size_bytes = 25 * kMB;
+  w.artifact("terrain", "world/terrain_0_0.bin", "r12", "pc", size_bytes, "cdn");
+  w.artifact("rock", "props/rock_large.mesh", "r3", "pc", size_bytes, "cdn");
+  w.artifact("grass", "props/grass_patch.mesh", "r7", "pc", size_bytes, "cdn");
+
+  std::string& f = ctx.scratch();
+  struct Sub {
+    std::uint64_t t_us;
+    const char* owner;
+    const char* artifact;
+    std::uint64_t priority;
+  };
+  const Sub subs[] = {{0, "streaming", "terrain", 0},
+                      {100'000, "streaming", "rock", 0},
+                      {200'000, "ui", "grass", 1},
+                      {1'000'000, "camera", "rock", 3},
+                      {1'200'000, "session", "rock", 2}};
+  std::uint64_t camera_demand = 0;
+  for (const Sub& s : subs) {
+    const std::uint64_t id = ctx.next_demand();
+    if (std::string_view(s.owner) == "camera") camera_demand = id;
+    w.emit(s.t_us, "subscribe",
+           Fields(f)
+               .demand(id)
+               .str("owner", s.owner)
+               .str("artifact", s.artifact)
+               .integer("priority", s.priority)
+               .text());
+  }
+  w.emit(1'500'000, "end_owner", Fields(f).str("owner", "session").text());
+  w.emit(1'800'000, "cancel", Fields(f).demand(camera_demand).text());
+}
+
+// --- open_world_streaming -----------------------------------------------------------
+
+void open_world_streaming(Context& ctx) {
+  const std::vector<OriginLink> origins = {{"cdn", 80'000'000, 20'000},
+                                           {"cdn-backup", 40'000'000, 60'000},
+                                           {"studio", 30'000'000, 80'000}};
+  HeaderSpec h;
+  h.client_bandwidth_Bps = 50'000'000;
+  h.client_latency_us = 15'000;
+  h.origins = origins;
+  h.max_transfers = 8;
+  h.max_per_origin = 6;
+  h.cache_bytes = 1'000'000'000;
+  ctx.header(h);
+  TraceWriter& w = ctx.writer();
+  Rng& rng = ctx.rng();
+  std::string& f = ctx.scratch();
+
+  // A 64 x 64 torus: big enough that a camera crossing it sees new cells for
+  // minutes, small enough that the catalogue (at most 24,576 objects) is bounded.
+  constexpr std::int64_t kSide = 64;
+  constexpr std::int64_t kUnit = 1000;  // Position units per cell.
+  constexpr std::int64_t kRing = 3;     // Prefetch radius, in cells.
+  constexpr std::int64_t kView = 1;     // View radius, in cells.
+  constexpr std::uint64_t kMaxObjects = 6;
+  constexpr int kDirs[8][2] = {{1, 0},  {1, 1},   {0, 1},  {-1, 1},
+                               {-1, 0}, {-1, -1}, {0, -1}, {1, -1}};
+
+  struct Demand {
+    std::uint64_t id;
+    bool raised;  // Set to 2 by a turn toward its cell.
+  };
+  struct Cell {
+    std::vector<Demand> prefetch;
+    std::vector<Demand> render;
+    bool in_ring = false;
+    bool in_view = false;
+    std::uint64_t ring_stamp = 0;  // Last step that found the cell in the ring.
+    std::uint64_t view_stamp = 0;  // Last step that found the cell in view.
+  };
+  std::vector<Cell> cells(static_cast<std::size_t>(kSide * kSide));
+  std::vector<bool> declared(cells.size() * kMaxObjects, false);
+  // The world depends on the seed only, so a shorter trace is a prefix of a longer one.
+  const std::uint64_t world_seed = rng.below(1ull << 62);
+
+  auto wrap = [&](std::int64_t c) { return ((c % kSide) + kSide) % kSide; };
+  auto cell_index = [&](std::int64_t cx, std::int64_t cy) {
+    return static_cast<std::size_t>(wrap(cy) * kSide + wrap(cx));
+  };
+  auto objects_in = [&](std::size_t cell) { return 2 + mix(world_seed ^ cell) % 5; };
+
+  // Declares object `k` of `cell` if needed and leaves its id in ctx.name().
+  auto use_object = [&](std::size_t cell, std::uint64_t k) {
+    std::string& id = ctx.name();
+    id = "obj-";
+    append_uint(id, cell);
+    id += '-';
+    append_uint(id, k);
+    const std::size_t slot = cell * kMaxObjects + k;
+    if (declared[slot]) return;
+    declared[slot] = true;
+    const std::uint64_t hsh = mix(world_seed ^ mix(slot + 1));
+    // Mostly small props, a few large meshes: the smallest of three uniform draws.
+    const std::uint64_t a = mix(hsh + 1) % 7'800'001;
+    const std::uint64_t b = mix(hsh + 2) % 7'800'001;
+    const std::uint64_t c = mix(hsh + 3) % 7'800'001;
+    const std::uint64_t size_bytes = 200'000 + std::min({a, b, c});
+    const std::uint64_t more = mix(hsh);  // Bits independent of the size's.
+    const std::uint64_t pick = more % 10;
+    const char* origin = pick < 7 ? "cdn" : pick < 9 ? "cdn-backup" : "studio";
+    std::string resource = "world/cell_";
+    append_uint(resource, cell % kSide);
+    resource += '_';
+    append_uint(resource, cell / kSide);
+    resource += "/object_";
+    append_uint(resource, k);
+    resource += ".mesh";
+    std::string revision = "r";
+    append_uint(revision, 1 + (more >> 32) % 5);
+    w.artifact(id, resource, revision, "pc", size_bytes, origin);
+  };
+
+  std::int64_t x = kSide / 2 * kUnit + kUnit / 2;
+  std::int64_t y = x;
+  std::size_t dir = 0;
+  // Position units per second. About 0.6 cells/s keeps the client link about
+  // full: busy enough that priorities decide the order and late prefetches
+  // are still queued when their cell leaves the ring.
+  std::uint64_t speed = 600;
+  std::uint64_t t_us = 0;
+  std::uint64_t step = 0;
+  std::vector<std::size_t> ring, view, next_ring, next_view, raised_cells, ahead;
+
+  while (ctx.budget_left()) {
+    ++step;
+    bool turned = false;
+    if (step > 1) {
+      const std::uint64_t dt_us = rng.between(50'000, 200'000);
+      t_us += dt_us;
+      if (rng.chance(25)) {  // A turn every 5 s or so.
+        // Mostly gentle turns, sometimes a right angle.
+        const std::size_t turns[4] = {1, 7, 2, 6};
+        dir = (dir + turns[rng.below(4)]) % 8;
+        turned = true;
+      }
+      if (rng.chance(20)) speed = rng.between(300, 900);
+      std::int64_t move = static_cast<std::int64_t>(speed * dt_us / kUsPerS);
+      if (kDirs[dir][0] != 0 && kDirs[dir][1] != 0) move = move * 707 / 1000;  // Diagonal.
+      x = (x + kDirs[dir][0] * move + kSide * kUnit) % (kSide * kUnit);
+      y = (y + kDirs[dir][1] * move + kSide * kUnit) % (kSide * kUnit);
+    }
+    const std::int64_t cx = x / kUnit;
+    const std::int64_t cy = y / kUnit;
+    const int dx = kDirs[dir][0];
+    const int dy = kDirs[dir][1];
+
+    // The ring is the half of the (2R+1)^2 square ahead of the camera (sideways
+    // included); the view is the 3 x 3 square around it.
+    next_ring.clear();
+    next_view.clear();
+    for (std::int64_t oy = -kRing; oy <= kRing; ++oy) {
+      for (std::int64_t ox = -kRing; ox <= kRing; ++ox) {
+        if (ox * dx + oy * dy >= 0) next_ring.push_back(cell_index(cx + ox, cy + oy));
+        if (ox >= -kView && ox <= kView && oy >= -kView && oy <= kView) {
+          next_view.push_back(cell_index(cx + ox, cy + oy));
+        }
+      }
+    }
+
+    // Leaving first: a cell out of the ring or view withdraws its demands.
+    for (std::size_t c : next_ring)
+      cells[c].ring_stamp = step;
+    for (std::size_t c : ring) {
+      Cell& cell = cells[c];
+      if (cell.ring_stamp == step || !cell.in_ring) continue;
+      for (const Demand& d : cell.prefetch)
+        w.emit(t_us, "cancel", Fields(f).demand(d.id).text());
+      cell.prefetch.clear();
+      cell.in_ring = false;
+    }
+    for (std::size_t c : next_view)
+      cells[c].view_stamp = step;
+    for (std::size_t c : view) {
+      Cell& cell = cells[c];
+      if (cell.view_stamp == step || !cell.in_view) continue;
+      for (const Demand& d : cell.render)
+        w.emit(t_us, "cancel", Fields(f).demand(d.id).text());
+      cell.render.clear();
+      cell.in_view = false;
+    }
+
+    // Entering: the ring prefetches, the view loads what it must draw now.
+    for (std::size_t c : next_ring) {
+      Cell& cell = cells[c];
+      if (cell.in_ring) continue;
+      cell.in_ring = true;
+      for (std::uint64_t k = 0; k < objects_in(c) && ctx.budget_left(); ++k) {
+        use_object(c, k);
+        const std::uint64_t id = ctx.next_demand();
+        w.emit(t_us, "subscribe",
+               Fields(f)
+                   .demand(id)
+                   .str("owner", "prefetch")
+                   .str("artifact", ctx.name())
+                   .integer("priority", 0)
+                   .text());
+        cell.prefetch.push_back(Demand{id, false});
+      }
+    }
+    for (std::size_t c : next_view) {
+      Cell& cell = cells[c];
+      if (cell.in_view) continue;
+      cell.in_view = true;
+      for (std::uint64_t k = 0; k < objects_in(c) && ctx.budget_left(); ++k) {
+        use_object(c, k);
+        const std::uint64_t id = ctx.next_demand();
+        Fields fields(f);
+        fields.demand(id).str("owner", "render").str("artifact", ctx.name()).integer("priority", 3);
+        // Some renderers fall back to a placeholder rather than wait forever.
+        if (rng.chance(400)) fields.seconds("timeout_s", rng.between(2'000, 5'000) * 1000);
+        w.emit(t_us, "subscribe", fields.text());
+        cell.render.push_back(Demand{id, false});
+      }
+    }
+    ring.swap(next_ring);
+    view.swap(next_view);
+
+    // A turn makes the cells straight ahead urgent and the earlier ones not.
+    if (turned) {
+      ahead.clear();
+      for (std::int64_t k = 1; k <= kRing; ++k)
+        ahead.push_back(cell_index(cx + k * dx, cy + k * dy));
+      for (std::size_t c : raised_cells) {
+        Cell& cell = cells[c];
+        if (!cell.in_ring || std::find(ahead.begin(), ahead.end(), c) != ahead.end()) continue;
+        for (Demand& d : cell.prefetch) {
+          if (!d.raised) continue;
+          d.raised = false;
+          w.emit(t_us, "set_priority", Fields(f).demand(d.id).integer("priority", 0).text());
+        }
+      }
+      raised_cells.clear();
+      for (std::size_t c : ahead) {
+        Cell& cell = cells[c];
+        bool any = false;
+        for (Demand& d : cell.prefetch) {
+          if (d.raised) {
+            any = true;
+          } else if (rng.chance(500)) {
+            d.raised = true;
+            any = true;
+            w.emit(t_us, "set_priority", Fields(f).demand(d.id).integer("priority", 2).text());
+          }
+        }
+        if (any) raised_cells.push_back(c);
+      }
+    }
+  }
+}
+
+// --- session_churn --------------------------------------------------------------------
+
+void session_churn(Context& ctx) {
+  const std::vector<OriginLink> origins = {{"cdn", 60'000'000, 25'000},
+                                           {"mirror", 35'000'000, 55'000}};
+  HeaderSpec h;
+  h.client_bandwidth_Bps = 25'000'000;
+  h.client_latency_us = 20'000;
+  h.origins = origins;
+  h.max_transfers = 6;
+  h.max_per_origin = 4;
+  h.cache_bytes = 1'000'000'000;
+  ctx.header(h);
+  TraceWriter& w = ctx.writer();
+  Rng& rng = ctx.rng();
+  std::string& f = ctx.scratch();
+
+  // The catalogue grows with the square root of the trace, so sessions keep
+  // overlapping on popular artifacts however long the run.
+  Catalogue cat("asset", std::min<std::uint64_t>(50'000, 64 + 16 * isqrt(ctx.budget())),
+                ctx.rng().below(1ull << 62));
+  const Zipf popularity(cat.size());
+
+  // A pool of owner names: a session takes the first name whose previous
+  // session has ended, with the next generation; a new name only when all are busy.
+  struct Slot {
+    std::uint64_t free_at_us = 0;
+    std::uint64_t generation = 0;  // Of the last session under this name.
+  };
+  std::vector<Slot> slots;
+  std::uint64_t next_session_us = 0;
+  std::uint64_t next_prefetch_us = rng.between(0, 500'000);
+  std::vector<std::uint64_t> picked;
+
+  auto subscribe = [&](std::uint64_t t_us, std::string_view owner, std::uint64_t artifact,
+                       std::uint64_t priority, const std::uint64_t* generation, bool later) {
+    use_artifact(ctx, cat, artifact, 100'000, 8 * kMB, origins, "content");
+    Fields fields(f);
+    fields.demand(ctx.next_demand())
+        .str("owner", owner)
+        .str("artifact", ctx.name())
+        .integer("priority", priority);
+    if (generation) fields.integer("owner_generation", *generation);
+    if (later) {
+      w.hold(t_us, "subscribe", fields.text());
+    } else {
+      w.emit(t_us, "subscribe", fields.text());
+    }
+  };
+
+  while (ctx.budget_left()) {
+    if (next_prefetch_us < next_session_us) {
+      subscribe(next_prefetch_us, "prefetch", popularity.sample(rng), 0, nullptr, false);
+      next_prefetch_us += rng.between(200'000, 1'500'000);
+      continue;
+    }
+    const std::uint64_t t_us = next_session_us;
+    next_session_us += rng.between(300'000, 2'000'000);
+
+    std::size_t s = 0;
+    while (s < slots.size() && slots[s].free_at_us > t_us)
+      ++s;
+    if (s == slots.size()) slots.push_back(Slot{0, 0});
+    Slot& slot = slots[s];
+    const std::uint64_t generation = ++slot.generation;
+    std::string owner = "session-";
+    append_uint(owner, s);
+
+    // Distinct popular artifacts, all asked for when the session loads.
+    const std::uint64_t count = rng.between(3, 20);
+    const std::uint64_t priority = rng.chance(300) ? 2 : 1;
+    picked.clear();
+    for (std::uint64_t i = 0; i < count && ctx.budget_left(); ++i) {
+      std::uint64_t a = popularity.sample(rng);
+      for (int tries = 0; tries < 8 && std::find(picked.begin(), picked.end(), a) != picked.end();
+           ++tries) {
+        a = popularity.sample(rng);
+      }
+      if (std::find(picked.begin(), picked.end(), a) != picked.end()) continue;
+      picked.push_back(a);
+      subscribe(t_us, owner, a, priority, &generation, false);
+    }
+
+    const std::uint64_t end_us = t_us + rng.between(500'000, 5'000'000);
+    w.hold(end_us, "end_owner",
+           Fields(f).str("owner", owner).integer("owner_generation", generation).text());
+    slot.free_at_us = end_us;
+    // A loader that did not notice its session was destroyed: the stale
+    // generation must end at once, whether or not the name was reused since.
+    if (rng.chance(120) && ctx.budget_left()) {
+      subscribe(end_us + rng.between(50'000, 800'000), owner, popularity.sample(rng), priority,
+                &generation, true);
+    }
+  }
+}
+
+// --- flaky_network --------------------------------------------------------------------
+
+void flaky_network(Context& ctx) {
+  const std::vector<OriginLink> origins = {
+      {"cdn", 80'000'000, 20'000}, {"mirror", 40'000'000, 50'000}, {"origin", 30'000'000, 80'000}};
+  HeaderSpec h;
+  h.client_bandwidth_Bps = 25'000'000;
+  h.client_latency_us = 20'000;
+  h.origins = origins;
+  h.max_transfers = 6;
+  h.max_per_origin = 3;
+  h.cache_bytes = 1'000'000'000;
+  h.retry_max_attempts = 4;
+  ctx.header(h);
+  TraceWriter& w = ctx.writer();
+  Rng& rng = ctx.rng();
+  std::string& f = ctx.scratch();
+
+  Catalogue cat("file", std::min<std::uint64_t>(50'000, 64 + 8 * isqrt(ctx.budget())),
+                ctx.rng().below(1ull << 62));
+  const Zipf popularity(cat.size());
+  struct Owner {
+    const char* name;
+    std::uint64_t priority;
+    std::uint64_t share_per_mille;
+  };
+  const Owner owners[] = {
+      {"streaming", 0, 350}, {"ui", 1, 300}, {"gameplay", 2, 200}, {"render", 3, 150}};
+
+  std::uint64_t t_us = 0;
+  while (ctx.budget_left()) {
+    t_us += rng.between(50'000, 400'000);
+    const std::uint64_t artifact = popularity.sample(rng);
+    use_artifact(ctx, cat, artifact, 500'000, 12 * kMB, origins, "data");
+
+    // About one fault per 20 demands, just before a subscribe of its artifact.
+    if (rng.chance(50)) {
+      const std::uint64_t kind = rng.below(10);
+      Fields fields(f);
+      if (kind < 7) {
+        fields.str("kind", "transfer_error")
+            .str("artifact", ctx.name())
+            .integer("count", rng.between(1, 3))
+            .fraction("after_fraction", rng.between(100, 900))
+            .boolean("retryable", !rng.chance(150));
+      } else if (kind < 9) {
+        fields.str("kind", "corrupt").str("artifact", ctx.name()).integer("count", 1);
+      } else {
+        fields.str("kind", "origin_down")
+            .str("origin", origins[rng.below(origins.size())].name)
+            .seconds("duration_s", rng.between(1'000, 10'000) * 1000);
+      }
+      w.emit(t_us, "fault", fields.text());
+    }
+
+    std::uint64_t roll = rng.below(1000);
+    const Owner* owner = &owners[0];
+    for (const Owner& o : owners) {
+      if (roll < o.share_per_mille) {
+        owner = &o;
+        break;
+      }
+      roll -= o.share_per_mille;
+    }
+    const std::uint64_t id = ctx.next_demand();
+    Fields fields(f);
+    fields.demand(id)
+        .str("owner", owner->name)
+        .str("artifact", ctx.name())
+        .integer("priority", owner->priority);
+    if (rng.chance(150)) fields.seconds("timeout_s", rng.between(3'000, 15'000) * 1000);
+    w.emit(t_us, "subscribe", fields.text());
+    if (rng.chance(100)) {
+      w.hold(t_us + rng.between(200'000, 5'000'000), "cancel", Fields(f).demand(id).text());
+    }
+  }
+}
+
+// --- cache_pressure -------------------------------------------------------------------
+
+void cache_pressure(Context& ctx) {
+  const std::vector<OriginLink> origins = {{"cdn", 100'000'000, 20'000},
+                                           {"archive", 30'000'000, 70'000}};
+  HeaderSpec h;
+  h.client_bandwidth_Bps = 50'000'000;
+  h.client_latency_us = 10'000;
+  h.origins = origins;
+  h.max_transfers = 4;
+  h.max_per_origin = 4;
+  h.cache_bytes = 200'000'000;  // About 20 average artifacts out of 400.
+  ctx.header(h);
+  TraceWriter& w = ctx.writer();
+  Rng& rng = ctx.rng();
+  std::string& f = ctx.scratch();
+
+  // 400 artifacts of 1 to 20 MB, about 4 GB: twenty times the cache.
+  Catalogue cat("blob", 400, ctx.rng().below(1ull << 62));
+  const Zipf popularity(cat.size());
+
+  std::uint64_t t_us = 0;
+  while (ctx.budget_left()) {
+    t_us += rng.between(30'000, 300'000);
+    use_artifact(ctx, cat, popularity.sample(rng), 1 * kMB, 20 * kMB, origins, "cache");
+    const std::uint64_t roll = rng.below(100);
+    const char* owner = roll < 80 ? "loader" : roll < 92 ? "prefetch" : "render";
+    const std::uint64_t priority = roll < 80 ? 1 : roll < 92 ? 0 : 3;
+    const std::uint64_t id = ctx.next_demand();
+    w.emit(t_us, "subscribe",
+           Fields(f)
+               .demand(id)
+               .str("owner", owner)
+               .str("artifact", ctx.name())
+               .integer("priority", priority)
+               .text());
+    if (rng.chance(40)) {
+      w.hold(t_us + rng.between(50'000, 2'000'000), "cancel", Fields(f).demand(id).text());
+    }
+  }
+}
+
+struct Kind {
+  const char* name;
+  const char* description;
+  void (*run)(Context&);
+};
+
+constexpr Kind kKinds[] = {
+    {"three_callers",
+     "the design story: prefetch, camera and session share one asset behind a busy slot",
+     three_callers},
+    {"open_world_streaming",
+     "a camera crossing a cell grid: prefetch ring at 0, critical loads in view, cancels",
+     open_world_streaming},
+    {"session_churn",
+     "short sessions preload popular assets and end; reused owners, stale generations",
+     session_churn},
+    {"flaky_network",
+     "steady mixed-priority requests with transfer errors, corruption and origin outages",
+     flaky_network},
+    {"cache_pressure", "Zipf requests over a catalogue twenty times the cache: hits and evictions",
+     cache_pressure},
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> generator_kinds() {
+  std::vector<std::pair<std::string, std::string>> kinds;
+  for (const Kind& k : kKinds)
+    kinds.emplace_back(k.name, k.description);
+  return kinds;
+}
+
+void generate(std::string_view kind, const GenOptions& options, std::ostream& out) {
+  for (const Kind& k : kKinds) {
+    if (kind != k.name) continue;
+    // The trace format reads seed as a signed 64-bit integer and needs a slot.
+    if (options.seed > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw std::invalid_argument("seed must be at most 9223372036854775807");
+    }
+    if (options.max_transfers && *options.max_transfers == 0) {
+      throw std::invalid_argument("max_transfers must be at least 1");
+    }
+    Context ctx(k.name, options, out);
+    k.run(ctx);
+    ctx.writer().finish();
+    return;
+  }
+  std::string known;
+  for (const Kind& k : kKinds) {
+    if (!known.empty()) known += ", ";
+    known += k.name;
+  }
+  throw std::invalid_argument("unknown scenario kind \"" + std::string(kind) +
+                              "\" (known: " + known + ")");
+}
+
+}  // namespace dfl::sim

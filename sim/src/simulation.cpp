@@ -1,0 +1,706 @@
+// The SimGrid runtime for the scheduler core (actorless: everything happens in
+// SimGrid timers and activity-completion callbacks run by maestro).
+//
+// Mapping:
+//   trace record at t      -> a SimGrid timer at t (one armed at a time, chained)
+//   engine next_wakeup()   -> a SimGrid timer; a stale one just calls on_timer
+//   StartTransfer          -> Comm origin->client of the bytes still missing
+//   AbortTransfer          -> Comm::cancel(); bytes done read before cancelling
+//   StartFinalize          -> Exec of size "flops" on the client host (speed
+//                             hash_Bps), then Exec on the disk host (speed
+//                             disk_write_Bps): both shared fairly when concurrent
+// Faults: transfer_error shortens the next attempts' comms to after_fraction of
+// their bytes and reports an error; corrupt makes the next completed transfers
+// fail verification; origin_down fails that origin's running transfers at once
+// and fails every transfer that starts while it is down after one round trip
+// (a refused connection).
+#include <xbt/log.h>
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "demandflight/engine/scheduler.h"
+#include "demandflight/policies/registry.h"
+#include "demandflight/sim/simulator.h"
+#include "timeline.h"
+
+namespace dfl::sim {
+namespace {
+
+namespace sg4 = simgrid::s4u;
+using simgrid::kernel::timer::Timer;
+
+struct Transfer {
+  sg4::CommPtr comm;  // Null when the transfer fails without a comm (origin down).
+  TaskId task;
+  std::uint32_t key = 0;
+  std::uint32_t origin = 0;
+  std::uint64_t payload = 0;  // Bytes this attempt carries.
+  bool fails = false;         // A transfer_error fault: report an error at the end.
+  bool retryable = true;
+  double started_s = 0;
+  int slot = -1;  // Timeline lane.
+};
+
+struct Finalize {
+  FinalizeId id;
+  TaskId task;
+  std::uint64_t size = 0;
+  bool corrupt = false;
+  bool hashing = true;
+  sg4::ExecPtr exec;
+  double started_s = 0;
+  int lane = -1;
+};
+
+struct KeyFaults {
+  std::uint32_t transfer_errors = 0;
+  double after_fraction = 0.5;
+  bool retryable = true;
+  std::uint32_t corrupt = 0;
+};
+
+// The priorities the active demands of one task asked for, as counts. The
+// usual priorities (0..7) are counted inline; others, rare, in a map.
+class PriorityCounts {
+ public:
+  void add(Priority p) {
+    if (p >= 0 && p < kInline) {
+      ++inline_[static_cast<std::size_t>(p)];
+    } else {
+      ++other_[p];
+    }
+  }
+  void remove(Priority p) {
+    if (p >= 0 && p < kInline) {
+      --inline_[static_cast<std::size_t>(p)];
+    } else if (--other_[p] == 0) {
+      other_.erase(p);
+    }
+  }
+  std::optional<Priority> max() const {
+    std::optional<Priority> best;
+    if (!other_.empty()) best = other_.rbegin()->first;
+    for (Priority p = kInline - 1; p >= 0; --p) {
+      if (inline_[static_cast<std::size_t>(p)] > 0) {
+        if (!best || p > *best) best = p;
+        break;
+      }
+    }
+    return best;
+  }
+
+ private:
+  static constexpr Priority kInline = 8;
+  std::array<std::uint32_t, kInline> inline_{};
+  std::map<Priority, std::uint32_t> other_;
+};
+
+// What the runtime keeps per physical task, by TaskId (ids are dense: the
+// engine numbers tasks 1, 2, 3, ... in creation order, as results list them).
+struct TaskTrack {
+  std::uint32_t key = 0;
+  std::uint64_t bytes = 0;  // Received by all its attempts, aborted ones included.
+  bool succeeded = false;   // Some demand was told success by it.
+  bool ended = false;
+  // Priority pollution: the effective priority against what the active
+  // demands asked for.
+  std::optional<Priority> effective;
+  PriorityCounts active;
+  double polluted_since = -1;  // -1 when not polluted.
+};
+
+// What the runtime keeps per live demand, by handle slot (slots are dense).
+struct LiveDemand {
+  std::uint32_t generation = 0;
+  bool live = false;
+  std::uint32_t demand = 0;  // Index into the trace's demands.
+  Priority priority = 0;     // The priority it last asked for.
+  std::uint64_t task = 0;    // The TaskId serving it; 0 for none.
+};
+
+class Simulation {
+ public:
+  Simulation(const Trace& trace, const SimOptions& options)
+      : trace_(trace), options_(options), scheduler_(make_config(), make_policy()) {}
+
+  Result run() {
+    if (!options_.timeline_path.empty()) timeline_.enable();
+    build_platform();
+    index_keys();
+    result_.trace_name = trace_.name;
+    result_.model = std::string(to_string(options_.model));
+    result_.policy = options_.policy;
+    result_.seed = options_.seed.value_or(trace_.seed);
+    result_.demands.reserve(trace_.demand_ids.size());
+    handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
+    result_index_of_demand_.assign(trace_.demand_ids.size(), 0);
+    if (!options_.transfer_log_path.empty()) {
+      transfer_log_.open(options_.transfer_log_path);
+      if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
+    }
+
+    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { on_completion(a); });
+    if (!trace_.records.empty()) {
+      Timer::set(trace_.records.front().t, [this] { on_records_due(); });
+    }
+    engine_->run();
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  // --- Set-up ---------------------------------------------------------------
+
+  SchedulerConfig make_config() const {
+    SchedulerConfig c;
+    c.model = options_.model;
+    c.max_transfers = options_.max_transfers.value_or(trace_.scheduler.max_transfers);
+    c.max_per_origin = options_.max_per_origin.value_or(trace_.scheduler.max_per_origin);
+    c.cache_bytes = trace_.scheduler.cache_bytes;
+    c.retry = RetryConfig{trace_.scheduler.retry_max_attempts, trace_.scheduler.retry_base_s,
+                          trace_.scheduler.retry_cap_s, trace_.scheduler.retry_jitter};
+    c.seed = options_.seed.value_or(trace_.seed);
+    c.emit_task_events = true;
+    c.max_origins =
+        static_cast<std::uint32_t>(std::max<std::size_t>(trace_.platform.origins.size(), 1));
+    return c;
+  }
+
+  std::shared_ptr<OrphanPolicy> make_policy() const {
+    return policies::make_orphan_policy(options_.policy);
+  }
+
+  void build_platform() {
+    static bool engine_created = false;
+    if (engine_created) {
+      throw std::logic_error("SimGrid allows one simulation per process: run each in its own");
+    }
+    engine_created = true;
+    static int argc = 2;
+    static char arg0[] = "demandflight";
+    static char arg1[] = "--log=root.thresh:critical";
+    static char* argv[] = {arg0, arg1, nullptr};
+    engine_ = std::make_unique<sg4::Engine>(&argc, argv);
+    if (options_.network_model == NetworkModel::cm02) {
+      engine_->set_config("network/model:CM02");
+      engine_->set_config("network/crosstraffic:0");
+    }
+    const Platform& p = trace_.platform;
+    auto* zone = sg4::create_full_zone("world");
+    client_ = zone->create_host("client", p.hash_Bps);
+    disk_ = zone->create_host("client-disk", p.disk_write_Bps);
+    auto* client_link = zone->create_link("client-link", p.client_bandwidth_Bps);
+    client_link->set_latency(p.client_latency_s);
+    client_link->seal();
+    for (const OriginSpec& origin : p.origins) {
+      sg4::Host* host = zone->create_host("origin-" + origin.name, 1e9);
+      auto* link = zone->create_link("link-" + origin.name, origin.bandwidth_Bps);
+      link->set_latency(origin.latency_s);
+      link->seal();
+      zone->add_route(host->get_netpoint(), client_->get_netpoint(), nullptr, nullptr,
+                      {sg4::LinkInRoute(link), sg4::LinkInRoute(client_link)}, true);
+      origin_hosts_.push_back(host);
+      origin_down_until_.push_back(-1);
+    }
+    zone->seal();
+  }
+
+  // Faults name artifact aliases; transfers carry keys. Aliases with one key
+  // share one fault state.
+  void index_keys() {
+    std::unordered_map<ArtifactKey, std::uint32_t> index;
+    key_of_artifact_.reserve(trace_.artifacts.size());
+    for (const Artifact& a : trace_.artifacts) {
+      auto [it, inserted] = index.try_emplace(a.key, static_cast<std::uint32_t>(index.size()));
+      key_of_artifact_.push_back(it->second);
+      if (inserted) {
+        key_size_.push_back(a.size_bytes);
+        key_artifact_.push_back(static_cast<std::uint32_t>(&a - trace_.artifacts.data()));
+      }
+    }
+    key_index_ = std::move(index);
+    faults_.assign(key_index_.size(), KeyFaults{});
+    orphan_install_size_.assign(key_index_.size(), 0);
+  }
+
+  double now() const { return sg4::Engine::get_clock(); }
+
+  // --- Trace records -------------------------------------------------------
+
+  void on_records_due() {
+    const double t = now();
+    while (next_record_ < trace_.records.size() && trace_.records[next_record_].t <= t) {
+      apply(trace_.records[next_record_++]);
+    }
+    if (next_record_ < trace_.records.size()) {
+      Timer::set(trace_.records[next_record_].t, [this] { on_records_due(); });
+    }
+  }
+
+  void apply(const Record& r) {
+    const double t = now();
+    switch (r.op) {
+      case Op::subscribe: {
+        const Artifact& a = trace_.artifacts[r.artifact];
+        DemandOptions o;
+        o.owner = r.owner;
+        o.owner_generation = r.owner_generation;
+        o.priority = r.priority;
+        o.deadline_s = r.timeout_s ? t + *r.timeout_s : kNoDeadline;
+        o.origin = a.origin;
+        o.size_bytes = a.size_bytes;
+        result_index_of_demand_[r.demand] = static_cast<std::uint32_t>(result_.demands.size());
+        result_.demands.push_back(DemandResult{r.demand, r.owner, r.artifact, r.priority, t, 0,
+                                               DemandOutcome::failed, false});
+        creating_artifact_ = r.artifact;
+        const DemandHandle h = scheduler_.subscribe(t, a.key, o);
+        handle_of_demand_[r.demand] = h;
+        if (h.slot >= live_.size()) live_.resize(h.slot + 1);
+        live_[h.slot] = LiveDemand{h.generation, true, r.demand, r.priority, 0};
+        if (auto info = scheduler_.demand(h)) {
+          live_[h.slot].task = info->task.value;
+          track(info->task).active.add(r.priority);
+          touched_.push_back(info->task.value);
+        }
+        timeline_.demand_started(r.owner, trace_.owners[r.owner], r.demand, t);
+        break;
+      }
+      case Op::cancel:
+        scheduler_.cancel(t, handle_of_demand_[r.demand]);
+        break;
+      case Op::set_priority: {
+        const DemandHandle h = handle_of_demand_[r.demand];
+        if (LiveDemand* d = live(h); d != nullptr && d->task != 0) {
+          TaskTrack& task = track(TaskId{d->task});
+          task.active.remove(d->priority);
+          d->priority = r.priority;
+          task.active.add(d->priority);
+          touched_.push_back(d->task);
+        }
+        scheduler_.set_priority(t, h, r.priority);
+        break;
+      }
+      case Op::end_owner:
+        scheduler_.end_owner(
+            t, r.owner,
+            r.has_generation ? std::optional<OwnerGeneration>(r.owner_generation) : std::nullopt);
+        break;
+      case Op::fault:
+        inject(r);
+        break;
+    }
+    drain();
+  }
+
+  void inject(const Record& r) {
+    switch (r.fault) {
+      case FaultKind::transfer_error: {
+        KeyFaults& f = faults_[key_of_artifact_[r.artifact]];
+        f.transfer_errors += r.count;
+        f.after_fraction = r.after_fraction;
+        f.retryable = r.retryable;
+        break;
+      }
+      case FaultKind::corrupt:
+        faults_[key_of_artifact_[r.artifact]].corrupt += r.count;
+        break;
+      case FaultKind::origin_down: {
+        origin_down_until_[r.origin] = std::max(origin_down_until_[r.origin], now() + r.duration_s);
+        // Running transfers from that origin fail now, with what they received.
+        std::vector<std::uint64_t> victims;
+        for (const auto& [id, transfer] : transfers_) {
+          if (transfer.origin == r.origin && transfer.comm) victims.push_back(id);
+        }
+        std::sort(victims.begin(), victims.end());  // Deterministic order.
+        for (std::uint64_t id : victims) {
+          Transfer& transfer = transfers_.at(id);
+          const std::uint64_t done = bytes_done(transfer);
+          cancel_comm(transfer);
+          end_transfer(id, TransferStatus::retryable_error, done, "origin down");
+        }
+        break;
+      }
+    }
+  }
+
+  // --- Commands --------------------------------------------------------------
+
+  void drain() {
+    for (;;) {
+      scheduler_.take_commands(commands_);
+      if (commands_.empty()) break;
+      for (Command& command : commands_)
+        std::visit([this](auto& c) { handle(c); }, command);
+    }
+    update_pollution();
+    arm_wakeup();
+  }
+
+  void handle(StartTransfer& c) {
+    const std::uint32_t key = track(c.task).key;
+    const std::uint32_t origin = c.origin;
+    Transfer transfer;
+    transfer.task = c.task;
+    transfer.key = key;
+    transfer.origin = origin;
+    transfer.payload =
+        c.size_bytes > c.resume_offset_bytes ? c.size_bytes - c.resume_offset_bytes : 0;
+    transfer.started_s = now();
+    KeyFaults& f = faults_[key];
+    if (f.transfer_errors > 0) {
+      --f.transfer_errors;
+      transfer.fails = true;
+      transfer.retryable = f.retryable;
+      transfer.payload = static_cast<std::uint64_t>(
+          std::floor(f.after_fraction * static_cast<double>(transfer.payload)));
+    }
+    ++result_.summary.transfers_started;
+    transfer.slot = timeline_.transfer_started();
+    const std::uint64_t id = c.transfer.value;
+    if (transfer_log_) {
+      transfer_log_ << "T " << now() << ' ' << origin << ' ' << transfer.payload << '\n';
+    }
+    if (origin_down_until_[origin] > now()) {
+      // A refused connection: fails after one round trip, nothing received.
+      const double rtt =
+          2 * (trace_.platform.origins[origin].latency_s + trace_.platform.client_latency_s);
+      transfers_.emplace(id, std::move(transfer));
+      Timer::set(now() + rtt, [this, id] {
+        if (transfers_.contains(id))
+          end_transfer(id, TransferStatus::retryable_error, 0, "refused");
+        drain();
+      });
+      return;
+    }
+    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[origin], client_);
+    transfer.comm->set_payload_size(transfer.payload);
+    activity_transfer_[transfer.comm.get()] = id;
+    auto& stored = transfers_.emplace(id, std::move(transfer)).first->second;
+    stored.comm->start();
+  }
+
+  void handle(AbortTransfer& c) {
+    auto it = transfers_.find(c.transfer.value);
+    if (it == transfers_.end()) return;
+    Transfer& transfer = it->second;
+    const std::uint64_t done = bytes_done(transfer);
+    result_.summary.bytes_wasted += done;
+    cancel_comm(transfer);
+    transfer.comm = nullptr;  // Kept alive by cancelled_ until its reports.
+    account_bytes(transfer.task, done);
+    timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
+                             "aborted");
+    transfers_.erase(it);
+  }
+
+  void handle(StartFinalize& c) {
+    const std::uint32_t key = track(c.task).key;
+    if (transfer_log_) transfer_log_ << "F " << now() << ' ' << c.size_bytes << '\n';
+    Finalize f;
+    f.id = c.finalize;
+    f.task = c.task;
+    f.size = c.size_bytes;
+    f.started_s = now();
+    f.lane = timeline_.finalize_started();
+    KeyFaults& faults = faults_[key];
+    if (faults.corrupt > 0) {
+      --faults.corrupt;
+      f.corrupt = true;
+    }
+    f.exec = sg4::Exec::init();
+    f.exec->set_flops_amount(static_cast<double>(f.size))->set_host(client_);
+    activity_finalize_[f.exec.get()] = c.finalize.value;
+    auto& stored = finalizes_.emplace(c.finalize.value, std::move(f)).first->second;
+    stored.exec->start();
+  }
+
+  void handle(Deliver& c) {
+    LiveDemand* live_demand = live(c.demand);
+    if (live_demand == nullptr) throw std::logic_error("delivery to an unknown demand");
+    DemandResult& d = result_.demands[result_index_of_demand_[live_demand->demand]];
+    if (d.ended) throw std::logic_error("a demand received a second terminal");
+    d.ended = true;
+    d.t_end = now();
+    d.outcome = c.outcome;
+    ++result_.summary.outcomes[static_cast<std::size_t>(c.outcome)];
+    timeline_.demand_ended(d.owner, d.demand, trace_.demand_ids[d.demand],
+                           trace_.artifacts[d.artifact].id, d.t_subscribe, d.t_end,
+                           to_string(c.outcome));
+    if (c.outcome == DemandOutcome::succeeded) {
+      if (c.task.value == 0) {
+        // A cache hit: a completed orphan of that key has been used after all.
+        ++result_.summary.cache_hits;
+        orphan_install_size_[key_of_artifact_[d.artifact]] = 0;
+      } else {
+        track(c.task).succeeded = true;
+      }
+    }
+    if (live_demand->task != 0) {
+      track(TaskId{live_demand->task}).active.remove(live_demand->priority);
+      touched_.push_back(live_demand->task);
+    }
+    live_demand->live = false;
+  }
+
+  void handle(EvictArtifact& c) {
+    std::uint64_t& pending = orphan_install_size_[key_index_.at(c.key)];
+    result_.summary.bytes_wasted += pending;
+    pending = 0;
+  }
+
+  void handle(TaskCreated& c) {
+    if (c.task.value != result_.tasks.size() + 1) throw std::logic_error("task ids are not dense");
+    track(c.task).key = key_of_artifact_[creating_artifact_];
+    TaskResult task;
+    task.artifact = creating_artifact_;
+    task.t_start = now();
+    result_.tasks.push_back(std::move(task));
+  }
+
+  void handle(TaskPriorityChanged& c) {
+    TaskResult& task = result_.tasks[c.task.value - 1];
+    if (!task.priority_timeline.empty() && task.priority_timeline.back().first == now()) {
+      task.priority_timeline.back().second = c.priority;  // Same instant: keep the last.
+    } else {
+      task.priority_timeline.emplace_back(now(), c.priority);
+    }
+    track(c.task).effective = c.priority;
+    touched_.push_back(c.task.value);
+    timeline_.task_priority(c.task.value, trace_.artifacts[task.artifact].id, now(), c.priority);
+  }
+
+  void handle(TaskEnded& c) {
+    TaskResult& task = result_.tasks[c.task.value - 1];
+    TaskTrack& tracked = track(c.task);
+    task.t_end = now();
+    task.outcome = c.outcome;
+    task.attempts = c.attempts;
+    task.bytes_transferred = tracked.bytes;
+    task.installs = c.outcome == TaskOutcome::installed ? 1 : 0;
+    result_.summary.installs += task.installs;
+    if (c.outcome == TaskOutcome::installed && !tracked.succeeded) {
+      // Installed while nobody waited: wasted unless a later subscribe uses it.
+      orphan_install_size_[tracked.key] = key_size_[tracked.key];
+    }
+    close_pollution(tracked);
+    tracked.ended = true;
+  }
+
+  // --- Completions -----------------------------------------------------------
+
+  // SimGrid still reads an activity after its completion callback returns, so
+  // an activity is never released inside one: it is retired here and released
+  // by a timer at the same instant, which runs after SimGrid is done with it.
+  void retire(sg4::ActivityPtr activity) {
+    if (!activity) return;
+    if (graveyard_.empty()) {
+      Timer::set(now(), [this] { graveyard_.clear(); });
+    }
+    graveyard_.push_back(std::move(activity));
+  }
+
+  // SimGrid reports a cancelled comm twice (CANCELED, then FAILED) and reads
+  // it each time: it must stay alive until the second report.
+  void cancel_comm(Transfer& transfer) {
+    if (!transfer.comm) return;
+    activity_transfer_.erase(transfer.comm.get());
+    sg4::Comm* raw = transfer.comm.get();
+    cancelled_.emplace(raw, CancelledComm{transfer.comm, 0});
+    raw->cancel();
+  }
+
+  void on_completion(const sg4::Activity& activity) {
+    if (auto it = cancelled_.find(&activity); it != cancelled_.end()) {
+      if (++it->second.reports >= 2) {
+        retire(std::move(it->second.comm));
+        cancelled_.erase(it);
+      }
+      return;
+    }
+    if (auto it = activity_transfer_.find(&activity); it != activity_transfer_.end()) {
+      const std::uint64_t id = it->second;
+      activity_transfer_.erase(it);  // A cancelled comm reports twice: only the first counts.
+      if (activity.get_state() != sg4::Activity::State::FINISHED) return;
+      Transfer& transfer = transfers_.at(id);
+      const TransferStatus status = !transfer.fails      ? TransferStatus::ok
+                                    : transfer.retryable ? TransferStatus::retryable_error
+                                                         : TransferStatus::permanent_error;
+      end_transfer(id, status, transfer.payload, transfer.fails ? "error" : "ok");
+      drain();
+      return;
+    }
+    if (auto it = activity_finalize_.find(&activity); it != activity_finalize_.end()) {
+      const std::uint64_t id = it->second;
+      activity_finalize_.erase(it);
+      if (activity.get_state() != sg4::Activity::State::FINISHED) return;
+      Finalize& f = finalizes_.at(id);
+      if (f.hashing) {
+        // Hashing done; now the disk write of the verified bytes.
+        f.hashing = false;
+        retire(std::move(f.exec));
+        f.exec = sg4::Exec::init();
+        f.exec->set_flops_amount(static_cast<double>(f.size))->set_host(disk_);
+        activity_finalize_[f.exec.get()] = id;
+        f.exec->start();
+        return;
+      }
+      const FinalizeStatus status =
+          f.corrupt ? FinalizeStatus::verify_failed : FinalizeStatus::installed;
+      if (f.corrupt) result_.summary.bytes_wasted += f.size;
+      timeline_.finalize_ended(f.lane, "verify+install", f.started_s, now(), to_string(status));
+      const FinalizeId finalize = f.id;
+      retire(std::move(f.exec));
+      finalizes_.erase(id);
+      scheduler_.on_finalize_finished(now(), finalize, status);
+      drain();
+    }
+  }
+
+  void end_transfer(std::uint64_t id, TransferStatus status, std::uint64_t bytes, const char* how) {
+    Transfer& transfer = transfers_.at(id);
+    retire(std::move(transfer.comm));
+    account_bytes(transfer.task, bytes);
+    timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
+                             how);
+    transfers_.erase(id);
+    scheduler_.on_transfer_finished(now(), TransferId{id}, status, bytes);
+  }
+
+  std::uint64_t bytes_done(const Transfer& transfer) const {
+    if (!transfer.comm) return 0;
+    const double remaining = transfer.comm->get_remaining();
+    const double done = static_cast<double>(transfer.payload) - remaining;
+    return done <= 0 ? 0 : static_cast<std::uint64_t>(std::floor(done));
+  }
+
+  void account_bytes(TaskId task, std::uint64_t bytes) {
+    result_.summary.bytes_transferred += bytes;
+    track(task).bytes += bytes;
+  }
+
+  const std::string& artifact_name(std::uint32_t key) const {
+    return trace_.artifacts[key_artifact_[key]].id;
+  }
+
+  // --- Wake-ups and pollution -------------------------------------------------
+
+  void arm_wakeup() {
+    const auto next = scheduler_.next_wakeup_s();
+    if (!next) return;
+    const double at = std::max(*next, now());
+    if (!armed_.empty() && *armed_.begin() <= at) return;  // An earlier timer will re-arm.
+    armed_.insert(at);
+    Timer::set(at, [this, at] {
+      armed_.erase(armed_.find(at));
+      scheduler_.on_timer(now());
+      drain();
+    });
+  }
+
+  void update_pollution() {
+    for (std::uint64_t id : touched_) {
+      TaskTrack& task = track(TaskId{id});
+      if (task.ended) continue;
+      const std::optional<Priority> highest = task.active.max();
+      const bool polluted = task.effective && highest && *task.effective > *highest;
+      if (polluted && task.polluted_since < 0) task.polluted_since = now();
+      if (!polluted) close_pollution(task);
+    }
+    touched_.clear();
+  }
+
+  void close_pollution(TaskTrack& task) {
+    if (task.polluted_since < 0) return;
+    result_.summary.priority_pollution_s += now() - task.polluted_since;
+    task.polluted_since = -1;
+  }
+
+  // A task's track; made on first use, which may come before its TaskCreated
+  // is drained (the subscribe that created it registers its demand first).
+  TaskTrack& track(TaskId task) {
+    if (task.value > task_tracks_.size()) task_tracks_.resize(task.value);
+    return task_tracks_[task.value - 1];
+  }
+
+  // The runtime's record of a live demand, or null for a stale handle.
+  LiveDemand* live(DemandHandle h) {
+    if (h.slot >= live_.size()) return nullptr;
+    LiveDemand& d = live_[h.slot];
+    return d.live && d.generation == h.generation ? &d : nullptr;
+  }
+
+  void finish() {
+    result_.summary.makespan_s = now();
+    for (TaskTrack& task : task_tracks_)
+      close_pollution(task);
+    for (std::uint64_t pending : orphan_install_size_)
+      result_.summary.bytes_wasted += pending;
+    compute_latencies(result_);
+    if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
+  }
+
+  const Trace& trace_;
+  SimOptions options_;
+  Scheduler scheduler_;
+  std::unique_ptr<sg4::Engine> engine_;
+  sg4::Host* client_ = nullptr;
+  sg4::Host* disk_ = nullptr;
+  std::vector<sg4::Host*> origin_hosts_;
+  std::vector<double> origin_down_until_;
+
+  std::unordered_map<ArtifactKey, std::uint32_t> key_index_;
+  std::vector<std::uint32_t> key_of_artifact_;
+  std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
+  std::vector<std::uint64_t> key_size_;
+  std::vector<KeyFaults> faults_;
+  std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
+
+  std::size_t next_record_ = 0;
+  std::vector<DemandHandle> handle_of_demand_;
+  std::vector<std::uint32_t> result_index_of_demand_;
+  std::vector<LiveDemand> live_;  // By demand handle slot.
+  std::uint32_t creating_artifact_ = 0;
+
+  std::unordered_map<std::uint64_t, Transfer> transfers_;
+  std::unordered_map<const sg4::Activity*, std::uint64_t> activity_transfer_;
+  struct CancelledComm {
+    sg4::CommPtr comm;
+    int reports = 0;
+  };
+  std::unordered_map<const sg4::Activity*, CancelledComm> cancelled_;
+  std::vector<sg4::ActivityPtr> graveyard_;
+  std::unordered_map<std::uint64_t, Finalize> finalizes_;
+  std::unordered_map<const sg4::Activity*, std::uint64_t> activity_finalize_;
+  std::multiset<double> armed_;
+  std::vector<Command> commands_;
+
+  std::vector<TaskTrack> task_tracks_;  // By TaskId - 1.
+  std::vector<std::uint64_t> touched_;  // Tasks whose pollution may have changed.
+
+  std::ofstream transfer_log_;
+  Timeline timeline_;
+  Result result_;
+};
+
+}  // namespace
+
+Result simulate(const Trace& trace, const SimOptions& options) {
+  if (!options.timeline_path.empty()) {
+    // Fail before running, not after an hour of simulation.
+    std::ofstream probe(options.timeline_path);
+    if (!probe) throw std::runtime_error("cannot write " + options.timeline_path);
+  }
+  Simulation simulation(trace, options);
+  return simulation.run();
+}
+
+}  // namespace dfl::sim

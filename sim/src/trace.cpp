@@ -1,0 +1,395 @@
+// Strict reader for the trace format (shared/trace-format.md, version 1).
+//
+// Every object is read through a FieldReader that remembers which fields were
+// used, so an unknown field (a typo) is an error unless it starts with "x-".
+#include "demandflight/sim/trace.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "demandflight/sim/defaults.h"
+
+namespace dfl::sim {
+namespace {
+
+using json = nlohmann::json;
+
+class FieldReader {
+ public:
+  FieldReader(const json& object, const std::string& file, std::size_t line, std::string prefix)
+      : object_(object), file_(file), line_(line), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& message) const {
+    throw TraceError(file_, line_, prefix_ + field, message);
+  }
+
+  bool has(const std::string& name) const { return object_.contains(name); }
+
+  const json& raw(const std::string& name) {
+    used_.insert(name);
+    auto it = object_.find(name);
+    if (it == object_.end()) fail(name, "missing field");
+    return *it;
+  }
+
+  std::string string(const std::string& name) {
+    const json& v = raw(name);
+    if (!v.is_string()) fail(name, "must be a string");
+    return v.get<std::string>();
+  }
+
+  std::int64_t integer(const std::string& name, std::int64_t lo, std::int64_t hi) {
+    const json& v = raw(name);
+    if (!v.is_number_integer()) fail(name, "must be an integer");
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+      fail(name, "must be at most " + std::to_string(hi));
+    }
+    const std::int64_t x = v.get<std::int64_t>();
+    if (x < lo)
+      fail(name, lo == 0 ? "must not be negative" : "must be at least " + std::to_string(lo));
+    if (x > hi) fail(name, "must be at most " + std::to_string(hi));
+    return x;
+  }
+
+  double number(const std::string& name, double lo, double hi, bool lo_open = false) {
+    const json& v = raw(name);
+    if (!v.is_number()) fail(name, "must be a number");
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) fail(name, "must be finite");
+    if (x < lo || (lo_open && x == lo)) {
+      fail(name, std::string(lo == 0 ? (lo_open ? "must be positive" : "must not be negative")
+                                     : "must be at least " + std::to_string(lo)));
+    }
+    if (x > hi) fail(name, "must be at most " + std::to_string(hi));
+    return x;
+  }
+
+  bool boolean(const std::string& name) {
+    const json& v = raw(name);
+    if (!v.is_boolean()) fail(name, "must be true or false");
+    return v.get<bool>();
+  }
+
+  template <class F>
+  auto optional(const std::string& name, F&& read, decltype(read()) fallback) {
+    return has(name) ? read() : fallback;
+  }
+
+  // Every field must have been used, or be an "x-" extension.
+  void finish() const {
+    for (const auto& [name, value] : object_.items()) {
+      if (used_.contains(name) || name.rfind("x-", 0) == 0) continue;
+      fail(name, "unknown field (extensions must start with \"x-\")");
+    }
+  }
+
+ private:
+  const json& object_;
+  const std::string& file_;
+  std::size_t line_;
+  std::string prefix_;
+  std::set<std::string> used_;
+};
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+constexpr double kMaxTime = 1e12;
+
+class Reader {
+ public:
+  explicit Reader(std::string file) { trace_.file = std::move(file); }
+
+  Trace read(std::istream& in) {
+    std::string text;
+    std::size_t line = 0;
+    bool header_seen = false;
+    while (std::getline(in, text)) {
+      ++line;
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // Blank line.
+      json object;
+      try {
+        object = json::parse(text);
+      } catch (const json::parse_error& e) {
+        throw TraceError(trace_.file, line, "-", std::string("not valid JSON: ") + e.what());
+      }
+      if (!object.is_object()) throw TraceError(trace_.file, line, "-", "must be a JSON object");
+      if (!header_seen) {
+        header(object, line);
+        header_seen = true;
+      } else {
+        record(object, line);
+      }
+    }
+    if (!header_seen) throw TraceError(trace_.file, 1, "format", "empty trace: no header line");
+    return std::move(trace_);
+  }
+
+ private:
+  void header(const json& object, std::size_t line) {
+    FieldReader f(object, trace_.file, line, "");
+    if (!f.has("format")) f.fail("format", "missing field: is this a demandflight trace?");
+    if (f.string("format") != "demandflight-trace")
+      f.fail("format", "must be \"demandflight-trace\"");
+    if (f.integer("version", 0, kMaxInt) != 1)
+      f.fail("version", "unsupported version (this reader knows 1)");
+    trace_.name = f.optional(
+        "name", [&] { return f.string("name"); }, std::string("unnamed"));
+    trace_.seed = static_cast<std::uint64_t>(f.optional(
+        "seed", [&] { return f.integer("seed", 0, kMaxInt); }, defaults::seed));
+
+    Platform& p = trace_.platform;
+    p.client_bandwidth_Bps = defaults::client_bandwidth_Bps;
+    p.client_latency_s = defaults::client_latency_s;
+    p.disk_write_Bps = defaults::disk_write_Bps;
+    p.hash_Bps = defaults::hash_Bps;
+    if (f.has("platform")) {
+      const json& platform = f.raw("platform");
+      if (!platform.is_object()) f.fail("platform", "must be an object");
+      FieldReader pf(platform, trace_.file, line, "platform.");
+      auto bandwidth = [&](FieldReader& r, const char* n, double d) {
+        return r.optional(
+            n, [&] { return r.number(n, 0, 1e15, true); }, d);
+      };
+      auto latency = [&](FieldReader& r, const char* n, double d) {
+        return r.optional(
+            n, [&] { return r.number(n, 0, 1e3); }, d);
+      };
+      p.client_bandwidth_Bps = bandwidth(pf, "client_bandwidth_Bps", p.client_bandwidth_Bps);
+      p.client_latency_s = latency(pf, "client_latency_s", p.client_latency_s);
+      p.disk_write_Bps = bandwidth(pf, "disk_write_Bps", p.disk_write_Bps);
+      p.hash_Bps = bandwidth(pf, "hash_Bps", p.hash_Bps);
+      if (pf.has("origins")) {
+        const json& origins = pf.raw("origins");
+        if (!origins.is_object()) pf.fail("origins", "must be an object of origin name to link");
+        origins_declared_ = true;
+        for (const auto& [name, spec] : origins.items()) {
+          if (!spec.is_object()) pf.fail("origins." + name, "must be an object");
+          FieldReader of(spec, trace_.file, line, "platform.origins." + name + ".");
+          OriginSpec origin{name, bandwidth(of, "bandwidth_Bps", defaults::origin_bandwidth_Bps),
+                            latency(of, "latency_s", defaults::origin_latency_s)};
+          of.finish();
+          add_origin(std::move(origin));
+        }
+      }
+      pf.finish();
+    }
+
+    SchedulerSpec& s = trace_.scheduler;
+    s = SchedulerSpec{defaults::max_transfers,      defaults::max_per_origin, defaults::cache_bytes,
+                      defaults::retry_max_attempts, defaults::retry_base_s,   defaults::retry_cap_s,
+                      defaults::retry_jitter};
+    if (f.has("scheduler")) {
+      const json& scheduler = f.raw("scheduler");
+      if (!scheduler.is_object()) f.fail("scheduler", "must be an object");
+      FieldReader sf(scheduler, trace_.file, line, "scheduler.");
+      auto count = [&](FieldReader& r, const char* n, std::uint32_t d, std::int64_t hi) {
+        return static_cast<std::uint32_t>(r.optional(
+            n, [&] { return r.integer(n, 1, hi); }, d));
+      };
+      s.max_transfers = count(sf, "max_transfers", s.max_transfers, defaults::max_transfers_limit);
+      s.max_per_origin =
+          count(sf, "max_per_origin", s.max_per_origin, defaults::max_transfers_limit);
+      s.cache_bytes = static_cast<std::uint64_t>(sf.optional(
+          "cache_bytes", [&] { return sf.integer("cache_bytes", 0, kMaxInt); },
+          static_cast<std::int64_t>(s.cache_bytes)));
+      if (sf.has("retry")) {
+        const json& retry = sf.raw("retry");
+        if (!retry.is_object()) sf.fail("retry", "must be an object");
+        FieldReader rf(retry, trace_.file, line, "scheduler.retry.");
+        s.retry_max_attempts = count(rf, "max_attempts", s.retry_max_attempts, 1000);
+        s.retry_base_s = rf.optional(
+            "base_s", [&] { return rf.number("base_s", 0, 1e6); }, s.retry_base_s);
+        s.retry_cap_s = rf.optional(
+            "cap_s", [&] { return rf.number("cap_s", 0, 1e6); }, s.retry_cap_s);
+        s.retry_jitter = rf.optional(
+            "jitter", [&] { return rf.number("jitter", 0, 1); }, s.retry_jitter);
+        rf.finish();
+      }
+      sf.finish();
+    }
+    f.finish();
+  }
+
+  void record(const json& object, std::size_t line) {
+    FieldReader f(object, trace_.file, line, "");
+    const std::string op = f.string("op");
+    if (op == "artifact") {
+      artifact(f);
+      f.finish();
+      return;
+    }
+    if (trace_.records.size() >= defaults::max_records) f.fail("-", "too many records");
+    Record r;
+    r.line = static_cast<std::uint32_t>(line);
+    r.t = f.number("t", 0, kMaxTime);
+    if (r.t < last_t_) {
+      f.fail("t",
+             "goes backwards (" + std::to_string(r.t) + " after " + std::to_string(last_t_) + ")");
+    }
+    last_t_ = r.t;
+    if (op == "subscribe") {
+      r.op = Op::subscribe;
+      const std::string demand = f.string("demand");
+      if (demands_.contains(demand))
+        f.fail("demand", "demand id \"" + demand + "\" is already used");
+      r.demand = static_cast<std::uint32_t>(trace_.demand_ids.size());
+      demands_.emplace(demand, r.demand);
+      trace_.demand_ids.push_back(demand);
+      r.owner = owner(f.string("owner"));
+      r.artifact = artifact_ref(f, "artifact");
+      r.priority = static_cast<Priority>(f.integer("priority", std::numeric_limits<Priority>::min(),
+                                                   std::numeric_limits<Priority>::max()));
+      r.owner_generation = f.optional(
+          "owner_generation", [&] { return f.integer("owner_generation", 0, kMaxInt); },
+          defaults::owner_generation);
+      if (f.has("timeout_s")) r.timeout_s = f.number("timeout_s", 0, kMaxTime);
+    } else if (op == "cancel") {
+      r.op = Op::cancel;
+      r.demand = demand_ref(f);
+    } else if (op == "set_priority") {
+      r.op = Op::set_priority;
+      r.demand = demand_ref(f);
+      r.priority = static_cast<Priority>(f.integer("priority", std::numeric_limits<Priority>::min(),
+                                                   std::numeric_limits<Priority>::max()));
+    } else if (op == "end_owner") {
+      r.op = Op::end_owner;
+      r.owner = owner(f.string("owner"));
+      if (f.has("owner_generation")) {
+        r.has_generation = true;
+        r.owner_generation = f.integer("owner_generation", 0, kMaxInt);
+      }
+    } else if (op == "fault") {
+      r.op = Op::fault;
+      const std::string kind = f.string("kind");
+      if (kind == "transfer_error") {
+        r.fault = FaultKind::transfer_error;
+        r.artifact = artifact_ref(f, "artifact");
+        r.count = static_cast<std::uint32_t>(f.optional(
+            "count", [&] { return f.integer("count", 1, 1'000'000); },
+            static_cast<std::int64_t>(defaults::fault_count)));
+        r.after_fraction = f.optional(
+            "after_fraction", [&] { return f.number("after_fraction", 0, 1); },
+            defaults::fault_after_fraction);
+        r.retryable = f.optional(
+            "retryable", [&] { return f.boolean("retryable"); }, defaults::fault_retryable);
+      } else if (kind == "corrupt") {
+        r.fault = FaultKind::corrupt;
+        r.artifact = artifact_ref(f, "artifact");
+        r.count = static_cast<std::uint32_t>(f.optional(
+            "count", [&] { return f.integer("count", 1, 1'000'000); },
+            static_cast<std::int64_t>(defaults::fault_count)));
+      } else if (kind == "origin_down") {
+        r.fault = FaultKind::origin_down;
+        const std::string origin = f.string("origin");
+        auto it = origin_index_.find(origin);
+        if (it == origin_index_.end()) f.fail("origin", "unknown origin \"" + origin + "\"");
+        r.origin = it->second;
+        r.duration_s = f.number("duration_s", 0, kMaxTime, /*lo_open=*/true);
+      } else {
+        f.fail("kind", "unknown fault kind \"" + kind +
+                           "\" (expected transfer_error, corrupt or origin_down)");
+      }
+    } else {
+      f.fail("op", "unknown op \"" + op +
+                       "\" (expected artifact, subscribe, cancel, set_priority, end_owner, fault)");
+    }
+    f.finish();
+    trace_.records.push_back(r);
+  }
+
+  void artifact(FieldReader& f) {
+    Artifact a;
+    a.id = f.string("id");
+    if (artifacts_.contains(a.id)) f.fail("id", "artifact id \"" + a.id + "\" is declared twice");
+    a.key.resource = f.string("resource");
+    a.key.revision = f.string("revision");
+    a.key.target = f.string("target");
+    a.key.generation = f.integer("generation", std::numeric_limits<std::int64_t>::min(), kMaxInt);
+    a.size_bytes = static_cast<std::uint64_t>(
+        f.integer("size", 0, static_cast<std::int64_t>(defaults::max_artifact_size_bytes)));
+    const std::string origin = f.string("origin");
+    auto it = origin_index_.find(origin);
+    if (it != origin_index_.end()) {
+      a.origin = it->second;
+    } else if (origins_declared_) {
+      f.fail("origin", "origin \"" + origin + "\" is not declared in platform.origins");
+    } else {
+      if (trace_.platform.origins.size() >= defaults::max_origins)
+        f.fail("origin", "too many origins");
+      a.origin = add_origin(
+          OriginSpec{origin, defaults::origin_bandwidth_Bps, defaults::origin_latency_s});
+    }
+    if (f.has("sha256")) {
+      std::string digest = f.string("sha256");
+      if (digest.size() != 64 ||
+          digest.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+        f.fail("sha256", "must be 64 hexadecimal digits");
+      }
+      a.sha256 = std::move(digest);
+    }
+    artifacts_.emplace(a.id, static_cast<std::uint32_t>(trace_.artifacts.size()));
+    trace_.artifacts.push_back(std::move(a));
+  }
+
+  std::uint32_t add_origin(OriginSpec origin) {
+    const auto index = static_cast<std::uint32_t>(trace_.platform.origins.size());
+    origin_index_.emplace(origin.name, index);
+    trace_.platform.origins.push_back(std::move(origin));
+    return index;
+  }
+
+  std::uint32_t artifact_ref(FieldReader& f, const char* field) {
+    const std::string id = f.string(field);
+    auto it = artifacts_.find(id);
+    if (it == artifacts_.end()) {
+      f.fail(field, "unknown artifact \"" + id + "\" (declare it with an artifact line first)");
+    }
+    return it->second;
+  }
+
+  std::uint32_t demand_ref(FieldReader& f) {
+    const std::string id = f.string("demand");
+    auto it = demands_.find(id);
+    if (it == demands_.end()) f.fail("demand", "unknown demand \"" + id + "\"");
+    return it->second;
+  }
+
+  std::uint32_t owner(const std::string& name) {
+    auto [it, inserted] =
+        owners_.try_emplace(name, static_cast<std::uint32_t>(trace_.owners.size()));
+    if (inserted) trace_.owners.push_back(name);
+    return it->second;
+  }
+
+  Trace trace_;
+  bool origins_declared_ = false;
+  double last_t_ = 0;
+  std::unordered_map<std::string, std::uint32_t> origin_index_;
+  std::unordered_map<std::string, std::uint32_t> artifacts_;
+  std::unordered_map<std::string, std::uint32_t> demands_;
+  std::unordered_map<std::string, std::uint32_t> owners_;
+};
+
+}  // namespace
+
+TraceError::TraceError(std::string file, std::size_t line, std::string field,
+                       const std::string& message)
+    : std::runtime_error(file + ":" + std::to_string(line) + ": " + field + ": " + message),
+      file_(std::move(file)),
+      line_(line),
+      field_(std::move(field)) {}
+
+Trace read_trace(std::istream& in, const std::string& name_for_errors) {
+  return Reader(name_for_errors).read(in);
+}
+
+Trace read_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw TraceError(path, 0, "-", "cannot open the file");
+  return read_trace(in, path);
+}
+
+}  // namespace dfl::sim

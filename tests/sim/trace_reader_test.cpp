@@ -1,0 +1,184 @@
+// The trace reader refuses every class of bad input the format lists, with
+// `FILE:LINE: field: message`, exit code 2, and nothing run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "cli_runner.h"
+#include "demandflight/sim/trace.h"
+
+namespace dfl::testing {
+namespace {
+
+using sim::TraceError;
+
+const std::string kGood =
+    header() + artifact("rock", 1000) +
+    R"({"op": "subscribe", "t": 0.5, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})"
+    "\n";
+
+struct BadInput {
+  const char* name;
+  std::string trace;
+  std::size_t line;
+  const char* field;
+  const char* message_part;
+};
+
+std::vector<BadInput> bad_inputs() {
+  const std::string h = header();
+  const std::string a = artifact("rock", 1000);
+  const std::string sub =
+      R"({"op": "subscribe", "t": 1.0, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})"
+      "\n";
+  return {
+      {"UnknownOp",
+       h + a +
+           R"({"op": "subscribed", "t": 0})"
+           "\n",
+       3, "op", "unknown op"},
+      {"MissingField",
+       h + a +
+           R"({"op": "subscribe", "t": 0, "demand": "d1", "artifact": "rock", "priority": 1})"
+           "\n",
+       3, "owner", "missing field"},
+      {"TimeGoingBackwards",
+       h + a + sub +
+           R"({"op": "cancel", "t": 0.5, "demand": "d1"})"
+           "\n",
+       4, "t", "goes backwards"},
+      {"DemandIdReused", h + a + sub + sub, 4, "demand", "already used"},
+      {"UnknownArtifact",
+       h + R"({"op": "subscribe", "t": 0, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})"
+           "\n",
+       2, "artifact", "unknown artifact"},
+      {"UnknownDemand",
+       h + a +
+           R"({"op": "cancel", "t": 0, "demand": "nobody"})"
+           "\n",
+       3, "demand", "unknown demand"},
+      {"NegativeSize",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": -5, "origin": "cdn"})"
+           "\n",
+       2, "size", "must not be negative"},
+      {"ArtifactDeclaredTwice", h + a + a, 3, "id", "declared twice"},
+      {"NotJson", h + "{\"op\": \"cancel\", \n", 2, "-", "not valid JSON"},
+      {"WrongType",
+       h + a +
+           R"({"op": "subscribe", "t": "soon", "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})"
+           "\n",
+       3, "t", "must be a number"},
+      {"UnknownHeaderField",
+       R"({"format": "demandflight-trace", "version": 1, "platfrom": {}})"
+       "\n",
+       1, "platfrom", "unknown field"},
+      {"UnknownNestedField",
+       R"({"format": "demandflight-trace", "version": 1, "scheduler": {"max_transfer": 2}})"
+       "\n",
+       1, "scheduler.max_transfer", "unknown field"},
+      {"CancelOfAnUnknownDemand",
+       h + a +
+           R"({"op": "cancel", "t": 0, "demand": "d1"})"
+           "\n",
+       3, "demand", "unknown demand"},
+      {"NotATrace",
+       R"({"hello": 1})"
+       "\n",
+       1, "format", "missing field"},
+      {"WrongVersion",
+       R"({"format": "demandflight-trace", "version": 2})"
+       "\n",
+       1, "version", "unsupported version"},
+      {"UndeclaredOrigin",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "mirror"})"
+           "\n",
+       2, "origin", "not declared"},
+      {"UnknownFaultKind",
+       h + a +
+           R"({"op": "fault", "t": 0, "kind": "meteor"})"
+           "\n",
+       3, "kind", "unknown fault kind"},
+      {"FractionOutOfRange",
+       h + a +
+           R"({"op": "fault", "t": 0, "kind": "transfer_error", "artifact": "rock", "after_fraction": 1.5})"
+           "\n",
+       3, "after_fraction", "at most"},
+      {"EmptyTrace", "", 1, "format", "empty trace"},
+  };
+}
+
+class BadTrace : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadTrace, IsRefusedWithFileLineAndField) {
+  const BadInput& bad = GetParam();
+  std::istringstream in(bad.trace);
+  try {
+    sim::read_trace(in, "t.jsonl");
+    FAIL() << "accepted";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.line(), bad.line) << e.what();
+    EXPECT_EQ(e.field(), bad.field) << e.what();
+    EXPECT_NE(std::string(e.what()).find(bad.message_part), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "t.jsonl:" + std::to_string(bad.line) + ": " + bad.field + ": ", 0),
+              0u)
+        << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TraceReader, BadTrace, ::testing::ValuesIn(bad_inputs()),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(TraceReader, UnknownRecordFieldsAreErrorsButExtensionsPass) {
+  std::istringstream typo(kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "priorty": 2})"
+                                  "\n");
+  EXPECT_THROW(sim::read_trace(typo, "t.jsonl"), TraceError);
+  std::istringstream extension(kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "x-note": 2})"
+                                       "\n");
+  EXPECT_NO_THROW(sim::read_trace(extension, "t.jsonl"));
+}
+
+TEST(TraceReader, DefaultsApplyWhereTheHeaderIsSilent) {
+  std::istringstream in(
+      R"({"format": "demandflight-trace", "version": 1})"
+      "\n" +
+      std::string(
+          R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "anywhere"})") +
+      "\n");
+  const sim::Trace trace = sim::read_trace(in, "t.jsonl");
+  EXPECT_EQ(trace.scheduler.max_transfers, 4u);
+  EXPECT_EQ(trace.scheduler.retry_max_attempts, 4u);
+  ASSERT_EQ(trace.platform.origins.size(), 1u);
+  EXPECT_EQ(trace.platform.origins[0].bandwidth_Bps, 50e6);
+  EXPECT_EQ(trace.platform.client_bandwidth_Bps, 12.5e6);
+}
+
+TEST(TraceReader, TheCliExitsTwoAndRunsNothingOnBadInput) {
+  const std::string trace =
+      header() + artifact("rock", 1000) +
+      R"({"op": "subscribe", "t": 0, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})"
+      "\n" +
+      R"({"op": "subscribe", "t": 0, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})"
+      "\n";
+  const CliRun sim = run_cli(trace, {"sim", "TRACE", "--out", "OUT"});
+  EXPECT_EQ(sim.exit_code, 2);
+  EXPECT_NE(sim.err.find("trace.jsonl:4: demand: "), std::string::npos) << sim.err;
+  EXPECT_FALSE(std::filesystem::exists(sim.dir + "/result.json")) << "nothing runs on bad input";
+  const CliRun validate = run_cli(trace, {"validate", "TRACE"});
+  EXPECT_EQ(validate.exit_code, 2);
+  EXPECT_NE(validate.err.find(":4: demand: demand id \"d1\" is already used"), std::string::npos)
+      << validate.err;
+  const CliRun good = run_cli(kGood, {"validate", "TRACE"});
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_NE(good.out.find("ok"), std::string::npos);
+}
+
+TEST(TraceReader, TheCliRefusesAnUnknownPolicyWithExitTwo) {
+  const CliRun run = run_cli(kGood, {"sim", "TRACE", "--policy", "sometimes"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("unknown policy \"sometimes\""), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace dfl::testing
