@@ -699,7 +699,7 @@ class Scheduler::Impl {
     task.effective = options.priority;
     ++stats_.tasks_created;
     if (config_.emit_task_events) {
-      outbox_.emplace_back(TaskCreated{task.id, key});
+      outbox_.emplace_back(TaskCreated{task.id});
       outbox_.emplace_back(TaskPriorityChanged{task.id, options.priority});
     }
     origin(task.origin);  // Make sure the origin's queue exists.

@@ -383,7 +383,7 @@ class Simulation {
     }
     transfer.comm = sg4::Comm::sendto_init(origin_hosts_[origin], client_);
     transfer.comm->set_payload_size(transfer.payload);
-    activity_transfer_[transfer.comm.get()] = id;
+    tag(*transfer.comm, Tag::transfer, id);
     auto& stored = transfers_.emplace(id, std::move(transfer)).first->second;
     stored.comm->start();
   }
@@ -418,7 +418,7 @@ class Simulation {
     }
     f.exec = sg4::Exec::init();
     f.exec->set_flops_amount(static_cast<double>(f.size))->set_host(client_);
-    activity_finalize_[f.exec.get()] = c.finalize.value;
+    tag(*f.exec, Tag::finalize, c.finalize.value);
     auto& stored = finalizes_.emplace(c.finalize.value, std::move(f)).first->second;
     stored.exec->start();
   }
@@ -439,7 +439,9 @@ class Simulation {
       if (c.task.value == 0) {
         // A cache hit: a completed orphan of that key has been used after all.
         ++result_.summary.cache_hits;
-        orphan_install_size_[key_of_artifact_[d.artifact]] = 0;
+        std::uint64_t& pending = orphan_install_size_[key_of_artifact_[d.artifact]];
+        if (pending != 0) --pending_orphan_installs_;
+        pending = 0;
       } else {
         track(c.task).succeeded = true;
       }
@@ -452,9 +454,12 @@ class Simulation {
   }
 
   void handle(EvictArtifact& c) {
+    if (pending_orphan_installs_ == 0) return;  // Nothing to charge: skip the lookup.
     std::uint64_t& pending = orphan_install_size_[key_index_.at(c.key)];
+    if (pending == 0) return;
     result_.summary.bytes_wasted += pending;
     pending = 0;
+    --pending_orphan_installs_;
   }
 
   void handle(TaskCreated& c) {
@@ -489,6 +494,7 @@ class Simulation {
     result_.summary.installs += task.installs;
     if (c.outcome == TaskOutcome::installed && !tracked.succeeded) {
       // Installed while nobody waited: wasted unless a later subscribe uses it.
+      if (orphan_install_size_[tracked.key] == 0) ++pending_orphan_installs_;
       orphan_install_size_[tracked.key] = key_size_[tracked.key];
     }
     close_pollution(tracked);
@@ -512,23 +518,33 @@ class Simulation {
   // it each time: it must stay alive until the second report.
   void cancel_comm(Transfer& transfer) {
     if (!transfer.comm) return;
-    activity_transfer_.erase(transfer.comm.get());
     sg4::Comm* raw = transfer.comm.get();
+    tag(*raw, Tag::cancelled, 0);
     cancelled_.emplace(raw, CancelledComm{transfer.comm, 0});
     raw->cancel();
   }
 
+  // Each activity carries (kind, id) in its user data, so a completion finds
+  // its transfer or finalize without a lookup by address.
+  enum class Tag : std::uintptr_t { none = 0, transfer = 1, finalize = 2, cancelled = 3 };
+  static void tag(sg4::Activity& activity, Tag kind, std::uint64_t id) {
+    activity.set_data(reinterpret_cast<void*>((static_cast<std::uintptr_t>(id) << 2) |
+                                              static_cast<std::uintptr_t>(kind)));
+  }
+
   void on_completion(const sg4::Activity& activity) {
-    if (auto it = cancelled_.find(&activity); it != cancelled_.end()) {
-      if (++it->second.reports >= 2) {
+    const auto data = reinterpret_cast<std::uintptr_t>(activity.get_data<void>());
+    const auto kind = static_cast<Tag>(data & 3);
+    const std::uint64_t id = data >> 2;
+    if (kind == Tag::cancelled) {
+      auto it = cancelled_.find(&activity);
+      if (it != cancelled_.end() && ++it->second.reports >= 2) {
         retire(std::move(it->second.comm));
         cancelled_.erase(it);
       }
       return;
     }
-    if (auto it = activity_transfer_.find(&activity); it != activity_transfer_.end()) {
-      const std::uint64_t id = it->second;
-      activity_transfer_.erase(it);  // A cancelled comm reports twice: only the first counts.
+    if (kind == Tag::transfer) {
       if (activity.get_state() != sg4::Activity::State::FINISHED) return;
       Transfer& transfer = transfers_.at(id);
       const TransferStatus status = !transfer.fails      ? TransferStatus::ok
@@ -538,9 +554,7 @@ class Simulation {
       drain();
       return;
     }
-    if (auto it = activity_finalize_.find(&activity); it != activity_finalize_.end()) {
-      const std::uint64_t id = it->second;
-      activity_finalize_.erase(it);
+    if (kind == Tag::finalize) {
       if (activity.get_state() != sg4::Activity::State::FINISHED) return;
       Finalize& f = finalizes_.at(id);
       if (f.hashing) {
@@ -549,7 +563,7 @@ class Simulation {
         retire(std::move(f.exec));
         f.exec = sg4::Exec::init();
         f.exec->set_flops_amount(static_cast<double>(f.size))->set_host(disk_);
-        activity_finalize_[f.exec.get()] = id;
+        tag(*f.exec, Tag::finalize, id);
         f.exec->start();
         return;
       }
@@ -663,6 +677,7 @@ class Simulation {
   std::vector<std::uint64_t> key_size_;
   std::vector<KeyFaults> faults_;
   std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
+  std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
 
   std::size_t next_record_ = 0;
   std::vector<DemandHandle> handle_of_demand_;
@@ -671,7 +686,6 @@ class Simulation {
   std::uint32_t creating_artifact_ = 0;
 
   std::unordered_map<std::uint64_t, Transfer> transfers_;
-  std::unordered_map<const sg4::Activity*, std::uint64_t> activity_transfer_;
   struct CancelledComm {
     sg4::CommPtr comm;
     int reports = 0;
@@ -679,7 +693,6 @@ class Simulation {
   std::unordered_map<const sg4::Activity*, CancelledComm> cancelled_;
   std::vector<sg4::ActivityPtr> graveyard_;
   std::unordered_map<std::uint64_t, Finalize> finalizes_;
-  std::unordered_map<const sg4::Activity*, std::uint64_t> activity_finalize_;
   std::multiset<double> armed_;
   std::vector<Command> commands_;
 

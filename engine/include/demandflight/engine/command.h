@@ -60,9 +60,10 @@ struct EvictArtifact {
 // Observations for results and timelines, emitted only when
 // SchedulerConfig::emit_task_events is set. Runtimes that do not record
 // anything leave that flag off and never see these.
+// A physical task was created by the subscribe that this call handled (its
+// key is that subscribe's key; Scheduler::task_for() has it too).
 struct TaskCreated {
   TaskId task;
-  ArtifactKey key;
 };
 struct TaskPriorityChanged {
   TaskId task;
