@@ -1,17 +1,24 @@
 # Entry points for people and CI. Every target first installs what is missing.
-# make demo   the main job: the three-caller story of design.md §1 on the core
+# make demo   the main job: the three-caller scenario under the three models
+#             side by side, then every bundled scenario (SimGrid simulator)
+# make demo-engine  the three-caller story step by step on the bare core
 # make test   every test (Debug build with invariant checks)
 # make bench  the engine benchmarks (Release build)
 # make asan   the engine tests under AddressSanitizer + UBSan
 # make tsan   the tests under ThreadSanitizer
 
 JOBS ?= 2
-.PHONY: deps demo test bench asan tsan format clean
+.PHONY: deps demo demo-engine test bench asan tsan format clean
 
 deps:
 	@bash scripts/install-deps
 
 demo: deps
+	cmake --preset default >/dev/null
+	cmake --build --preset default -j$(JOBS) --target demandflight
+	/usr/bin/python3 scripts/demo.py build/default/sim/demandflight scenarios
+
+demo-engine: deps
 	cmake --preset default >/dev/null
 	cmake --build --preset default -j$(JOBS) --target three_callers_demo
 	./build/default/engine/three_callers_demo
@@ -23,15 +30,16 @@ test: deps
 
 bench: deps
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j$(JOBS) --target engine_bench
+	cmake --build --preset release -j$(JOBS) --target engine_bench demandflight sim_bare_replay
 	./build/release/bench/engine_bench --benchmark_min_time=0.05 \
 	  --benchmark_out=build/release/engine_bench.json --benchmark_out_format=json $(BENCH_ARGS)
 	/usr/bin/python3 bench/ratios.py build/release/engine_bench.json
+	bash bench/sim_bench.sh build/release
 
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j$(JOBS)
-	ctest --preset asan -j$(JOBS) -L engine
+	ctest --preset asan -j$(JOBS) -L "engine|sim"
 
 tsan: deps
 	cmake --preset tsan >/dev/null
