@@ -91,7 +91,6 @@ int main(int argc, char** argv) {
   std::string trace_path, out_path, timeline_path, transfer_log_path, model_name = "demand",
                                                                       network = "default";
   SimOptions options;
-  options.policy = std::string(policies::kDefaultPolicy);
   std::uint64_t seed = 0;
   std::uint32_t max_transfers = 0, max_per_origin = 0;
   bool quiet = false;

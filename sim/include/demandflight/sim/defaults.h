@@ -1,11 +1,13 @@
 // Every default of the trace format and the simulator, in one place.
 //
 // A trace header may leave out any field of `platform` and `scheduler`; these
-// values apply then, and command-line flags override both. The engine's own
-// SchedulerConfig defaults are the same numbers.
+// values apply then, and command-line flags override both. The scheduler's are
+// the engine's own SchedulerConfig defaults, so the two cannot drift apart.
 #pragma once
 
 #include <cstdint>
+
+#include "demandflight/engine/config.h"
 
 namespace dfl::sim::defaults {
 
@@ -17,14 +19,16 @@ inline constexpr double origin_latency_s = 0.03;            // platform.origins 
 inline constexpr double disk_write_Bps = 400'000'000;
 inline constexpr double hash_Bps = 800'000'000;
 
-// scheduler
-inline constexpr std::uint32_t max_transfers = 4;
-inline constexpr std::uint32_t max_per_origin = 4;
-inline constexpr std::uint64_t cache_bytes = 2'000'000'000;
-inline constexpr std::uint32_t retry_max_attempts = 4;
-inline constexpr double retry_base_s = 0.5;
-inline constexpr double retry_cap_s = 8.0;
-inline constexpr double retry_jitter = 0.2;
+// scheduler: 4 transfers, 4 per origin, a 2 GB cache, 4 attempts from 0.5 s
+// doubling to at most 8 s, scaled by 1 +- 20% jitter.
+inline constexpr SchedulerConfig scheduler{};
+inline constexpr std::uint32_t max_transfers = scheduler.max_transfers;
+inline constexpr std::uint32_t max_per_origin = scheduler.max_per_origin;
+inline constexpr std::uint64_t cache_bytes = scheduler.cache_bytes;
+inline constexpr std::uint32_t retry_max_attempts = scheduler.retry.max_attempts;
+inline constexpr double retry_base_s = scheduler.retry.base_s;
+inline constexpr double retry_cap_s = scheduler.retry.cap_s;
+inline constexpr double retry_jitter = scheduler.retry.jitter;
 
 // header
 inline constexpr std::uint64_t seed = 0;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "demandflight/engine/config.h"
+#include "demandflight/policies/registry.h"
 #include "demandflight/sim/result.h"
 #include "demandflight/sim/trace.h"
 
