@@ -1,19 +1,25 @@
 // Timeline: a Chrome/Perfetto trace-event JSON file of one simulation.
 //
-// Layout (JSON Object Format, timestamps in microseconds of virtual time):
+// Layout (JSON Object Format, timestamps in whole microseconds of virtual
+// time: Perfetto rounds ts and dur separately to nanoseconds, so fractional
+// values can make a slice overlap the next one on its lane by 1 ns, and it
+// drops such slices; whole microseconds never reverse order):
 // - process 1 "transfer slots": one thread per transfer slot, a complete ("X")
 //   slice per transfer attempt (name: the artifact; args: how it ended), and
 //   "finalize" threads for verify + install;
 // - one process per owner ("owner NAME"): a slice per demand from subscribe to
-//   its terminal (args: outcome);
+//   its terminal (args: outcome), on lanes named "lane N";
 // - process 2 "task priority": a counter ("C") per task, its effective
 //   priority over time; the orphan level is drawn as -1.
 // Slices on one thread must nest, so overlapping slices go to separate lanes
-// (threads) of the same process, always the lowest free one.
+// (threads) of the same process, always the lowest free one. Anything that
+// lasts less than a microsecond (a cache hit, a refusal, a transfer aborted as
+// it starts) is a process-scoped instant ("i") instead of a slice.
 //
 // Disabled (the default), every call returns at once.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -72,7 +78,7 @@ class Timeline {
     if (!enabled_) return;
     events_.push_back({{"name", "priority " + artifact + " #" + std::to_string(task)},
                        {"ph", "C"},
-                       {"ts", at_s * 1e6},
+                       {"ts", micros(at_s)},
                        {"pid", kPriorityPid},
                        {"args", {{"priority", priority ? *priority : -1}}}});
   }
@@ -95,12 +101,18 @@ class Timeline {
     }
     name("process_name", kPriorityPid, -1, "task priority");
     for (const auto& [owner, owner_name] : owner_names_) {
-      name("process_name", kOwnerPidBase + static_cast<int>(owner), -1, "owner " + owner_name);
+      const int pid = kOwnerPidBase + static_cast<int>(owner);
+      name("process_name", pid, -1, "owner " + owner_name);
+      for (int lane = 0; lane < owner_lanes_[owner].high_water(); ++lane) {
+        name("thread_name", pid, lane + 1, "lane " + std::to_string(lane));
+      }
     }
     std::ofstream out(path);
     if (!out) throw std::runtime_error("cannot write " + path);
-    out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"trace\": "
-        << nlohmann::json(trace.name).dump() << "},\n\"traceEvents\": [\n";
+    // No displayTimeUnit: current Perfetto ignores it, older importers scaled
+    // every timestamp by it.
+    out << "{\"otherData\": {\"trace\": " << nlohmann::json(trace.name).dump()
+        << "},\n\"traceEvents\": [\n";
     bool first = true;
     for (const auto* list : {&metadata, &events_}) {
       for (const auto& event : *list) {
@@ -137,16 +149,30 @@ class Timeline {
     std::vector<bool> busy_;
   };
 
+  static std::int64_t micros(double t_s) { return std::llround(t_s * 1e6); }
+
+  // A slice on (pid, tid); an interval shorter than a microsecond becomes a
+  // process-scoped instant instead, because Perfetto nests zero-length slices
+  // under whatever else starts in that microsecond.
   void slice(int pid, int tid, const std::string& name, const char* category, double start_s,
              double end_s, std::string_view how) {
-    events_.push_back({{"name", name},
-                       {"cat", category},
-                       {"ph", "X"},
-                       {"ts", start_s * 1e6},
-                       {"dur", (end_s - start_s) * 1e6},
-                       {"pid", pid},
-                       {"tid", tid},
-                       {"args", {{"end", std::string(how)}}}});
+    const std::int64_t start_us = micros(start_s);
+    const std::int64_t dur_us = micros(end_s) - start_us;
+    nlohmann::ordered_json event{{"name", name}, {"cat", category}};
+    if (dur_us > 0) {
+      event["ph"] = "X";
+      event["ts"] = start_us;
+      event["dur"] = dur_us;
+      event["pid"] = pid;
+      event["tid"] = tid;
+    } else {
+      event["ph"] = "i";
+      event["s"] = "p";
+      event["ts"] = start_us;
+      event["pid"] = pid;
+    }
+    event["args"] = {{"end", std::string(how)}};
+    events_.push_back(std::move(event));
   }
 
   bool enabled_ = false;
