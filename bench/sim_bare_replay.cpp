@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   char arg1[] = "--log=root.thresh:critical";
   char* sg_argv[] = {arg0, arg1, nullptr};
   sg4::Engine engine(&sg_argc, sg_argv);
-  if (cm02) {
+  if (cm02 || trace.platform.network_model == dfl::sim::NetworkModel::cm02) {
     engine.set_config("network/model:CM02");
     engine.set_config("network/crosstraffic:0");
   }

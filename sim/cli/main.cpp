@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   // sim
   auto* sim = app.add_subcommand("sim", "simulate a trace on SimGrid and write the result JSON");
   std::string trace_path, out_path, timeline_path, transfer_log_path, model_name = "demand",
-                                                                      network = "default";
+                                                                      network;
   SimOptions options;
   std::uint64_t seed = 0;
   std::uint32_t max_transfers = 0, max_per_origin = 0;
@@ -109,9 +109,9 @@ int main(int argc, char** argv) {
       sim->add_option("--max-per-origin", max_per_origin, "override scheduler.max_per_origin")
           ->check(CLI::Range(1u, 100000u));
   sim->add_option("--network-model", network,
-                  "default (SimGrid's LV08, calibrated on TCP) | cm02 (exact: size/bw + latency)")
-      ->check(CLI::IsMember({"default", "cm02"}))
-      ->capture_default_str();
+                  "default (SimGrid's LV08, calibrated on TCP) | cm02 (exact: size/bw + latency);\n"
+                  "overrides platform.network_model")
+      ->check(CLI::IsMember({"default", "cm02"}));
   sim->add_option("--out", out_path, "write the result JSON here");
   sim->add_option("--timeline", timeline_path, "write a Chrome/Perfetto trace-event JSON here");
   sim->add_option("--transfer-log", transfer_log_path,
@@ -174,7 +174,10 @@ int main(int argc, char** argv) {
     if (*seed_option) options.seed = seed;
     if (*transfers_option) options.max_transfers = max_transfers;
     if (*per_origin_option) options.max_per_origin = max_per_origin;
-    options.network_model = network == "cm02" ? NetworkModel::cm02 : NetworkModel::simgrid_default;
+    if (!network.empty()) {  // Otherwise platform.network_model decides.
+      options.network_model =
+          network == "cm02" ? NetworkModel::cm02 : NetworkModel::simgrid_default;
+    }
     options.timeline_path = timeline_path;
     options.transfer_log_path = transfer_log_path;
     try {

@@ -190,7 +190,7 @@ class Simulation {
     static char arg1[] = "--log=root.thresh:critical";
     static char* argv[] = {arg0, arg1, nullptr};
     engine_ = std::make_unique<sg4::Engine>(&argc, argv);
-    if (options_.network_model == NetworkModel::cm02) {
+    if (options_.network_model.value_or(trace_.platform.network_model) == NetworkModel::cm02) {
       engine_->set_config("network/model:CM02");
       engine_->set_config("network/crosstraffic:0");
     }

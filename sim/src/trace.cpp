@@ -161,6 +161,14 @@ class Reader {
       p.client_latency_s = latency(pf, "client_latency_s", p.client_latency_s);
       p.disk_write_Bps = bandwidth(pf, "disk_write_Bps", p.disk_write_Bps);
       p.hash_Bps = bandwidth(pf, "hash_Bps", p.hash_Bps);
+      if (pf.has("network_model")) {
+        const std::string model = pf.string("network_model");
+        if (model == "CM02") {
+          p.network_model = NetworkModel::cm02;
+        } else if (model != "default") {
+          pf.fail("network_model", "must be \"default\" (SimGrid's LV08) or \"CM02\"");
+        }
+      }
       if (pf.has("origins")) {
         const json& origins = pf.raw("origins");
         if (!origins.is_object()) pf.fail("origins", "must be an object of origin name to link");

@@ -65,5 +65,23 @@ TEST(SimFidelity, TheDefaultNetworkModelIsSimGridsCalibratedOne) {
   EXPECT_LT(t, 1.5 * (20e6 / kBottleneck_Bps + kLatency_s));
 }
 
+TEST(SimFidelity, ThePlatformCanAskForCm02AndTheFlagOverridesIt) {
+  const std::string cm02_platform =
+      header(R"({"max_transfers": 2})", R"(, "network_model": "CM02")") +
+      artifact("rock", 20'000'000) + sub(0, "d1", "rock");
+  const CliRun exact = run_cli(cm02_platform, {"sim", "TRACE", "--out", "OUT", "--quiet"});
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_NEAR(demand_record(exact.result, "d1")["t_end"].get<double>(),
+              20e6 / kBottleneck_Bps + kLatency_s, 1e-6);
+  const CliRun overridden = run_cli(
+      cm02_platform, {"sim", "TRACE", "--out", "OUT", "--quiet", "--network-model", "default"});
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_GT(demand_record(overridden.result, "d1")["t_end"].get<double>(),
+            20e6 / kBottleneck_Bps + kLatency_s + 0.1);
+  const CliRun bad = run_cli(header(R"({})", R"(, "network_model": "cm2")"), {"validate", "TRACE"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(":1: platform.network_model: "), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace dfl::testing

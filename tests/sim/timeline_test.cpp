@@ -18,8 +18,8 @@ namespace {
 
 nlohmann::json timeline_of(const std::string& scenario, const char* model) {
   const std::string trace = read_file(std::string(DFL_SCENARIOS) + "/" + scenario);
-  const CliRun run = run_cli(trace, {"sim", "TRACE", "--model", model, "--timeline",
-                                     "DIR/timeline.json", "--quiet"});
+  const CliRun run = run_cli(
+      trace, {"sim", "TRACE", "--model", model, "--timeline", "DIR/timeline.json", "--quiet"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   return nlohmann::json::parse(read_file(run.dir + "/timeline.json"));
 }
@@ -75,7 +75,8 @@ Checked check_timeline(const nlohmann::json& t) {
     });
     std::vector<std::int64_t> open_ends;
     for (const auto& [ts, dur] : list) {
-      while (!open_ends.empty() && open_ends.back() <= ts) open_ends.pop_back();
+      while (!open_ends.empty() && open_ends.back() <= ts)
+        open_ends.pop_back();
       EXPECT_TRUE(open_ends.empty() || ts + dur <= open_ends.back())
           << "partial overlap on pid " << track.first << " tid " << track.second << " at " << ts;
       EXPECT_TRUE(open_ends.empty())
@@ -84,8 +85,10 @@ Checked check_timeline(const nlohmann::json& t) {
     }
     if (track.first == 1 && track.second < 10000) c.transfer_slices += list.size();
   }
-  for (int pid : pids) EXPECT_TRUE(named_processes.contains(pid)) << "unnamed process " << pid;
-  for (int pid : named_processes) c.owner_processes += pid >= 100;
+  for (int pid : pids)
+    EXPECT_TRUE(named_processes.contains(pid)) << "unnamed process " << pid;
+  for (int pid : named_processes)
+    c.owner_processes += pid >= 100;
   return c;
 }
 

@@ -24,25 +24,15 @@
 
 namespace dfl::sim {
 
-enum class NetworkModel : std::uint8_t {
-  // SimGrid's default (LV08): calibrated against real TCP transfers (latency
-  // and bandwidth correction factors, ACK cross-traffic). The default, because
-  // its times are closer to what the real backend sees.
-  simgrid_default,
-  // CM02 without cross-traffic: a lone transfer takes exactly size / bandwidth
-  // + latency. For tests and hand calculations.
-  cm02,
-};
-
 struct SimOptions {
   Model model = Model::demand;
   std::string policy = "always-abort";         // NAME[:k=v,...], see policies/registry.h.
   std::optional<std::uint64_t> seed;           // Overrides the trace's seed.
   std::optional<std::uint32_t> max_transfers;  // Override the trace header.
   std::optional<std::uint32_t> max_per_origin;
-  NetworkModel network_model = NetworkModel::simgrid_default;
-  std::string timeline_path;      // Chrome/Perfetto trace-event JSON, when set.
-  std::string transfer_log_path;  // One line per transfer started (for bench/).
+  std::optional<NetworkModel> network_model;  // Overrides platform.network_model.
+  std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
+  std::string transfer_log_path;              // One line per transfer started (for bench/).
 };
 
 Result simulate(const Trace& trace, const SimOptions& options);

@@ -40,7 +40,19 @@ struct OriginSpec {
   double latency_s = 0;
 };
 
+enum class NetworkModel : std::uint8_t {
+  // SimGrid's default (LV08): calibrated against real TCP transfers (latency
+  // and bandwidth correction factors, ACK cross-traffic). The default, because
+  // its times are closer to what the real backend sees.
+  simgrid_default,
+  // CM02 without cross-traffic: a lone transfer takes exactly size / bandwidth
+  // + latency. For tests and hand calculations.
+  cm02,
+};
+
 struct Platform {
+  // platform.network_model: "default" or "CM02" (an added optional field).
+  NetworkModel network_model = NetworkModel::simgrid_default;
   double client_bandwidth_Bps = 0;
   double client_latency_s = 0;
   std::vector<OriginSpec> origins;  // Declared ones first, then those first named by artifacts.
