@@ -39,7 +39,7 @@ bench: deps
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j$(JOBS)
-	ctest --preset asan -j$(JOBS) -L "engine|sim"
+	ctest --preset asan -j$(JOBS) -L "engine|sim|backend"
 
 tsan: deps
 	cmake --preset tsan >/dev/null

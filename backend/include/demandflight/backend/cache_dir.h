@@ -1,0 +1,126 @@
+// CacheDir: installed artifacts on disk, crash-safe.
+//
+// Layout under the root:
+//   objects/<64 hex>   one installed artifact; the name is the SHA-256 of the
+//                      ArtifactKey's canonical encoding, so no resource name,
+//                      however hostile ("../../etc/passwd"), can reach a path
+//                      outside the root;
+//   staging/<...>.part bytes still arriving or being verified.
+//
+// Install protocol: bytes go to a staging file (buffered, hashed while they
+// stream); commit() checks the size and digest, fsyncs the file, renames it
+// into objects/ (atomic on POSIX), then fsyncs objects/ so that the rename
+// itself is durable. A process killed at any point therefore leaves either no
+// object or the complete, verified one: never a partial or corrupt object.
+// Opening a CacheDir removes staging leftovers and rebuilds the index from
+// objects/.
+//
+// Thread safety: a Staging belongs to one thread at a time; commit(), remove()
+// and the queries may be called from any thread (the index has a mutex), so
+// that fsync, which costs about a millisecond per file, can run on a small
+// pool instead of the transfer thread.
+//
+// Operating errors (disk full, permissions, a digest mismatch) are returned as
+// values with a message; nothing is thrown for them after construction.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "demandflight/backend/sha256.h"
+#include "demandflight/engine/artifact_key.h"
+
+namespace dfl::backend {
+
+// An operating error, with a message that names the file and the cause.
+struct IoError {
+  std::string message;
+};
+
+class CacheDir {
+ public:
+  // Bytes of one artifact on their way in. Move-only; a Staging destroyed
+  // without commit removes its file.
+  class Staging {
+   public:
+    Staging(Staging&& other) noexcept;
+    Staging& operator=(Staging&& other) noexcept;
+    Staging(const Staging&) = delete;
+    Staging& operator=(const Staging&) = delete;
+    ~Staging();
+
+    // Appends bytes (buffered in memory up to kBufferBytes, hashed at once).
+    std::optional<IoError> write(const void* data, std::size_t size);
+    std::uint64_t bytes() const { return bytes_; }
+    const std::filesystem::path& path() const { return path_; }
+
+   private:
+    friend class CacheDir;
+    Staging(std::filesystem::path path, int fd, std::string object_name);
+    std::optional<IoError> flush();
+    void discard();
+
+    std::filesystem::path path_;
+    int fd_ = -1;
+    std::string object_name_;
+    std::vector<char> buffer_;
+    std::uint64_t bytes_ = 0;
+    Sha256 hash_;
+  };
+
+  // 1 MiB: writing in small pieces costs the client as much CPU as receiving
+  // (shared/loopback-baseline.md).
+  static constexpr std::size_t kBufferBytes = 1 << 20;
+
+  // Opens or creates the cache at `root`; throws std::runtime_error if the
+  // directories cannot be created or read (a configuration error at start-up).
+  explicit CacheDir(std::filesystem::path root);
+  ~CacheDir();
+  CacheDir(const CacheDir&) = delete;
+  CacheDir& operator=(const CacheDir&) = delete;
+
+  // The object name of a key: SHA-256 of a length-prefixed encoding of its
+  // four fields, in hex.
+  static std::string object_name(const ArtifactKey& key);
+
+  std::filesystem::path object_path(const ArtifactKey& key) const;
+  // The installed size of `key`, or nullopt when it is not installed.
+  std::optional<std::uint64_t> installed_size(const ArtifactKey& key) const;
+  std::size_t installed_count() const;
+  std::uint64_t installed_bytes() const;
+  // Staging files removed when this CacheDir was opened (a crash's leftovers).
+  std::size_t staging_leftovers_removed() const { return staging_leftovers_removed_; }
+
+  std::variant<Staging, IoError> begin(const ArtifactKey& key);
+
+  // Verifies (size, and digest when given as 64 hex digits), makes durable
+  // and publishes the staged bytes. On any error the staging file is removed
+  // and nothing becomes visible.
+  std::optional<IoError> commit(Staging staging, std::optional<std::uint64_t> expected_size,
+                                const std::optional<std::string>& expected_sha256);
+
+  // Removes an installed object (eviction). False if it was not installed.
+  bool remove(const ArtifactKey& key);
+
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  std::filesystem::path root_;
+  std::filesystem::path objects_;
+  std::filesystem::path staging_;
+  int objects_fd_ = -1;  // For fsync after each rename.
+  std::size_t staging_leftovers_removed_ = 0;
+
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::uint64_t> index_;  // Object name -> size.
+  std::uint64_t index_bytes_ = 0;
+  std::uint64_t next_staging_ = 0;
+};
+
+}  // namespace dfl::backend
