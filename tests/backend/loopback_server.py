@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""A loopback HTTP/1.1 file server for the backend's tests: Range, ETag and
+If-Range, throttling, and fault injection. Standard library only.
+
+Serves the files under --root at their relative paths, on 127.0.0.1 only.
+Prints "PORT <n>" on stdout once listening (port 0 picks a free one).
+
+Control endpoints (JSON):
+  POST /_control/faults  [{"path": "/a.bin", "kind": KIND, "count": 1, ...}, ...]
+        queued for the next `count` GETs of that path, in order. Kinds:
+          drop         close the connection after `after_bytes` of the body
+          status       answer `status` (404, 429, 503, ...) with no body,
+                       and `Retry-After: retry_after_s` when given
+          wrong_bytes  flip one byte at `after_bytes` (same length)
+          stall        stop for `stall_s` seconds after `after_bytes`, then go on
+          ignore_range answer 200 with the whole body even to a Range request
+  POST /_control/rate    {"rate_Bps": N}  throttle bodies (0: unlimited)
+  POST /_control/reset   clear faults and statistics
+  GET  /_control/stats   {"/a.bin": {"requests": n, "bytes_sent": n,
+                           "statuses": [...], "ranges": [...]}, ...}
+
+Why not `python3 -m http.server`: it has no Range support, and libcurl reports
+success for a 200 that ignores Range, which is exactly what tests must provoke.
+"""
+import argparse
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CHUNK = 64 * 1024
+MAX_CONTROL_BODY = 1 << 20
+
+
+class State:
+    """Faults, throttle and statistics shared by all connections."""
+
+    def __init__(self, root, rate_bps):
+        self.root = os.path.realpath(root)
+        self.rate_bps = rate_bps
+        self.lock = threading.Lock()
+        self.faults = {}  # path -> list of pending faults
+        self.stats = {}
+        self.etags = {}  # (path, size, mtime_ns) -> etag
+
+    def take_fault(self, path):
+        with self.lock:
+            queue = self.faults.get(path)
+            if not queue:
+                return None
+            fault = queue[0]
+            fault["count"] -= 1
+            if fault["count"] <= 0:
+                queue.pop(0)
+            return dict(fault)
+
+    def record(self, path, status, sent, byte_range):
+        with self.lock:
+            s = self.stats.setdefault(
+                path, {"requests": 0, "bytes_sent": 0, "statuses": [], "ranges": []})
+            s["requests"] += 1
+            s["bytes_sent"] += sent
+            s["statuses"].append(status)
+            s["ranges"].append(byte_range)
+
+    def etag(self, path, real):
+        st = os.stat(real)
+        key = (path, st.st_size, st.st_mtime_ns)
+        with self.lock:
+            if key in self.etags:
+                return self.etags[key]
+        digest = hashlib.sha256()
+        with open(real, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        tag = '"' + digest.hexdigest()[:16] + '"'
+        with self.lock:
+            self.etags[key] = tag
+        return tag
+
+
+def parse_range(header, size):
+    """One byte range of `bytes=a-b`, `bytes=a-` or `bytes=-n`, as (first,
+    last) inclusive; None to serve the whole body (absent or several ranges);
+    "unsatisfiable" when it starts past the end."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, _, last = header[len("bytes="):].strip().partition("-")
+    try:
+        if first == "":
+            n = int(last)
+            if n <= 0:
+                return "unsatisfiable"
+            return (max(0, size - n), size - 1)
+        a = int(first)
+        b = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if a >= size or a > b:
+        return "unsatisfiable"
+    return (a, min(b, size - 1))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # Keep-alive: libcurl reuses connections.
+    server_version = "dfl-loopback/1"
+
+    def log_message(self, *args):  # Quiet: tests read stats, not logs.
+        pass
+
+    @property
+    def state(self):
+        return self.server.state
+
+    # --- control --------------------------------------------------------------
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        if length > MAX_CONTROL_BODY:
+            return self.send_json(413, {"error": "control body too large"})
+        try:
+            body = json.loads(self.rfile.read(length) or b"null")
+        except ValueError as e:
+            return self.send_json(400, {"error": f"bad JSON: {e}"})
+        if self.path == "/_control/faults":
+            if not isinstance(body, list):
+                return self.send_json(400, {"error": "expected a list of faults"})
+            with self.state.lock:
+                for fault in body:
+                    fault.setdefault("count", 1)
+                    fault.setdefault("after_bytes", 0)
+                    self.state.faults.setdefault(fault["path"], []).append(fault)
+            return self.send_json(200, {"queued": len(body)})
+        if self.path == "/_control/rate":
+            self.state.rate_bps = int(body.get("rate_Bps", 0))
+            return self.send_json(200, {"rate_Bps": self.state.rate_bps})
+        if self.path == "/_control/reset":
+            with self.state.lock:
+                self.state.faults.clear()
+                self.state.stats.clear()
+            return self.send_json(200, {"reset": True})
+        return self.send_json(404, {"error": "unknown control endpoint"})
+
+    def send_json(self, status, value):
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    # --- files ------------------------------------------------------------------
+
+    def do_HEAD(self):
+        self.serve(head=True)
+
+    def do_GET(self):
+        if self.path == "/_control/stats":
+            with self.state.lock:
+                return self.send_json(200, self.state.stats)
+        self.serve(head=False)
+
+    def serve(self, head):
+        path = self.path.split("?", 1)[0]
+        real = os.path.realpath(os.path.join(self.state.root, path.lstrip("/")))
+        if not real.startswith(self.state.root + os.sep) or not os.path.isfile(real):
+            self.state.record(path, 404, 0, None)
+            return self.send_empty(404)
+        fault = None if head else self.state.take_fault(path)
+        if fault and fault["kind"] == "status":
+            extra = {}
+            if "retry_after_s" in fault:
+                extra["Retry-After"] = str(fault["retry_after_s"])
+            self.state.record(path, fault["status"], 0, None)
+            return self.send_empty(fault["status"], extra)
+
+        size = os.path.getsize(real)
+        etag = self.state.etag(path, real)
+        byte_range = parse_range(self.headers.get("Range"), size)
+        if_range = self.headers.get("If-Range")
+        if byte_range is not None and if_range is not None and if_range != etag:
+            byte_range = None  # The representation changed: send it all.
+        if fault and fault["kind"] == "ignore_range":
+            byte_range = None
+        if byte_range == "unsatisfiable":
+            self.state.record(path, 416, 0, self.headers.get("Range"))
+            return self.send_empty(416, {"Content-Range": f"bytes */{size}"})
+
+        first, last = byte_range if byte_range else (0, size - 1)
+        length = last - first + 1 if size > 0 else 0
+        status = 206 if byte_range else 200
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", etag)
+        if byte_range:
+            self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+        self.end_headers()
+        sent = 0
+        if not head:
+            sent = self.send_body(real, first, length, fault)
+        self.state.record(path, status, sent, [first, last] if byte_range else None)
+
+    def send_body(self, real, first, length, fault):
+        sent = 0
+        started = time.monotonic()
+        with open(real, "rb") as f:
+            f.seek(first)
+            while sent < length:
+                block = f.read(min(CHUNK, length - sent))
+                if not block:
+                    break
+                if fault and sent <= fault["after_bytes"] < sent + len(block):
+                    cut = fault["after_bytes"] - sent
+                    if fault["kind"] == "drop":
+                        self.wfile.write(block[:cut])
+                        self.wfile.flush()
+                        self.close_now()
+                        return sent + cut
+                    if fault["kind"] == "wrong_bytes":
+                        block = block[:cut] + bytes([block[cut] ^ 0xFF]) + block[cut + 1:]
+                    if fault["kind"] == "stall":
+                        self.wfile.write(block[:cut])
+                        self.wfile.flush()
+                        time.sleep(float(fault.get("stall_s", 1.0)))
+                        self.wfile.write(block[cut:])
+                        sent += len(block)
+                        fault = None
+                        continue
+                try:
+                    self.wfile.write(block)
+                except (BrokenPipeError, ConnectionResetError):
+                    return sent
+                sent += len(block)
+                if self.state.rate_bps > 0:
+                    # Sleep until the bytes sent so far are due at the rate.
+                    due = started + sent / self.state.rate_bps
+                    delay = due - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+        return sent
+
+    def close_now(self):
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def send_empty(self, status, headers=None):
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--rate-Bps", type=int, default=0)
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.state = State(args.root, args.rate_Bps)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The loopback test server does what the backend's tests will rely on:
+Range and If-Range exactly as HTTP says, and every fault it can inject."""
+import http.client
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BODY = bytes((i * 7 + 3) % 251 for i in range(300_000))
+
+
+@pytest.fixture
+def server(tmp_path):
+    (tmp_path / "a.bin").write_bytes(BODY)
+    (tmp_path / "empty.bin").write_bytes(b"")
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "loopback_server.py"), "--root", str(tmp_path)],
+        stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("PORT "), line
+    port = int(line.split()[1])
+    yield port
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def get(port, path, headers=None, method="GET", body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request(method, path, body=body, headers=headers or {})
+    response = conn.getresponse()
+    try:
+        data = response.read()
+    except http.client.IncompleteRead as e:
+        data = e.partial
+    conn.close()
+    return response, data
+
+
+def control(port, endpoint, value):
+    response, data = get(port, "/_control/" + endpoint, method="POST",
+                         body=json.dumps(value), headers={"Content-Type": "application/json"})
+    assert response.status == 200, data
+    return json.loads(data)
+
+
+def stats(port):
+    return json.loads(get(port, "/_control/stats")[1])
+
+
+def test_a_plain_get_sends_the_whole_file_with_an_etag(server):
+    response, data = get(server, "/a.bin")
+    assert response.status == 200
+    assert data == BODY
+    assert response.getheader("Accept-Ranges") == "bytes"
+    assert response.getheader("ETag").startswith('"')
+
+
+def test_a_range_sends_that_part_with_content_range(server):
+    response, data = get(server, "/a.bin", {"Range": "bytes=1000-"})
+    assert response.status == 206
+    assert data == BODY[1000:]
+    assert response.getheader("Content-Range") == f"bytes 1000-{len(BODY) - 1}/{len(BODY)}"
+    response, data = get(server, "/a.bin", {"Range": "bytes=10-19"})
+    assert (response.status, data) == (206, BODY[10:20])
+    response, data = get(server, "/a.bin", {"Range": "bytes=-5"})
+    assert (response.status, data) == (206, BODY[-5:])
+
+
+def test_if_range_honours_the_range_only_for_the_current_etag(server):
+    etag = get(server, "/a.bin")[0].getheader("ETag")
+    response, data = get(server, "/a.bin", {"Range": "bytes=100-", "If-Range": etag})
+    assert (response.status, data) == (206, BODY[100:])
+    response, data = get(server, "/a.bin", {"Range": "bytes=100-", "If-Range": '"stale"'})
+    assert (response.status, data) == (200, BODY)
+
+
+def test_an_unsatisfiable_range_is_416_and_a_missing_file_404(server):
+    response, _ = get(server, "/a.bin", {"Range": f"bytes={len(BODY)}-"})
+    assert response.status == 416
+    assert response.getheader("Content-Range") == f"bytes */{len(BODY)}"
+    assert get(server, "/missing.bin")[0].status == 404
+    assert get(server, "/../etc/passwd")[0].status == 404
+
+
+def test_drop_closes_the_connection_mid_body(server):
+    control(server, "faults", [{"path": "/a.bin", "kind": "drop", "after_bytes": 70_000}])
+    response, data = get(server, "/a.bin")
+    assert response.status == 200
+    assert data == BODY[:70_000]
+    assert get(server, "/a.bin")[1] == BODY, "the fault applied once"
+
+
+def test_status_faults_answer_with_retry_after(server):
+    control(server, "faults", [
+        {"path": "/a.bin", "kind": "status", "status": 503, "retry_after_s": 2},
+        {"path": "/a.bin", "kind": "status", "status": 404}])
+    response, _ = get(server, "/a.bin")
+    assert (response.status, response.getheader("Retry-After")) == (503, "2")
+    assert get(server, "/a.bin")[0].status == 404
+    assert get(server, "/a.bin")[0].status == 200
+
+
+def test_wrong_bytes_keeps_the_length_and_changes_one_byte(server):
+    control(server, "faults", [{"path": "/a.bin", "kind": "wrong_bytes", "after_bytes": 12345}])
+    _, data = get(server, "/a.bin")
+    assert len(data) == len(BODY) and data != BODY
+    assert [i for i in range(len(BODY)) if data[i] != BODY[i]] == [12345]
+
+
+def test_ignore_range_answers_200_with_everything(server):
+    control(server, "faults", [{"path": "/a.bin", "kind": "ignore_range"}])
+    response, data = get(server, "/a.bin", {"Range": "bytes=100-"})
+    assert (response.status, data) == (200, BODY)
+
+
+def test_a_stall_delivers_the_whole_body_afterwards(server):
+    control(server, "faults", [{"path": "/a.bin", "kind": "stall", "after_bytes": 1000,
+                                "stall_s": 0.05}])
+    assert get(server, "/a.bin")[1] == BODY
+
+
+def test_a_throttled_body_arrives_intact_and_stats_count_it(server):
+    control(server, "rate", {"rate_Bps": 50_000_000})
+    assert get(server, "/a.bin", {"Range": "bytes=0-99"})[1] == BODY[:100]
+    s = stats(server)["/a.bin"]
+    assert s["requests"] == 1 and s["bytes_sent"] == 100
+    assert s["statuses"] == [206] and s["ranges"] == [[0, 99]]
+    control(server, "reset", {})
+    assert stats(server) == {}
+
+
+def test_an_empty_file_is_served(server):
+    response, data = get(server, "/empty.bin")
+    assert (response.status, data) == (200, b"")
