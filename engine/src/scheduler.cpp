@@ -379,6 +379,16 @@ class Scheduler::Impl {
 
   // --- Runtime events ------------------------------------------------------
 
+  void note_installed(double now, const ArtifactKey& key, std::uint64_t size_bytes) {
+    advance(now);
+    evicted_.clear();
+    installed_.insert(key, installed_.hash(key), size_bytes, evicted_);
+    for (auto& entry : evicted_) {
+      outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
+    }
+    settle();
+  }
+
   void on_transfer_progress(double now, TransferId transfer, std::uint64_t bytes) {
     advance(now);
     const std::uint32_t t = resolve_op(transfer.value, TaskState::transferring);
@@ -1263,6 +1273,9 @@ void Scheduler::on_finalize_finished(double now_s, FinalizeId finalize, Finalize
 }
 void Scheduler::on_timer(double now_s) {
   impl_->on_timer(now_s);
+}
+void Scheduler::note_installed(double now_s, const ArtifactKey& key, std::uint64_t size_bytes) {
+  impl_->note_installed(now_s, key, size_bytes);
 }
 std::optional<double> Scheduler::next_wakeup_s() const {
   return impl_->next_wakeup_s();

@@ -58,14 +58,19 @@ class State:
                 queue.pop(0)
             return dict(fault)
 
-    def record(self, path, status, sent, byte_range):
+    # Statistics are counted before the bytes go out, so that a client that
+    # has received a response always finds it counted.
+    def record(self, path, status, byte_range):
         with self.lock:
             s = self.stats.setdefault(
                 path, {"requests": 0, "bytes_sent": 0, "statuses": [], "ranges": []})
             s["requests"] += 1
-            s["bytes_sent"] += sent
             s["statuses"].append(status)
             s["ranges"].append(byte_range)
+
+    def count_sent(self, path, n):
+        with self.lock:
+            self.stats[path]["bytes_sent"] += n
 
     def etag(self, path, real):
         st = os.stat(real)
@@ -168,14 +173,14 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         real = os.path.realpath(os.path.join(self.state.root, path.lstrip("/")))
         if not real.startswith(self.state.root + os.sep) or not os.path.isfile(real):
-            self.state.record(path, 404, 0, None)
+            self.state.record(path, 404, None)
             return self.send_empty(404)
         fault = None if head else self.state.take_fault(path)
         if fault and fault["kind"] == "status":
             extra = {}
             if "retry_after_s" in fault:
                 extra["Retry-After"] = str(fault["retry_after_s"])
-            self.state.record(path, fault["status"], 0, None)
+            self.state.record(path, fault["status"], None)
             return self.send_empty(fault["status"], extra)
 
         size = os.path.getsize(real)
@@ -187,12 +192,13 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault["kind"] == "ignore_range":
             byte_range = None
         if byte_range == "unsatisfiable":
-            self.state.record(path, 416, 0, self.headers.get("Range"))
+            self.state.record(path, 416, self.headers.get("Range"))
             return self.send_empty(416, {"Content-Range": f"bytes */{size}"})
 
         first, last = byte_range if byte_range else (0, size - 1)
         length = last - first + 1 if size > 0 else 0
         status = 206 if byte_range else 200
+        self.state.record(path, status, [first, last] if byte_range else None)
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(length))
@@ -201,12 +207,10 @@ class Handler(BaseHTTPRequestHandler):
         if byte_range:
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
         self.end_headers()
-        sent = 0
         if not head:
-            sent = self.send_body(real, first, length, fault)
-        self.state.record(path, status, sent, [first, last] if byte_range else None)
+            self.send_body(path, real, first, length, fault)
 
-    def send_body(self, real, first, length, fault):
+    def send_body(self, path, real, first, length, fault):
         sent = 0
         started = time.monotonic()
         with open(real, "rb") as f:
@@ -218,6 +222,7 @@ class Handler(BaseHTTPRequestHandler):
                 if fault and sent <= fault["after_bytes"] < sent + len(block):
                     cut = fault["after_bytes"] - sent
                     if fault["kind"] == "drop":
+                        self.state.count_sent(path, cut)
                         self.wfile.write(block[:cut])
                         self.wfile.flush()
                         self.close_now()
@@ -225,6 +230,7 @@ class Handler(BaseHTTPRequestHandler):
                     if fault["kind"] == "wrong_bytes":
                         block = block[:cut] + bytes([block[cut] ^ 0xFF]) + block[cut + 1:]
                     if fault["kind"] == "stall":
+                        self.state.count_sent(path, len(block))
                         self.wfile.write(block[:cut])
                         self.wfile.flush()
                         time.sleep(float(fault.get("stall_s", 1.0)))
@@ -232,6 +238,7 @@ class Handler(BaseHTTPRequestHandler):
                         sent += len(block)
                         fault = None
                         continue
+                self.state.count_sent(path, len(block))
                 try:
                     self.wfile.write(block)
                 except (BrokenPipeError, ConnectionResetError):

@@ -129,6 +129,11 @@ class Scheduler {
 
   // --- Events from the runtime --------------------------------------------
 
+  // The runtime found `key` installed outside any task (for example in its
+  // cache directory at start-up): it enters the installed index, and later
+  // subscribes for it are cache hits. May evict others (EvictArtifact).
+  void note_installed(double now_s, const ArtifactKey& key, std::uint64_t size_bytes);
+
   // `bytes_received` counts this attempt's bytes so far (after the resume offset).
   void on_transfer_progress(double now_s, TransferId transfer, std::uint64_t bytes_received);
   // `bytes_received`: this attempt's bytes in total. Kept as resume offset on

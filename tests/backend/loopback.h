@@ -1,0 +1,79 @@
+// Starts tests/backend/loopback_server.py on 127.0.0.1 for a test, serving a
+// scratch directory, and talks to its control endpoints.
+#pragma once
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace dfl::testing {
+
+class LoopbackServer {
+ public:
+  explicit LoopbackServer(const std::filesystem::path& root) {
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      ::execl(DFL_PYTHON, DFL_PYTHON, DFL_LOOPBACK_SERVER, "--root", root.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    FILE* f = ::fdopen(out[0], "r");
+    char line[64] = {};
+    if (std::fgets(line, sizeof line, f) == nullptr || std::sscanf(line, "PORT %d", &port_) != 1) {
+      throw std::runtime_error("the loopback server did not start");
+    }
+    std::fclose(f);
+  }
+  ~LoopbackServer() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+  int port() const { return port_; }
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  nlohmann::json stats() { return nlohmann::json::parse(request("/_control/stats", nullptr)); }
+  void faults(const nlohmann::json& list) { request("/_control/faults", &list); }
+  void rate(long bytes_per_s) {
+    const nlohmann::json body{{"rate_Bps", bytes_per_s}};
+    request("/_control/rate", &body);
+  }
+
+ private:
+  std::string request(const std::string& path, const nlohmann::json* body) {
+    CURL* curl = curl_easy_init();
+    std::string response;
+    const std::string url = base() + path;
+    const std::string payload = body ? body->dump() : "";
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    if (body) curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload.c_str());
+    curl_easy_setopt(
+        curl, CURLOPT_WRITEFUNCTION, +[](char* d, std::size_t s, std::size_t n, void* u) {
+          static_cast<std::string*>(u)->append(d, s * n);
+          return s * n;
+        });
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    const CURLcode rc = curl_easy_perform(curl);
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK) throw std::runtime_error(std::string("control: ") + curl_easy_strerror(rc));
+    return response;
+  }
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace dfl::testing
