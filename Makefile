@@ -5,7 +5,7 @@
 # make test   every test (Debug build with invariant checks)
 # make bench  the engine benchmarks (Release build)
 # make asan   the engine tests under AddressSanitizer + UBSan
-# make tsan   the tests under ThreadSanitizer
+# make tsan   the backend's tests (threads) under ThreadSanitizer
 
 JOBS ?= 2
 .PHONY: deps demo demo-engine test bench asan tsan format clean
@@ -43,8 +43,8 @@ asan: deps
 
 tsan: deps
 	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j$(JOBS)
-	ctest --preset tsan -j$(JOBS)
+	cmake --build --preset tsan -j$(JOBS) --target backend_tests install_crash_helper engine_tests
+	ctest --preset tsan -j$(JOBS) -L "backend" -E backend_loopback_server
 
 format:
 	git ls-files '*.h' '*.cpp' | xargs clang-format -i
