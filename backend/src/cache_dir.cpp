@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace dfl::backend {
@@ -29,30 +32,117 @@ bool is_object_name(const std::string& name) {
 
 }  // namespace
 
+// --- Write-behind ----------------------------------------------------------------
+
+// One thread that hashes and writes full staging buffers, in the order they
+// were handed over (so each file's bytes stay in order). A Staging has at
+// most kMaxPending buffers in flight; more makes its writer wait (memory
+// stays bounded when the disk is slower than the network).
+class CacheDir::WriteBehind {
+ public:
+  static constexpr std::size_t kMaxPending = 8;
+
+  WriteBehind() : thread_([this] { run(); }) {}
+  ~WriteBehind() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  void submit(Staging::Core& core, std::vector<char> buffer) {
+    {
+      std::unique_lock lock(core.mutex);
+      core.done.wait(lock, [&] { return core.pending < kMaxPending; });
+      ++core.pending;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(Job{&core, std::move(buffer)});
+    }
+    cv_.notify_one();
+  }
+
+  // An empty buffer with the capacity of a full one, recycled when possible.
+  std::vector<char> buffer() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) {
+      std::vector<char> fresh;
+      fresh.reserve(kBufferBytes);
+      return fresh;
+    }
+    std::vector<char> recycled = std::move(free_.back());
+    free_.pop_back();
+    return recycled;
+  }
+
+ private:
+  struct Job {
+    Staging::Core* core;
+    std::vector<char> buffer;
+  };
+
+  void run() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      Staging::Core& core = *job.core;
+      bool failed = false;
+      {
+        std::lock_guard lock(core.mutex);
+        failed = core.error.has_value();
+      }
+      std::optional<IoError> error;
+      if (!failed) error = Staging::write_out(core, job.buffer.data(), job.buffer.size());
+      job.buffer.clear();
+      {
+        std::lock_guard lock(mutex_);
+        if (free_.size() < 64) free_.push_back(std::move(job.buffer));
+      }
+      std::lock_guard lock(core.mutex);
+      if (error && !core.error) core.error = std::move(error);
+      --core.pending;
+      core.done.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  std::vector<std::vector<char>> free_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // --- Staging -----------------------------------------------------------------
 
-CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name)
-    : path_(std::move(path)), fd_(fd), object_name_(std::move(object_name)) {
-  buffer_.reserve(kBufferBytes);
+CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, WriteBehind* writer)
+    : core_(std::make_unique<Core>()), writer_(writer) {
+  core_->path = std::move(path);
+  core_->fd = fd;
+  core_->object_name = std::move(object_name);
+  if (writer_ != nullptr) {
+    buffer_ = writer_->buffer();
+  } else {
+    buffer_.reserve(kBufferBytes);
+  }
 }
-
-CacheDir::Staging::Staging(Staging&& other) noexcept
-    : path_(std::move(other.path_)),
-      fd_(std::exchange(other.fd_, -1)),
-      object_name_(std::move(other.object_name_)),
-      buffer_(std::move(other.buffer_)),
-      bytes_(other.bytes_),
-      hash_(std::move(other.hash_)) {}
 
 CacheDir::Staging& CacheDir::Staging::operator=(Staging&& other) noexcept {
   if (this != &other) {
     discard();
-    path_ = std::move(other.path_);
-    fd_ = std::exchange(other.fd_, -1);
-    object_name_ = std::move(other.object_name_);
+    core_ = std::move(other.core_);
+    writer_ = other.writer_;
     buffer_ = std::move(other.buffer_);
     bytes_ = other.bytes_;
-    hash_ = std::move(other.hash_);
   }
   return *this;
 }
@@ -61,50 +151,74 @@ CacheDir::Staging::~Staging() {
   discard();
 }
 
+void CacheDir::Staging::wait_for_writer() {
+  if (!core_) return;
+  std::unique_lock lock(core_->mutex);
+  core_->done.wait(lock, [this] { return core_->pending == 0; });
+}
+
 void CacheDir::Staging::discard() {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  fd_ = -1;
-  ::unlink(path_.c_str());
+  if (!core_) return;
+  wait_for_writer();  // The writer may still hold the descriptor.
+  if (core_->fd >= 0) {
+    ::close(core_->fd);
+    core_->fd = -1;
+    ::unlink(core_->path.c_str());
+  }
+  core_.reset();
+}
+
+std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data,
+                                                    std::size_t size) {
+  core.hash.update(data, size);
+  while (size > 0) {
+    const ssize_t n = ::write(core.fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError{errno_text("cannot write", core.path)};
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return std::nullopt;
 }
 
 std::optional<IoError> CacheDir::Staging::write(const void* data, std::size_t size) {
-  if (fd_ < 0) return IoError{"write to a closed staging file " + path_.string()};
-  hash_.update(data, size);
+  if (!core_ || core_->fd < 0) return IoError{"write to a closed staging file"};
+  if (writer_ != nullptr) {
+    std::lock_guard lock(core_->mutex);
+    if (core_->error) return core_->error;
+  }
   bytes_ += size;
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
-    const std::size_t room = kBufferBytes - buffer_.size();
-    const std::size_t take = std::min(room, size);
+    const std::size_t take = std::min(kBufferBytes - buffer_.size(), size);
     buffer_.insert(buffer_.end(), p, p + take);
     p += take;
     size -= take;
-    if (buffer_.size() == kBufferBytes) {
-      if (auto error = flush()) return error;
+    if (buffer_.size() < kBufferBytes) continue;
+    if (writer_ != nullptr) {
+      writer_->submit(*core_, std::exchange(buffer_, writer_->buffer()));
+    } else {
+      auto error = write_out(*core_, buffer_.data(), buffer_.size());
+      buffer_.clear();
+      if (error) return error;
     }
   }
   return std::nullopt;
 }
 
 std::optional<IoError> CacheDir::Staging::flush() {
-  const char* p = buffer_.data();
-  std::size_t left = buffer_.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError{errno_text("cannot write", path_)};
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  wait_for_writer();
+  if (core_->error) return core_->error;
+  auto error = write_out(*core_, buffer_.data(), buffer_.size());
   buffer_.clear();
-  return std::nullopt;
+  return error;
 }
 
 // --- CacheDir --------------------------------------------------------------------
 
-CacheDir::CacheDir(fs::path root)
+CacheDir::CacheDir(fs::path root, bool write_behind)
     : root_(std::move(root)), objects_(root_ / "objects"), staging_(root_ / "staging") {
   std::error_code ec;
   fs::create_directories(objects_, ec);
@@ -132,6 +246,7 @@ CacheDir::CacheDir(fs::path root)
 
   objects_fd_ = ::open(objects_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (objects_fd_ < 0) throw std::runtime_error(errno_text("cannot open", objects_));
+  if (write_behind) writer_ = std::make_unique<WriteBehind>();
 }
 
 CacheDir::~CacheDir() {
@@ -183,44 +298,71 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key)
       staging_ / (name + "." + std::to_string(::getpid()) + "." + std::to_string(serial) + ".part");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return IoError{errno_text("cannot create", path)};
-  return Staging(path, fd, std::move(name));
+  return Staging(path, fd, std::move(name), writer_.get());
 }
 
 std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint64_t> expected_size,
                                         const std::optional<std::string>& expected_sha256) {
-  if (staging.fd_ < 0) return IoError{"commit of a closed staging file"};
+  if (!staging.core_ || staging.core_->fd < 0) return IoError{"commit of a closed staging file"};
   if (auto error = staging.flush()) return error;  // `staging` removes its file on return.
+  Staging::Core& core = *staging.core_;
   if (expected_size && staging.bytes_ != *expected_size) {
-    return IoError{"size mismatch for " + staging.object_name_ + ": expected " +
+    return IoError{"size mismatch for " + core.object_name + ": expected " +
                    std::to_string(*expected_size) + " bytes, got " +
                    std::to_string(staging.bytes_)};
   }
-  const std::string digest = Sha256::hex(staging.hash_.finish());
+  const std::string digest = Sha256::hex(core.hash.finish());
   if (expected_sha256 && digest != *expected_sha256) {
-    return IoError{"sha256 mismatch for " + staging.object_name_ + ": expected " +
-                   *expected_sha256 + ", got " + digest};
+    return IoError{"sha256 mismatch for " + core.object_name + ": expected " + *expected_sha256 +
+                   ", got " + digest};
   }
   // Durable bytes first, then the name: a crash between the two leaves only a
   // staging file, which the next start removes.
-  if (::fsync(staging.fd_) != 0) return IoError{errno_text("cannot fsync", staging.path_)};
-  if (::close(std::exchange(staging.fd_, -1)) != 0) {
-    ::unlink(staging.path_.c_str());
-    return IoError{errno_text("cannot close", staging.path_)};
+  // fdatasync: the data and the size; the timestamps need not be durable.
+  if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
+  if (::close(std::exchange(core.fd, -1)) != 0) {
+    ::unlink(core.path.c_str());
+    return IoError{errno_text("cannot close", core.path)};
   }
-  const fs::path target = objects_ / staging.object_name_;
-  if (::rename(staging.path_.c_str(), target.c_str()) != 0) {
+  const fs::path target = objects_ / core.object_name;
+  if (::rename(core.path.c_str(), target.c_str()) != 0) {
     const IoError error{errno_text("cannot rename into", target)};
-    ::unlink(staging.path_.c_str());
+    ::unlink(core.path.c_str());
     return error;
   }
-  if (::fsync(objects_fd_) != 0) return IoError{errno_text("cannot fsync", objects_)};
+  if (auto error = sync_objects_after_rename()) return error;
   std::lock_guard lock(mutex_);
-  auto [it, inserted] = index_.try_emplace(staging.object_name_, staging.bytes_);
+  auto [it, inserted] = index_.try_emplace(core.object_name, staging.bytes_);
   if (!inserted) {
     index_bytes_ -= it->second;
     it->second = staging.bytes_;
   }
   index_bytes_ += staging.bytes_;
+  return std::nullopt;
+}
+
+std::optional<IoError> CacheDir::sync_objects_after_rename() {
+  std::unique_lock lock(sync_mutex_);
+  const std::uint64_t mine = ++renames_;
+  while (synced_ < mine) {
+    if (syncing_) {
+      sync_cv_.wait(lock);  // An fsync is running; it may have begun before our rename.
+      continue;
+    }
+    syncing_ = true;
+    const std::uint64_t covers = renames_;  // Every rename numbered so far is done.
+    lock.unlock();
+    const int rc = ::fsync(objects_fd_);
+    const int error = errno;
+    lock.lock();
+    syncing_ = false;
+    if (rc == 0) synced_ = std::max(synced_, covers);
+    sync_cv_.notify_all();
+    if (rc != 0) {
+      errno = error;
+      return IoError{errno_text("cannot fsync", objects_)};
+    }
+  }
   return std::nullopt;
 }
 

@@ -10,6 +10,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -81,7 +82,7 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)),
-        cache_(options_.cache_dir),
+        cache_(options_.cache_dir, /*write_behind=*/true),
         engine_(with_task_events(options_.scheduler),
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {
@@ -146,8 +147,14 @@ class Client::Impl {
         size && (artifact.size_bytes == 0 || *size == artifact.size_bytes)) {
       engine_.note_installed(now(), artifact.key, *size);
     }
-    const DemandHandle h = engine_.subscribe(now(), artifact.key, o);
+    const double t = now();
+    const DemandHandle h = engine_.subscribe(t, artifact.key, o);
     callbacks_.emplace(pack(h), std::move(on_terminal));
+    if (options_.observer != nullptr) {
+      std::optional<TaskId> task;
+      if (auto info = engine_.demand(h); info && info->task.value != 0) task = info->task;
+      options_.observer->on_subscribe(t, h, artifact, o, task);
+    }
     route_locked();
     return h;
   }
@@ -160,7 +167,10 @@ class Client::Impl {
 
   void set_priority(DemandHandle h, Priority p) {
     std::lock_guard lock(engine_mutex_);
-    engine_.set_priority(now(), h, p);
+    const double t = now();
+    if (options_.observer != nullptr && engine_.demand(h))
+      options_.observer->on_set_priority(t, h, p);
+    engine_.set_priority(t, h, p);
     route_locked();
   }
 
@@ -175,6 +185,18 @@ class Client::Impl {
   SchedulerStats stats() const {
     std::lock_guard lock(engine_mutex_);
     return engine_.stats();
+  }
+
+  double clock_s() const { return now(); }
+
+  bool idle() const {
+    std::lock_guard lock(engine_mutex_);
+    return engine_.live_demands() == 0 && engine_.live_tasks() == 0;
+  }
+
+  std::vector<TransferSnapshot> transfers() const {
+    std::lock_guard lock(progress_mutex_);
+    return snapshot_;
   }
 
  private:
@@ -209,6 +231,12 @@ class Client::Impl {
   void route_locked() {
     engine_.take_commands(commands_);
     bool io = false, finalize = false, delivery = false;
+    if (options_.observer != nullptr) {
+      const double t = now();
+      for (const Command& command : commands_)
+        options_.observer->on_command(t, command);
+      options_.observer->on_settled(t);
+    }
     for (Command& command : commands_) {
       if (auto* c = std::get_if<StartTransfer>(&command)) {
         push_io(IoJob{IoJob::Kind::start, std::move(*c), {}, c->task});
@@ -291,6 +319,7 @@ class Client::Impl {
       while (CURLMsg* msg = curl_multi_info_read(multi_, &queued)) {
         if (msg->msg == CURLMSG_DONE) finish(msg->easy_handle, msg->data.result);
       }
+      publish_progress();
       int timeout_ms = 100;
       {
         std::lock_guard lock(engine_mutex_);
@@ -311,6 +340,34 @@ class Client::Impl {
       release(*transfer);
     transfers_.clear();
     files_.clear();
+    std::lock_guard lock(progress_mutex_);
+    snapshot_.clear();
+  }
+
+  // Every progress interval: the engine learns what each transfer received
+  // (orphan policies weigh it) and displays get a fresh snapshot.
+  void publish_progress() {
+    const double t = now();
+    if (t < next_progress_s_) return;
+    next_progress_s_ = t + options_.progress_interval_s;
+    std::vector<TransferSnapshot> snapshot;
+    snapshot.reserve(transfers_.size());
+    for (const auto& [id, transfer] : transfers_) {
+      snapshot.push_back(TransferSnapshot{transfer->id, transfer->task, transfer->key,
+                                          transfer->offset, transfer->appended,
+                                          transfer->expected_size.value_or(0)});
+    }
+    std::sort(snapshot.begin(), snapshot.end(),
+              [](const auto& a, const auto& b) { return a.transfer.value < b.transfer.value; });
+    if (!snapshot.empty()) {
+      std::lock_guard lock(engine_mutex_);
+      const double at = now();  // Read under the lock: engine time never goes backwards.
+      for (const TransferSnapshot& s : snapshot)
+        engine_.on_transfer_progress(at, s.transfer, s.received);
+      route_locked();
+    }
+    std::lock_guard lock(progress_mutex_);
+    snapshot_ = std::move(snapshot);
   }
 
   void handle(IoJob& job) {
@@ -320,8 +377,13 @@ class Client::Impl {
         return;
       case IoJob::Kind::abort:
         if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
+          const std::uint64_t received = it->second->appended;
           release(*it->second);
           transfers_.erase(it);
+          if (options_.observer != nullptr) {
+            std::lock_guard lock(engine_mutex_);
+            options_.observer->on_transfer_ended(now(), job.task, job.transfer, received, true);
+          }
         }
         files_.erase(job.task.value);  // Aborted: its bytes are not kept.
         return;
@@ -339,7 +401,7 @@ class Client::Impl {
     if (!files.staging) {
       auto begun = cache_.begin(c.key);
       if (auto* error = std::get_if<IoError>(&begun)) {
-        report(c.transfer, TransferStatus::permanent_error, 0);
+        report(c.transfer, c.task, TransferStatus::permanent_error, 0);
         (void)error;
         return;
       }
@@ -468,15 +530,22 @@ class Client::Impl {
       files_.erase(t->task.value);
     }
     const TransferId id = t->id;
+    const TaskId task = t->task;
     const std::uint64_t appended = t->appended;
+    const std::optional<double> retry_after =
+        status == TransferStatus::retryable_error ? t->verdict.retry_after_s : std::nullopt;
     release(*t);
     transfers_.erase(id.value);
-    report(id, status, appended);
+    report(id, task, status, appended, retry_after);
   }
 
-  void report(TransferId id, TransferStatus status, std::uint64_t bytes) {
+  void report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
+              std::optional<double> retry_after_s = std::nullopt) {
     std::lock_guard lock(engine_mutex_);
-    engine_.on_transfer_finished(now(), id, status, bytes);
+    const double t = now();
+    if (options_.observer != nullptr)
+      options_.observer->on_transfer_ended(t, task, id, bytes, false);
+    engine_.on_transfer_finished(t, id, status, bytes, retry_after_s);
     route_locked();
   }
 
@@ -506,6 +575,7 @@ class Client::Impl {
         if (auto node = ready_.extract(job.task.value)) staging.emplace(std::move(node.mapped()));
       }
       FinalizeStatus status = FinalizeStatus::error;
+      const std::uint64_t bytes = staging ? staging->bytes() : 0;
       if (staging) {
         const auto error = cache_.commit(std::move(*staging), job.size, job.sha256);
         if (!error) {
@@ -515,7 +585,11 @@ class Client::Impl {
         }
       }
       std::lock_guard lock(engine_mutex_);
-      engine_.on_finalize_finished(now(), job.finalize, status);
+      const double t = now();
+      if (options_.observer != nullptr) {
+        options_.observer->on_finalize_ended(t, job.task, status, bytes);
+      }
+      engine_.on_finalize_finished(t, job.finalize, status);
       route_locked();
     }
   }
@@ -559,6 +633,10 @@ class Client::Impl {
   std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
   std::unordered_map<std::uint64_t, TaskFiles> files_;                      // I/O thread.
   std::thread io_thread_;
+  double next_progress_s_ = 0;  // I/O thread.
+
+  mutable std::mutex progress_mutex_;
+  std::vector<TransferSnapshot> snapshot_;
 
   std::mutex ready_mutex_;
   std::unordered_map<std::uint64_t, CacheDir::Staging> ready_;
@@ -607,6 +685,15 @@ std::filesystem::path Client::path_of(const ArtifactKey& key) const {
 }
 SchedulerStats Client::stats() const {
   return impl_->stats();
+}
+double Client::clock_s() const {
+  return impl_->clock_s();
+}
+bool Client::idle() const {
+  return impl_->idle();
+}
+std::vector<TransferSnapshot> Client::transfers() const {
+  return impl_->transfers();
 }
 
 }  // namespace dfl::backend

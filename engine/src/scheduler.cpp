@@ -397,7 +397,7 @@ class Scheduler::Impl {
   }
 
   void on_transfer_finished(double now, TransferId transfer, TransferStatus status,
-                            std::uint64_t bytes) {
+                            std::uint64_t bytes, std::optional<double> retry_after_s) {
     advance(now);
     const std::uint32_t t = resolve_op(transfer.value, TaskState::transferring);
     if (t != kNone) {
@@ -413,7 +413,7 @@ class Scheduler::Impl {
         case TransferStatus::retryable_error:
           // The bytes that arrived stay: the next attempt resumes after them.
           task.resume_offset_bytes += bytes;
-          retry_or_fail(t);
+          retry_or_fail(t, retry_after_s.value_or(0));
           break;
         case TransferStatus::permanent_error:
           finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
@@ -902,7 +902,7 @@ class Scheduler::Impl {
 
   // A retryable failure: back off and retry, or fail once attempts run out.
   // Nobody waits for an orphan, so an orphan that fails is dropped.
-  void retry_or_fail(std::uint32_t t) {
+  void retry_or_fail(std::uint32_t t, double at_least_s = 0) {
     Task& task = tasks_[t];
     if (task.attempts >= config_.retry.max_attempts) {
       finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
@@ -913,7 +913,8 @@ class Scheduler::Impl {
       return;
     }
     task.state = TaskState::backoff;
-    task.retry_at_s = now_ + backoff_delay_s(task.attempts);
+    // The server's Retry-After is honoured: retrying sooner only earns another 503/429.
+    task.retry_at_s = now_ + std::max(backoff_delay_s(task.attempts), at_least_s);
     task.timer_seq = arm_timer(task.retry_at_s, TimerKind::retry, t, task.id.value);
   }
 
@@ -1265,8 +1266,9 @@ void Scheduler::on_transfer_progress(double now_s, TransferId transfer,
   impl_->on_transfer_progress(now_s, transfer, bytes_received);
 }
 void Scheduler::on_transfer_finished(double now_s, TransferId transfer, TransferStatus status,
-                                     std::uint64_t bytes_received) {
-  impl_->on_transfer_finished(now_s, transfer, status, bytes_received);
+                                     std::uint64_t bytes_received,
+                                     std::optional<double> retry_after_s) {
+  impl_->on_transfer_finished(now_s, transfer, status, bytes_received, retry_after_s);
 }
 void Scheduler::on_finalize_finished(double now_s, FinalizeId finalize, FinalizeStatus status) {
   impl_->on_finalize_finished(now_s, finalize, status);

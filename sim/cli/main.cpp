@@ -4,6 +4,8 @@
 //                          [--out FILE] [--timeline FILE]
 //   demandflight validate TRACE
 //   demandflight gen KIND --seed N [--demands N]
+//   demandflight fetch --base-url URL --cache DIR MANIFEST    (backend/cli/fetch.cpp)
+//   demandflight replay TRACE --base-url URL --cache DIR [--speed X]   (backend/cli/replay.cpp)
 //
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
@@ -16,6 +18,7 @@
 #include <map>
 #include <string>
 
+#include "commands.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/generator.h"
 #include "demandflight/sim/simulator.h"
@@ -25,60 +28,6 @@ namespace {
 
 using namespace dfl;
 using namespace dfl::sim;
-
-std::string bytes_text(std::uint64_t bytes) {
-  char buffer[32];
-  const double b = static_cast<double>(bytes);
-  if (b >= 1e9) {
-    std::snprintf(buffer, sizeof buffer, "%.2f GB", b / 1e9);
-  } else if (b >= 1e6) {
-    std::snprintf(buffer, sizeof buffer, "%.2f MB", b / 1e6);
-  } else if (b >= 1e3) {
-    std::snprintf(buffer, sizeof buffer, "%.1f kB", b / 1e3);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
-  }
-  return buffer;
-}
-
-std::string seconds_text(const std::optional<double>& s) {
-  if (!s) return "-";
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.3f s", *s);
-  return buffer;
-}
-
-void print_summary(const Result& r, const Trace& trace) {
-  const Summary& s = r.summary;
-  std::printf("%s: model=%s policy=%s seed=%llu, %zu demands, %zu tasks, %.3f s simulated\n",
-              trace.name.c_str(), r.model.c_str(), r.policy.c_str(),
-              static_cast<unsigned long long>(r.seed), r.demands.size(), r.tasks.size(),
-              s.makespan_s);
-  std::printf(
-      "  outcomes   succeeded %llu  failed %llu  cancelled %llu  timed_out %llu  "
-      "owner_ended %llu\n",
-      static_cast<unsigned long long>(s.outcomes[0]),
-      static_cast<unsigned long long>(s.outcomes[1]),
-      static_cast<unsigned long long>(s.outcomes[2]),
-      static_cast<unsigned long long>(s.outcomes[3]),
-      static_cast<unsigned long long>(s.outcomes[4]));
-  std::printf(
-      "  bytes      transferred %s  wasted %s  (%llu transfers, %llu installs, %llu cache "
-      "hits)\n",
-      bytes_text(s.bytes_transferred).c_str(), bytes_text(s.bytes_wasted).c_str(),
-      static_cast<unsigned long long>(s.transfers_started),
-      static_cast<unsigned long long>(s.installs), static_cast<unsigned long long>(s.cache_hits));
-  std::printf("  latency    all  p50 %s  p95 %s  p99 %s  (succeeded demands)\n",
-              seconds_text(s.latency_s.p50).c_str(), seconds_text(s.latency_s.p95).c_str(),
-              seconds_text(s.latency_s.p99).c_str());
-  for (auto it = s.latency_s_by_priority.rbegin(); it != s.latency_s_by_priority.rend(); ++it) {
-    std::printf("             p%-3d p50 %s  p95 %s  p99 %s\n", it->first,
-                seconds_text(it->second.p50).c_str(), seconds_text(it->second.p95).c_str(),
-                seconds_text(it->second.p99).c_str());
-  }
-  std::printf("  pollution  %.3f task-seconds above the highest active demand\n",
-              s.priority_pollution_s);
-}
 
 }  // namespace
 
@@ -141,6 +90,10 @@ int main(int argc, char** argv) {
   auto* gen_transfers = gen->add_option("--max-transfers", max_transfers, "scheduler.max_transfers")
                             ->check(CLI::Range(1u, 100000u));
 
+  // fetch and replay (the production backend)
+  const dfl::cli::Subcommand fetch = dfl::cli::add_fetch_command(app);
+  const dfl::cli::Subcommand replay = dfl::cli::add_replay_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -149,6 +102,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (*fetch.app) return fetch.run();
+    if (*replay.app) return replay.run();
     if (*validate) {
       const Trace trace = read_trace(validate_path);
       std::size_t subscribes = 0;
@@ -208,7 +163,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    if (!quiet) print_summary(result, trace);
+    if (!quiet) print_summary(result, trace, "simulated", stdout);
     if (profile) {
       auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
       std::fprintf(stderr, "profile: read %.3f s, simulate %.3f s, write %.3f s\n",

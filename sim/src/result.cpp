@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -113,6 +114,65 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
                 {"priority_pollution_s", s.priority_pollution_s},
                 {"makespan_s", s.makespan_s}};
   out << "],\n\"summary\": " << summary.dump() << "}\n";
+}
+
+namespace {
+
+std::string bytes_text(std::uint64_t bytes) {
+  char buffer[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) {
+    std::snprintf(buffer, sizeof buffer, "%.2f GB", b / 1e9);
+  } else if (b >= 1e6) {
+    std::snprintf(buffer, sizeof buffer, "%.2f MB", b / 1e6);
+  } else if (b >= 1e3) {
+    std::snprintf(buffer, sizeof buffer, "%.1f kB", b / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return buffer;
+}
+
+std::string seconds_text(const std::optional<double>& s) {
+  if (!s) return "-";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3f s", *s);
+  return buffer;
+}
+
+}  // namespace
+
+void print_summary(const Result& r, const Trace& trace, const char* clock, std::FILE* out) {
+  const Summary& s = r.summary;
+  std::fprintf(out, "%s: model=%s policy=%s seed=%llu, %zu demands, %zu tasks, %.3f s %s\n",
+               trace.name.c_str(), r.model.c_str(), r.policy.c_str(),
+               static_cast<unsigned long long>(r.seed), r.demands.size(), r.tasks.size(),
+               s.makespan_s, clock);
+  std::fprintf(out,
+               "  outcomes   succeeded %llu  failed %llu  cancelled %llu  timed_out %llu  "
+               "owner_ended %llu\n",
+               static_cast<unsigned long long>(s.outcomes[0]),
+               static_cast<unsigned long long>(s.outcomes[1]),
+               static_cast<unsigned long long>(s.outcomes[2]),
+               static_cast<unsigned long long>(s.outcomes[3]),
+               static_cast<unsigned long long>(s.outcomes[4]));
+  std::fprintf(out,
+               "  bytes      transferred %s  wasted %s  (%llu transfers, %llu installs, %llu cache "
+               "hits)\n",
+               bytes_text(s.bytes_transferred).c_str(), bytes_text(s.bytes_wasted).c_str(),
+               static_cast<unsigned long long>(s.transfers_started),
+               static_cast<unsigned long long>(s.installs),
+               static_cast<unsigned long long>(s.cache_hits));
+  std::fprintf(out, "  latency    all  p50 %s  p95 %s  p99 %s  (succeeded demands)\n",
+               seconds_text(s.latency_s.p50).c_str(), seconds_text(s.latency_s.p95).c_str(),
+               seconds_text(s.latency_s.p99).c_str());
+  for (auto it = s.latency_s_by_priority.rbegin(); it != s.latency_s_by_priority.rend(); ++it) {
+    std::fprintf(out, "             p%-3d p50 %s  p95 %s  p99 %s\n", it->first,
+                 seconds_text(it->second.p50).c_str(), seconds_text(it->second.p95).c_str(),
+                 seconds_text(it->second.p99).c_str());
+  }
+  std::fprintf(out, "  pollution  %.3f task-seconds above the highest active demand\n",
+               s.priority_pollution_s);
 }
 
 }  // namespace dfl::sim

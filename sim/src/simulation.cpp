@@ -29,6 +29,7 @@
 
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/policies/registry.h"
+#include "demandflight/sim/recorder.h"
 #include "demandflight/sim/simulator.h"
 #include "timeline.h"
 
@@ -68,81 +69,20 @@ struct KeyFaults {
   std::uint32_t corrupt = 0;
 };
 
-// The priorities the active demands of one task asked for, as counts. The
-// usual priorities (0..7) are counted inline; others, rare, in a map.
-class PriorityCounts {
- public:
-  void add(Priority p) {
-    if (p >= 0 && p < kInline) {
-      ++inline_[static_cast<std::size_t>(p)];
-    } else {
-      ++other_[p];
-    }
-  }
-  void remove(Priority p) {
-    if (p >= 0 && p < kInline) {
-      --inline_[static_cast<std::size_t>(p)];
-    } else if (--other_[p] == 0) {
-      other_.erase(p);
-    }
-  }
-  std::optional<Priority> max() const {
-    std::optional<Priority> best;
-    if (!other_.empty()) best = other_.rbegin()->first;
-    for (Priority p = kInline - 1; p >= 0; --p) {
-      if (inline_[static_cast<std::size_t>(p)] > 0) {
-        if (!best || p > *best) best = p;
-        break;
-      }
-    }
-    return best;
-  }
-
- private:
-  static constexpr Priority kInline = 8;
-  std::array<std::uint32_t, kInline> inline_{};
-  std::map<Priority, std::uint32_t> other_;
-};
-
-// What the runtime keeps per physical task, by TaskId (ids are dense: the
-// engine numbers tasks 1, 2, 3, ... in creation order, as results list them).
-struct TaskTrack {
-  std::uint32_t key = 0;
-  std::uint64_t bytes = 0;  // Received by all its attempts, aborted ones included.
-  bool succeeded = false;   // Some demand was told success by it.
-  bool ended = false;
-  // Priority pollution: the effective priority against what the active
-  // demands asked for.
-  std::optional<Priority> effective;
-  PriorityCounts active;
-  double polluted_since = -1;  // -1 when not polluted.
-};
-
-// What the runtime keeps per live demand, by handle slot (slots are dense).
-struct LiveDemand {
-  std::uint32_t generation = 0;
-  bool live = false;
-  std::uint32_t demand = 0;  // Index into the trace's demands.
-  Priority priority = 0;     // The priority it last asked for.
-  std::uint64_t task = 0;    // The TaskId serving it; 0 for none.
-};
-
 class Simulation {
  public:
   Simulation(const Trace& trace, const SimOptions& options)
-      : trace_(trace), options_(options), scheduler_(make_config(), make_policy()) {}
+      : trace_(trace),
+        options_(options),
+        scheduler_(make_config(), make_policy()),
+        recorder_(trace, std::string(to_string(options.model)), options.policy,
+                  options.seed.value_or(trace.seed)) {}
 
   Result run() {
     if (!options_.timeline_path.empty()) timeline_.enable();
     build_platform();
-    index_keys();
-    result_.trace_name = trace_.name;
-    result_.model = std::string(to_string(options_.model));
-    result_.policy = options_.policy;
-    result_.seed = options_.seed.value_or(trace_.seed);
-    result_.demands.reserve(trace_.demand_ids.size());
+    faults_.assign(recorder_.key_count(), KeyFaults{});
     handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
-    result_index_of_demand_.assign(trace_.demand_ids.size(), 0);
     if (!options_.transfer_log_path.empty()) {
       transfer_log_.open(options_.transfer_log_path);
       if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
@@ -153,8 +93,7 @@ class Simulation {
       Timer::set(trace_.records.front().t, [this] { on_records_due(); });
     }
     engine_->run();
-    finish();
-    return std::move(result_);
+    return finish();
   }
 
  private:
@@ -214,24 +153,6 @@ class Simulation {
     zone->seal();
   }
 
-  // Faults name artifact aliases; transfers carry keys. Aliases with one key
-  // share one fault state.
-  void index_keys() {
-    std::unordered_map<ArtifactKey, std::uint32_t> index;
-    key_of_artifact_.reserve(trace_.artifacts.size());
-    for (const Artifact& a : trace_.artifacts) {
-      auto [it, inserted] = index.try_emplace(a.key, static_cast<std::uint32_t>(index.size()));
-      key_of_artifact_.push_back(it->second);
-      if (inserted) {
-        key_size_.push_back(a.size_bytes);
-        key_artifact_.push_back(static_cast<std::uint32_t>(&a - trace_.artifacts.data()));
-      }
-    }
-    key_index_ = std::move(index);
-    faults_.assign(key_index_.size(), KeyFaults{});
-    orphan_install_size_.assign(key_index_.size(), 0);
-  }
-
   double now() const { return sg4::Engine::get_clock(); }
 
   // --- Trace records -------------------------------------------------------
@@ -258,19 +179,12 @@ class Simulation {
         o.deadline_s = r.timeout_s ? t + *r.timeout_s : kNoDeadline;
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
-        result_index_of_demand_[r.demand] = static_cast<std::uint32_t>(result_.demands.size());
-        result_.demands.push_back(DemandResult{r.demand, r.owner, r.artifact, r.priority, t, 0,
-                                               DemandOutcome::failed, false});
-        creating_artifact_ = r.artifact;
+        recorder_.before_subscribe(t, r);
         const DemandHandle h = scheduler_.subscribe(t, a.key, o);
         handle_of_demand_[r.demand] = h;
-        if (h.slot >= live_.size()) live_.resize(h.slot + 1);
-        live_[h.slot] = LiveDemand{h.generation, true, r.demand, r.priority, 0};
-        if (auto info = scheduler_.demand(h)) {
-          live_[h.slot].task = info->task.value;
-          track(info->task).active.add(r.priority);
-          touched_.push_back(info->task.value);
-        }
+        std::optional<TaskId> task;
+        if (auto info = scheduler_.demand(h)) task = info->task;
+        recorder_.subscribed(h, r, task);
         timeline_.demand_started(r.owner, trace_.owners[r.owner], r.demand, t);
         break;
       }
@@ -279,13 +193,7 @@ class Simulation {
         break;
       case Op::set_priority: {
         const DemandHandle h = handle_of_demand_[r.demand];
-        if (LiveDemand* d = live(h); d != nullptr && d->task != 0) {
-          TaskTrack& task = track(TaskId{d->task});
-          task.active.remove(d->priority);
-          d->priority = r.priority;
-          task.active.add(d->priority);
-          touched_.push_back(d->task);
-        }
+        recorder_.before_set_priority(h, r.priority);
         scheduler_.set_priority(t, h, r.priority);
         break;
       }
@@ -304,14 +212,14 @@ class Simulation {
   void inject(const Record& r) {
     switch (r.fault) {
       case FaultKind::transfer_error: {
-        KeyFaults& f = faults_[key_of_artifact_[r.artifact]];
+        KeyFaults& f = faults_[recorder_.key_of_artifact(r.artifact)];
         f.transfer_errors += r.count;
         f.after_fraction = r.after_fraction;
         f.retryable = r.retryable;
         break;
       }
       case FaultKind::corrupt:
-        faults_[key_of_artifact_[r.artifact]].corrupt += r.count;
+        faults_[recorder_.key_of_artifact(r.artifact)].corrupt += r.count;
         break;
       case FaultKind::origin_down: {
         origin_down_until_[r.origin] = std::max(origin_down_until_[r.origin], now() + r.duration_s);
@@ -341,12 +249,12 @@ class Simulation {
       for (Command& command : commands_)
         std::visit([this](auto& c) { handle(c); }, command);
     }
-    update_pollution();
+    recorder_.after_commands(now());
     arm_wakeup();
   }
 
   void handle(StartTransfer& c) {
-    const std::uint32_t key = track(c.task).key;
+    const std::uint32_t key = recorder_.key_of_task(c.task);
     const std::uint32_t origin = c.origin;
     Transfer transfer;
     transfer.task = c.task;
@@ -363,7 +271,7 @@ class Simulation {
       transfer.payload = static_cast<std::uint64_t>(
           std::floor(f.after_fraction * static_cast<double>(transfer.payload)));
     }
-    ++result_.summary.transfers_started;
+    recorder_.transfer_started();
     transfer.slot = timeline_.transfer_started();
     const std::uint64_t id = c.transfer.value;
     if (transfer_log_) {
@@ -393,17 +301,17 @@ class Simulation {
     if (it == transfers_.end()) return;
     Transfer& transfer = it->second;
     const std::uint64_t done = bytes_done(transfer);
-    result_.summary.bytes_wasted += done;
+    recorder_.wasted(done);
     cancel_comm(transfer);
     transfer.comm = nullptr;  // Kept alive by cancelled_ until its reports.
-    account_bytes(transfer.task, done);
+    recorder_.transfer_bytes(transfer.task, done);
     timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
                              "aborted");
     transfers_.erase(it);
   }
 
   void handle(StartFinalize& c) {
-    const std::uint32_t key = track(c.task).key;
+    const std::uint32_t key = recorder_.key_of_task(c.task);
     if (transfer_log_) transfer_log_ << "F " << now() << ' ' << c.size_bytes << '\n';
     Finalize f;
     f.id = c.finalize;
@@ -424,82 +332,21 @@ class Simulation {
   }
 
   void handle(Deliver& c) {
-    LiveDemand* live_demand = live(c.demand);
-    if (live_demand == nullptr) throw std::logic_error("delivery to an unknown demand");
-    DemandResult& d = result_.demands[result_index_of_demand_[live_demand->demand]];
-    if (d.ended) throw std::logic_error("a demand received a second terminal");
-    d.ended = true;
-    d.t_end = now();
-    d.outcome = c.outcome;
-    ++result_.summary.outcomes[static_cast<std::size_t>(c.outcome)];
+    const DemandResult& d = recorder_.on(now(), c);
     timeline_.demand_ended(d.owner, d.demand, trace_.demand_ids[d.demand],
                            trace_.artifacts[d.artifact].id, d.t_subscribe, d.t_end,
                            to_string(c.outcome));
-    if (c.outcome == DemandOutcome::succeeded) {
-      if (c.task.value == 0) {
-        // A cache hit: a completed orphan of that key has been used after all.
-        ++result_.summary.cache_hits;
-        std::uint64_t& pending = orphan_install_size_[key_of_artifact_[d.artifact]];
-        if (pending != 0) --pending_orphan_installs_;
-        pending = 0;
-      } else {
-        track(c.task).succeeded = true;
-      }
-    }
-    if (live_demand->task != 0) {
-      track(TaskId{live_demand->task}).active.remove(live_demand->priority);
-      touched_.push_back(live_demand->task);
-    }
-    live_demand->live = false;
   }
 
-  void handle(EvictArtifact& c) {
-    if (pending_orphan_installs_ == 0) return;  // Nothing to charge: skip the lookup.
-    std::uint64_t& pending = orphan_install_size_[key_index_.at(c.key)];
-    if (pending == 0) return;
-    result_.summary.bytes_wasted += pending;
-    pending = 0;
-    --pending_orphan_installs_;
-  }
-
-  void handle(TaskCreated& c) {
-    if (c.task.value != result_.tasks.size() + 1) throw std::logic_error("task ids are not dense");
-    track(c.task).key = key_of_artifact_[creating_artifact_];
-    TaskResult task;
-    task.artifact = creating_artifact_;
-    task.t_start = now();
-    result_.tasks.push_back(std::move(task));
-  }
+  void handle(EvictArtifact& c) { recorder_.on(now(), c); }
+  void handle(TaskCreated& c) { recorder_.on(now(), c); }
 
   void handle(TaskPriorityChanged& c) {
-    TaskResult& task = result_.tasks[c.task.value - 1];
-    if (!task.priority_timeline.empty() && task.priority_timeline.back().first == now()) {
-      task.priority_timeline.back().second = c.priority;  // Same instant: keep the last.
-    } else {
-      task.priority_timeline.emplace_back(now(), c.priority);
-    }
-    track(c.task).effective = c.priority;
-    touched_.push_back(c.task.value);
+    const TaskResult& task = recorder_.on(now(), c);
     timeline_.task_priority(c.task.value, trace_.artifacts[task.artifact].id, now(), c.priority);
   }
 
-  void handle(TaskEnded& c) {
-    TaskResult& task = result_.tasks[c.task.value - 1];
-    TaskTrack& tracked = track(c.task);
-    task.t_end = now();
-    task.outcome = c.outcome;
-    task.attempts = c.attempts;
-    task.bytes_transferred = tracked.bytes;
-    task.installs = c.outcome == TaskOutcome::installed ? 1 : 0;
-    result_.summary.installs += task.installs;
-    if (c.outcome == TaskOutcome::installed && !tracked.succeeded) {
-      // Installed while nobody waited: wasted unless a later subscribe uses it.
-      if (orphan_install_size_[tracked.key] == 0) ++pending_orphan_installs_;
-      orphan_install_size_[tracked.key] = key_size_[tracked.key];
-    }
-    close_pollution(tracked);
-    tracked.ended = true;
-  }
+  void handle(TaskEnded& c) { recorder_.on(now(), c); }
 
   // --- Completions -----------------------------------------------------------
 
@@ -569,7 +416,7 @@ class Simulation {
       }
       const FinalizeStatus status =
           f.corrupt ? FinalizeStatus::verify_failed : FinalizeStatus::installed;
-      if (f.corrupt) result_.summary.bytes_wasted += f.size;
+      if (f.corrupt) recorder_.wasted(f.size);
       timeline_.finalize_ended(f.lane, "verify+install", f.started_s, now(), to_string(status));
       const FinalizeId finalize = f.id;
       retire(std::move(f.exec));
@@ -582,7 +429,7 @@ class Simulation {
   void end_transfer(std::uint64_t id, TransferStatus status, std::uint64_t bytes, const char* how) {
     Transfer& transfer = transfers_.at(id);
     retire(std::move(transfer.comm));
-    account_bytes(transfer.task, bytes);
+    recorder_.transfer_bytes(transfer.task, bytes);
     timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
                              how);
     transfers_.erase(id);
@@ -596,14 +443,7 @@ class Simulation {
     return done <= 0 ? 0 : static_cast<std::uint64_t>(std::floor(done));
   }
 
-  void account_bytes(TaskId task, std::uint64_t bytes) {
-    result_.summary.bytes_transferred += bytes;
-    track(task).bytes += bytes;
-  }
-
-  const std::string& artifact_name(std::uint32_t key) const {
-    return trace_.artifacts[key_artifact_[key]].id;
-  }
+  const std::string& artifact_name(std::uint32_t key) const { return recorder_.key_name(key); }
 
   // --- Wake-ups and pollution -------------------------------------------------
 
@@ -620,46 +460,10 @@ class Simulation {
     });
   }
 
-  void update_pollution() {
-    for (std::uint64_t id : touched_) {
-      TaskTrack& task = track(TaskId{id});
-      if (task.ended) continue;
-      const std::optional<Priority> highest = task.active.max();
-      const bool polluted = task.effective && highest && *task.effective > *highest;
-      if (polluted && task.polluted_since < 0) task.polluted_since = now();
-      if (!polluted) close_pollution(task);
-    }
-    touched_.clear();
-  }
-
-  void close_pollution(TaskTrack& task) {
-    if (task.polluted_since < 0) return;
-    result_.summary.priority_pollution_s += now() - task.polluted_since;
-    task.polluted_since = -1;
-  }
-
-  // A task's track; made on first use, which may come before its TaskCreated
-  // is drained (the subscribe that created it registers its demand first).
-  TaskTrack& track(TaskId task) {
-    if (task.value > task_tracks_.size()) task_tracks_.resize(task.value);
-    return task_tracks_[task.value - 1];
-  }
-
-  // The runtime's record of a live demand, or null for a stale handle.
-  LiveDemand* live(DemandHandle h) {
-    if (h.slot >= live_.size()) return nullptr;
-    LiveDemand& d = live_[h.slot];
-    return d.live && d.generation == h.generation ? &d : nullptr;
-  }
-
-  void finish() {
-    result_.summary.makespan_s = now();
-    for (TaskTrack& task : task_tracks_)
-      close_pollution(task);
-    for (std::uint64_t pending : orphan_install_size_)
-      result_.summary.bytes_wasted += pending;
-    compute_latencies(result_);
+  Result finish() {
+    Result result = recorder_.finish(now());
     if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
+    return result;
   }
 
   const Trace& trace_;
@@ -671,19 +475,11 @@ class Simulation {
   std::vector<sg4::Host*> origin_hosts_;
   std::vector<double> origin_down_until_;
 
-  std::unordered_map<ArtifactKey, std::uint32_t> key_index_;
-  std::vector<std::uint32_t> key_of_artifact_;
-  std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
-  std::vector<std::uint64_t> key_size_;
-  std::vector<KeyFaults> faults_;
-  std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
-  std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
+  ResultRecorder recorder_;
+  std::vector<KeyFaults> faults_;  // By key index.
 
   std::size_t next_record_ = 0;
   std::vector<DemandHandle> handle_of_demand_;
-  std::vector<std::uint32_t> result_index_of_demand_;
-  std::vector<LiveDemand> live_;  // By demand handle slot.
-  std::uint32_t creating_artifact_ = 0;
 
   std::unordered_map<std::uint64_t, Transfer> transfers_;
   struct CancelledComm {
@@ -696,12 +492,8 @@ class Simulation {
   std::multiset<double> armed_;
   std::vector<Command> commands_;
 
-  std::vector<TaskTrack> task_tracks_;  // By TaskId - 1.
-  std::vector<std::uint64_t> touched_;  // Tasks whose pollution may have changed.
-
   std::ofstream transfer_log_;
   Timeline timeline_;
-  Result result_;
 };
 
 }  // namespace

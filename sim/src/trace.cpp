@@ -100,7 +100,9 @@ constexpr double kMaxTime = 1e12;
 
 class Reader {
  public:
-  explicit Reader(std::string file) { trace_.file = std::move(file); }
+  explicit Reader(std::string file, bool manifest = false) : manifest_(manifest) {
+    trace_.file = std::move(file);
+  }
 
   Trace read(std::istream& in) {
     std::string text;
@@ -116,12 +118,16 @@ class Reader {
         throw TraceError(trace_.file, line, "-", std::string("not valid JSON: ") + e.what());
       }
       if (!object.is_object()) throw TraceError(trace_.file, line, "-", "must be a JSON object");
-      if (!header_seen) {
+      if (!header_seen && !(manifest_ && !object.contains("format"))) {
         header(object, line);
         header_seen = true;
       } else {
         record(object, line);
       }
+    }
+    if (manifest_) {
+      if (trace_.artifacts.empty()) throw TraceError(trace_.file, line, "op", "no artifact lines");
+      return std::move(trace_);
     }
     if (!header_seen) throw TraceError(trace_.file, 1, "format", "empty trace: no header line");
     return std::move(trace_);
@@ -373,6 +379,7 @@ class Reader {
   }
 
   Trace trace_;
+  bool manifest_ = false;
   bool origins_declared_ = false;
   double last_t_ = 0;
   std::unordered_map<std::string, std::uint32_t> origin_index_;
@@ -392,6 +399,12 @@ TraceError::TraceError(std::string file, std::size_t line, std::string field,
 
 Trace read_trace(std::istream& in, const std::string& name_for_errors) {
   return Reader(name_for_errors).read(in);
+}
+
+Trace read_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw TraceError(path, 0, "-", "cannot open the file");
+  return Reader(path, true).read(in);
 }
 
 Trace read_trace(const std::string& path) {

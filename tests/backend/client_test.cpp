@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "demandflight/backend/sha256.h"
 #include "loopback.h"
@@ -39,6 +43,61 @@ std::string read(const fs::path& path) {
   return s.str();
 }
 
+// Records the order in which transfers start and end (called under the
+// client's lock; read once the client is gone or idle).
+class TransferLog : public backend::ClientObserver {
+ public:
+  void on_command(double, const Command& command) override {
+    std::lock_guard lock(mutex_);
+    if (const auto* s = std::get_if<StartTransfer>(&command)) {
+      events_.push_back("start " + s->key.resource);
+      ++running_;
+      max_running_ = std::max(max_running_, running_);
+    }
+  }
+  void on_transfer_ended(double, TaskId, TransferId, std::uint64_t, bool) override {
+    std::lock_guard lock(mutex_);
+    events_.push_back("end");
+    --running_;
+  }
+  std::vector<std::string> starts() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> out;
+    for (const auto& e : events_) {
+      if (e.rfind("start ", 0) == 0) out.push_back(e.substr(6));
+    }
+    return out;
+  }
+  int max_running() const {
+    std::lock_guard lock(mutex_);
+    return max_running_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> events_;
+  int running_ = 0, max_running_ = 0;
+};
+
+// Counts each demand's terminals, to prove there is exactly one.
+struct Terminals {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::map<int, std::vector<DemandOutcome>> by_demand;
+  backend::Client::Callback callback(int demand) {
+    return [this, demand](DemandOutcome o) {
+      std::lock_guard lock(mutex);
+      by_demand[demand].push_back(o);
+      cv.notify_all();
+    };
+  }
+  void wait_for(std::size_t demands) {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(30), [&] { return by_demand.size() >= demands; }));
+  }
+};
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,7 +106,7 @@ class ClientTest : public ::testing::Test {
            ("dfl-client-" + std::to_string(::getpid()) + "-" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "www");
-    for (char c : {'a', 'b'})
+    for (char c : {'a', 'b', 'c'})
       std::ofstream(dir_ / "www" / (std::string(1, c) + ".bin")) << body(c);
     server_ = std::make_unique<LoopbackServer>(dir_ / "www");
   }
@@ -56,12 +115,14 @@ class ClientTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  std::unique_ptr<Client> client(std::uint32_t max_attempts = 4) {
+  std::unique_ptr<Client> client(std::uint32_t max_attempts = 4, std::uint32_t max_transfers = 4,
+                                 backend::ClientObserver* observer = nullptr) {
     ClientOptions o;
+    o.observer = observer;
     o.cache_dir = dir_ / "cache";
     o.resolver = backend::url_template(server_->base() + "/{resource}");
-    o.scheduler.max_transfers = 4;
-    o.scheduler.max_per_origin = 4;
+    o.scheduler.max_transfers = max_transfers;
+    o.scheduler.max_per_origin = max_transfers;
     o.scheduler.retry = RetryConfig{max_attempts, 0.05, 0.2, 0.2};
     return std::make_unique<Client>(std::move(o));
   }
@@ -119,6 +180,114 @@ TEST_F(ClientTest, Contract2_CancellingOneDemandLeavesTheOtherToSucceed) {
   EXPECT_EQ(server_->stats()["/a.bin"]["requests"], 1);
 }
 
+TEST_F(ClientTest, Contract3_CancellingTheTopDemandReordersTheQueueAtOnce) {
+  // One slot, held by b. Queued behind it: a (asked at 5 and at 0) and c (at
+  // 2). Cancelling a's 5 drops a to 0 at once, so c goes first.
+  server_->rate(2'000'000);  // b takes about 0.2 s.
+  TransferLog log;
+  auto c = client(4, /*max_transfers=*/1, &log);
+  auto blocker = c->fetch(ref('b'), opts(1, 9));
+  std::promise<DemandOutcome> top;
+  const DemandHandle urgent =
+      c->subscribe(ref('a'), opts(2, 5), [&](DemandOutcome o) { top.set_value(o); });
+  auto low = c->fetch(ref('a'), opts(3, 0));
+  auto middle = c->fetch(ref('c'), opts(4, 2));
+  c->cancel(urgent);
+  EXPECT_EQ(top.get_future().get(), DemandOutcome::cancelled);
+  EXPECT_EQ(blocker.get(), DemandOutcome::succeeded);
+  EXPECT_EQ(middle.get(), DemandOutcome::succeeded);
+  EXPECT_EQ(low.get(), DemandOutcome::succeeded);
+  EXPECT_EQ(log.starts(), (std::vector<std::string>{"b.bin", "c.bin", "a.bin"}));
+}
+
+TEST_F(ClientTest, Contract3_RaisingADemandReordersTheQueue) {
+  server_->rate(2'000'000);
+  TransferLog log;
+  auto c = client(4, /*max_transfers=*/1, &log);
+  auto blocker = c->fetch(ref('b'), opts(1, 9));
+  auto first = c->fetch(ref('c'), opts(2, 2));
+  std::promise<DemandOutcome> raised;
+  const DemandHandle h =
+      c->subscribe(ref('a'), opts(3, 0), [&](DemandOutcome o) { raised.set_value(o); });
+  c->set_priority(h, 7);
+  EXPECT_EQ(raised.get_future().get(), DemandOutcome::succeeded);
+  EXPECT_EQ(first.get(), DemandOutcome::succeeded);
+  blocker.get();
+  EXPECT_EQ(log.starts(), (std::vector<std::string>{"b.bin", "a.bin", "c.bin"}));
+}
+
+TEST_F(ClientTest, Contract4_OneRetryChainOneInstallAndOneTerminalPerDemand) {
+  // Two failed attempts (a 503, then a dropped body), then success: three
+  // callers share one task, one install, and each hears exactly once.
+  server_->faults({{{"path", "/a.bin"}, {"kind", "status"}, {"status", 503}},
+                   {{"path", "/a.bin"}, {"kind", "drop"}, {"after_bytes", 50'000}}});
+  auto c = client();
+  Terminals terminals;
+  for (int d = 0; d < 3; ++d)
+    c->subscribe(ref('a'), opts(static_cast<OwnerId>(d + 1), d), terminals.callback(d));
+  terminals.wait_for(3);
+  EXPECT_EQ(server_->stats()["/a.bin"]["requests"], 3);
+  EXPECT_EQ(c->stats().installs, 1u);
+  EXPECT_EQ(c->stats().transfers_started, 3u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Time for a stray second one.
+  std::lock_guard lock(terminals.mutex);
+  for (const auto& [demand, outcomes] : terminals.by_demand) {
+    EXPECT_EQ(outcomes, std::vector<DemandOutcome>{DemandOutcome::succeeded}) << demand;
+  }
+  EXPECT_EQ(read(c->path_of(ref('a').key)), body('a'));
+}
+
+TEST_F(ClientTest, Contract5_AnEndedDemandIsNeverToldSuccess) {
+  // The transfer runs to success; in the meantime one demand times out, one
+  // owner ends, one demand is cancelled, and a demand of a stale owner
+  // generation arrives. None of them hears success; the survivor does.
+  server_->rate(1'000'000);  // About 0.4 s.
+  auto c = client();
+  Terminals terminals;
+  c->subscribe(ref('a'), opts(1, 1), terminals.callback(0));  // The survivor.
+  DemandOptions short_deadline = opts(2, 1);
+  short_deadline.deadline_s = c->clock_s() + 0.05;
+  c->subscribe(ref('a'), short_deadline, terminals.callback(1));
+  c->subscribe(ref('a'), opts(3, 4), terminals.callback(2));
+  const DemandHandle cancelled = c->subscribe(ref('a'), opts(4, 2), terminals.callback(3));
+  DemandOptions current = opts(5, 1);
+  current.owner_generation = 1;
+  c->subscribe(ref('a'), current, terminals.callback(4));
+  c->end_owner(3);
+  c->cancel(cancelled);
+  c->end_owner(5, 1);  // Owner 5 moves to generation 2...
+  DemandOptions stale = opts(5, 1);
+  stale.owner_generation = 1;  // ...so a demand of generation 1 is refused.
+  c->subscribe(ref('a'), stale, terminals.callback(5));
+  terminals.wait_for(6);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::lock_guard lock(terminals.mutex);
+  using O = DemandOutcome;
+  const std::map<int, std::vector<O>> expected = {{0, {O::succeeded}},   {1, {O::timed_out}},
+                                                  {2, {O::owner_ended}}, {3, {O::cancelled}},
+                                                  {4, {O::owner_ended}}, {5, {O::owner_ended}}};
+  EXPECT_EQ(terminals.by_demand, expected);
+  EXPECT_EQ(server_->stats()["/a.bin"]["requests"], 1);
+}
+
+TEST_F(ClientTest, ThePerOriginLimitHoldsWithFreeGlobalSlots) {
+  server_->rate(4'000'000);
+  TransferLog log;
+  ClientOptions o;
+  o.cache_dir = dir_ / "cache";
+  o.resolver = backend::url_template(server_->base() + "/{resource}");
+  o.scheduler.max_transfers = 4;
+  o.scheduler.max_per_origin = 1;
+  o.observer = &log;
+  Client c(std::move(o));
+  std::vector<std::future<DemandOutcome>> all;
+  for (char name : {'a', 'b', 'c'})
+    all.push_back(c.fetch(ref(name), opts(1)));
+  for (auto& f : all)
+    EXPECT_EQ(f.get(), DemandOutcome::succeeded);
+  EXPECT_EQ(log.max_running(), 1);
+}
+
 TEST_F(ClientTest, ResumeAfterADroppedConnectionFetchesOnlyWhatWasMissing) {
   server_->faults({{{"path", "/a.bin"}, {"kind", "drop"}, {"after_bytes", 100'000}}});
   auto c = client();
@@ -157,8 +326,21 @@ TEST_F(ClientTest, A404FailsAtOnceAndA503IsRetried) {
 
   server_->faults(
       {{{"path", "/b.bin"}, {"kind", "status"}, {"status", 503}, {"retry_after_s", 1}}});
+  const auto asked = std::chrono::steady_clock::now();
   EXPECT_EQ(c->fetch(ref('b'), opts(1)).get(), DemandOutcome::succeeded);
   EXPECT_EQ(server_->stats()["/b.bin"]["requests"], 2);
+  // The backoff alone is 0.05 s; the server asked for a second and got it.
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(950));
+}
+
+TEST_F(ClientTest, A429WithRetryAfterIsRetriedNoSoonerThanAsked) {
+  server_->faults(
+      {{{"path", "/a.bin"}, {"kind", "status"}, {"status", 429}, {"retry_after_s", 1}}});
+  auto c = client();
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(c->fetch(ref('a'), opts(1)).get(), DemandOutcome::succeeded);
+  EXPECT_EQ(server_->stats()["/a.bin"]["statuses"], nlohmann::json::parse("[429, 200]"));
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(950));
 }
 
 TEST_F(ClientTest, AServerThatIgnoresRangeOnResumeGivesTheWholeBodyAgain) {

@@ -65,6 +65,20 @@ TEST(Lifecycle, ATaskKeepsItsPlaceInTheQueueAcrossBackoff) {
       << "the retried task was enqueued first, so it goes before third";
 }
 
+TEST(Lifecycle, AServersRetryAfterDelaysTheRetryBeyondTheBackoff) {
+  Driver drv(one_slot());
+  drv.subscribe(key("busy"), opts(1, 1));
+  drv.scheduler.on_transfer_finished(drv.now, drv.transfer_of(key("busy")),
+                                     TransferStatus::retryable_error, 0, /*retry_after_s=*/30.0);
+  drv.drain();
+  ASSERT_EQ(drv.state_of(key("busy")), TaskState::backoff);
+  EXPECT_DOUBLE_EQ(*drv.scheduler.next_wakeup_s(), drv.now + 30.0)
+      << "the backoff alone is well under 30 s; the server's word wins";
+  drv.subscribe(key("calm"), opts(1, 1));
+  drv.finish_transfer(key("calm"), TransferStatus::retryable_error, 0);  // No Retry-After.
+  EXPECT_LT(*drv.scheduler.next_wakeup_s(), drv.now + 30.0) << "only the busy task waits 30 s";
+}
+
 TEST(Lifecycle, ASaturatedOriginDoesNotBlockAnotherOrigin) {
   SchedulerConfig c = Driver::small_config();
   c.max_transfers = 3;

@@ -13,6 +13,8 @@
 // Commands are routed to those queues while the engine lock is held, so they
 // reach each thread in the order the engine emitted them.
 //
+// DemandOptions::deadline_s is on the client's clock (clock_s()).
+//
 // Every demand gets exactly one terminal callback; destroying the client
 // cancels the demands still waiting (their callbacks run before ~Client
 // returns).
@@ -25,7 +27,10 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "demandflight/engine/artifact_key.h"
+#include "demandflight/engine/command.h"
 #include "demandflight/engine/config.h"
 #include "demandflight/engine/ids.h"
 #include "demandflight/engine/outcome.h"
@@ -48,12 +53,50 @@ using UrlResolver = std::function<std::string(const ArtifactKey&, OriginId)>;
 // "http://127.0.0.1:8080/{revision}/{target}/{resource}". Substituted as is.
 UrlResolver url_template(std::string pattern);
 
+// Sees what the client does, in the order the engine does it: for result
+// recording (`demandflight replay`) and instrumentation. Every call is made
+// with the client's engine lock held, from whichever thread caused it: keep it
+// quick and never call into the client from it. Times are seconds since the
+// client was made (steady clock).
+class ClientObserver {
+ public:
+  virtual ~ClientObserver() = default;
+  // A demand was made; `task` serves it (none for a cache hit or a refusal).
+  virtual void on_subscribe(double /*t*/, DemandHandle /*demand*/, const ArtifactRef& /*artifact*/,
+                            const DemandOptions& /*options*/, std::optional<TaskId> /*task*/) {}
+  // A live demand asked for a new priority (called before the engine sees it).
+  virtual void on_set_priority(double /*t*/, DemandHandle /*demand*/, Priority /*priority*/) {}
+  // Every command the engine emitted, in its order.
+  virtual void on_command(double /*t*/, const Command& /*command*/) {}
+  // A transfer attempt is over: the body bytes it received, and whether it
+  // was aborted by the engine (its bytes then thrown away).
+  virtual void on_transfer_ended(double /*t*/, TaskId /*task*/, TransferId /*transfer*/,
+                                 std::uint64_t /*bytes*/, bool /*aborted*/) {}
+  // The commands of one call into the engine have all been passed on.
+  virtual void on_settled(double /*t*/) {}
+  // A verify-and-install is over, for a body of `bytes`.
+  virtual void on_finalize_ended(double /*t*/, TaskId /*task*/, FinalizeStatus /*status*/,
+                                 std::uint64_t /*bytes*/) {}
+};
+
+// One transfer in flight, for progress displays.
+struct TransferSnapshot {
+  TransferId transfer;
+  TaskId task;
+  ArtifactKey key;
+  std::uint64_t offset = 0;    // Resumed from this byte.
+  std::uint64_t received = 0;  // Bytes of body received by this attempt.
+  std::uint64_t size = 0;      // Expected size; 0 when unknown.
+};
+
 struct ClientOptions {
   SchedulerConfig scheduler;
   std::string orphan_policy = "always-abort";  // NAME[:k=v,...]
   std::filesystem::path cache_dir;
   UrlResolver resolver;
-  unsigned finalize_threads = 2;
+  // Verification and install threads. An install costs two fsyncs (~1 ms
+  // each on ext4), so small artifacts need several in parallel.
+  unsigned finalize_threads = 4;
   long connect_timeout_ms = 10'000;
   // A transfer slower than this many bytes per second for stall_time_s is a
   // (retryable) stall.
@@ -61,6 +104,10 @@ struct ClientOptions {
   long stall_time_s = 30;
   // Where terminal callbacks run; by default a delivery thread of the client.
   std::function<void(std::function<void()>)> executor;
+  // Optional; must outlive the client.
+  ClientObserver* observer = nullptr;
+  // How often the I/O thread tells the engine (and snapshots) what transfers received.
+  double progress_interval_s = 0.1;
 };
 
 class Client {
@@ -85,6 +132,12 @@ class Client {
   // Where an installed artifact lives (whether or not it is installed).
   std::filesystem::path path_of(const ArtifactKey& key) const;
   SchedulerStats stats() const;
+  // Seconds on the client's clock (the `t` of ClientObserver and of deadlines).
+  double clock_s() const;
+  // True when no demand waits and no task lives (orphans completing included).
+  bool idle() const;
+  // The transfers in flight, as of the last progress interval.
+  std::vector<TransferSnapshot> transfers() const;
 
  private:
   class Impl;

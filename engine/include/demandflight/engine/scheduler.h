@@ -137,9 +137,11 @@ class Scheduler {
   // `bytes_received` counts this attempt's bytes so far (after the resume offset).
   void on_transfer_progress(double now_s, TransferId transfer, std::uint64_t bytes_received);
   // `bytes_received`: this attempt's bytes in total. Kept as resume offset on
-  // a retryable error.
+  // a retryable error. `retry_after_s`: the server's Retry-After, if it gave
+  // one: the next attempt waits at least that long (the backoff if longer).
   void on_transfer_finished(double now_s, TransferId transfer, TransferStatus status,
-                            std::uint64_t bytes_received);
+                            std::uint64_t bytes_received,
+                            std::optional<double> retry_after_s = std::nullopt);
   void on_finalize_finished(double now_s, FinalizeId finalize, FinalizeStatus status);
   // Fires due deadlines and retry timers. Every entry point does this first,
   // so a runtime only has to call it at next_wakeup_s().

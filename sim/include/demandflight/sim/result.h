@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <iosfwd>
 #include <map>
 #include <optional>
@@ -84,5 +85,9 @@ void compute_latencies(Result& result);
 Percentiles percentiles(std::vector<double> values);
 
 void write_result_json(const Result& result, const Trace& trace, std::ostream& out);
+
+// A compact, readable summary: outcomes, bytes, wasted, latency percentiles
+// overall and by priority, pollution. `clock` names the time ("simulated").
+void print_summary(const Result& result, const Trace& trace, const char* clock, std::FILE* out);
 
 }  // namespace dfl::sim

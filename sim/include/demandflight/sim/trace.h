@@ -117,4 +117,10 @@ struct Trace {
 Trace read_trace(const std::string& path);
 Trace read_trace(std::istream& in, const std::string& name_for_errors);
 
+// Reads a manifest: a trace's artifact lines (`demandflight fetch`). The
+// header line is optional (checked when present, its defaults used when not);
+// other records are checked like a trace's and otherwise ignored, so a whole
+// trace is a manifest of its artifacts. Throws TraceError.
+Trace read_manifest(const std::string& path);
+
 }  // namespace dfl::sim

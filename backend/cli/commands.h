@@ -1,0 +1,34 @@
+// The backend's subcommands of the `demandflight` CLI: `fetch` and `replay`.
+//
+// Each add_*_command() registers its subcommand on the app and returns what
+// to run when it was chosen: the process exit code (0 success; 1 something
+// failed; 2 bad input). TraceError and std::invalid_argument escape to main,
+// which reports them with exit code 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "demandflight/backend/client.h"
+#include "demandflight/sim/trace.h"
+
+namespace dfl::cli {
+
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Subcommand add_fetch_command(CLI::App& app);
+Subcommand add_replay_command(CLI::App& app);
+
+// --base-url: a URL the artifact's resource is appended to ("URL/RESOURCE"),
+// or, when it contains '{', a template with {resource}, {revision}, {target},
+// {generation} and {origin}. Values are substituted as they are.
+backend::UrlResolver base_url_resolver(const std::string& base_url, const sim::Trace& trace);
+
+backend::ArtifactRef artifact_ref(const sim::Artifact& artifact);
+
+}  // namespace dfl::cli

@@ -1,0 +1,290 @@
+// demandflight fetch --base-url URL --cache DIR MANIFEST
+//
+// Fetches every artifact of a manifest (a trace's artifact lines) into a
+// cache directory through the production Client: shared transfers, Range
+// resume, SHA-256 verification, atomic installs. Progress bars per transfer
+// and in total on a terminal, one plain line per artifact otherwise; a final
+// summary; exit code 1 if any artifact failed.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "commands.h"
+#include "demandflight/policies/registry.h"
+
+namespace dfl::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string human_bytes(double b) {
+  char buffer[32];
+  if (b >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buffer, sizeof buffer, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  } else if (b >= 1024.0 * 1024) {
+    std::snprintf(buffer, sizeof buffer, "%.1f MiB", b / (1024.0 * 1024));
+  } else if (b >= 1024.0) {
+    std::snprintf(buffer, sizeof buffer, "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.0f B", b);
+  }
+  return buffer;
+}
+
+std::string bar(double fraction, int width) {
+  const int full = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * width);
+  return std::string(static_cast<std::size_t>(full), '#') +
+         std::string(static_cast<std::size_t>(width - full), '.');
+}
+
+// Counts what the client did; called under the client's engine lock.
+class Counter : public backend::ClientObserver {
+ public:
+  void on_command(double, const Command& command) override {
+    std::lock_guard lock(mutex_);
+    if (std::holds_alternative<StartTransfer>(command)) {
+      ++transfers_started;
+    } else if (const auto* e = std::get_if<TaskEnded>(&command)) {
+      installs += e->outcome == TaskOutcome::installed;
+    }
+  }
+  void on_transfer_ended(double, TaskId, TransferId, std::uint64_t bytes, bool) override {
+    std::lock_guard lock(mutex_);
+    bytes_received += bytes;
+  }
+  std::uint64_t received() const {
+    std::lock_guard lock(mutex_);
+    return bytes_received;
+  }
+
+  mutable std::mutex mutex_;
+  std::uint64_t transfers_started = 0;
+  std::uint64_t installs = 0;
+  std::uint64_t bytes_received = 0;
+};
+
+struct FetchArgs {
+  std::string manifest, base_url, cache_dir, policy = "always-abort", progress = "auto";
+  std::uint32_t max_transfers = 8, max_per_origin = 8, copies = 1, retries = 4;
+  unsigned finalize_threads = 4;
+  Priority priority = 0;
+  std::uint64_t cache_bytes = 0;
+  bool quiet = false;
+};
+
+int run_fetch(const FetchArgs& args) {
+  const sim::Trace manifest = sim::read_manifest(args.manifest);
+  policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
+
+  backend::ClientOptions options;
+  options.scheduler.max_transfers = args.max_transfers;
+  options.scheduler.max_per_origin = args.max_per_origin;
+  options.scheduler.max_origins =
+      static_cast<std::uint32_t>(std::max<std::size_t>(manifest.platform.origins.size(), 1));
+  options.scheduler.retry.max_attempts = args.retries;
+  // The index must not evict what this command was asked to fetch.
+  options.scheduler.cache_bytes = args.cache_bytes != 0 ? args.cache_bytes : std::uint64_t{1} << 62;
+  options.orphan_policy = args.policy;
+  options.cache_dir = args.cache_dir;
+  options.resolver = base_url_resolver(args.base_url, manifest);
+  options.finalize_threads = args.finalize_threads;
+  Counter counter;
+  options.observer = &counter;
+
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  const std::string mode =
+      args.quiet ? "none" : (args.progress == "auto" ? (tty ? "bars" : "lines") : args.progress);
+
+  std::unordered_map<ArtifactKey, std::string> name_of_key;
+  std::uint64_t total_bytes = 0;
+  for (const sim::Artifact& a : manifest.artifacts) {
+    if (name_of_key.emplace(a.key, a.id).second) total_bytes += a.size_bytes;
+  }
+
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::size_t outstanding = manifest.artifacts.size() * args.copies;
+  std::array<std::uint64_t, 5> outcomes{};
+  std::vector<std::string> failures;
+  std::vector<std::string> lines;  // Plain lines waiting to be printed.
+
+  const auto t0 = Clock::now();
+  auto elapsed = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  {
+    backend::Client client(options);
+    for (std::uint32_t copy = 0; copy < args.copies; ++copy) {
+      for (const sim::Artifact& a : manifest.artifacts) {
+        DemandOptions o;
+        o.owner = copy;  // Each copy is another caller.
+        o.priority = args.priority;
+        client.subscribe(
+            artifact_ref(a), o, [&, id = a.id, size = a.size_bytes, copy](DemandOutcome outcome) {
+              std::lock_guard lock(mutex);
+              ++outcomes[static_cast<std::size_t>(outcome)];
+              if (outcome != DemandOutcome::succeeded) failures.push_back(id);
+              if (copy == 0 && mode == "lines") {
+                char line[512];
+                std::snprintf(line, sizeof line, "%-9s %s (%s) at %.3f s",
+                              std::string(to_string(outcome)).c_str(), id.c_str(),
+                              human_bytes(static_cast<double>(size)).c_str(), elapsed());
+                lines.emplace_back(line);
+              }
+              if (--outstanding == 0) done_cv.notify_all();
+            });
+      }
+    }
+
+    // The display: redrawn on a terminal, plain lines otherwise.
+    std::size_t drawn = 0;
+    std::unique_lock lock(mutex);
+    while (outstanding > 0) {
+      done_cv.wait_for(lock, std::chrono::milliseconds(mode == "bars" ? 200 : 100));
+      if (mode == "lines") {
+        for (const std::string& line : lines)
+          std::printf("%s\n", line.c_str());
+        lines.clear();
+        std::fflush(stdout);
+      } else if (mode == "bars") {
+        const std::size_t finished = manifest.artifacts.size() * args.copies - outstanding;
+        lock.unlock();
+        const auto transfers = client.transfers();
+        std::uint64_t in_flight = 0;
+        std::string frame;
+        for (std::size_t i = 0; i < drawn; ++i)
+          frame += "\x1b[1A\x1b[2K";  // Up one line and clear it.
+        drawn = 0;
+        for (const backend::TransferSnapshot& s : transfers) {
+          in_flight += s.received;
+          const double done = static_cast<double>(s.offset + s.received);
+          const double size = static_cast<double>(s.size);
+          auto it = name_of_key.find(s.key);
+          char line[256];
+          std::snprintf(line, sizeof line, "  %-24.24s [%s] %5.1f%% %s\n",
+                        it != name_of_key.end() ? it->second.c_str() : s.key.resource.c_str(),
+                        bar(size > 0 ? done / size : 0, 30).c_str(),
+                        size > 0 ? 100 * done / size : 0.0, human_bytes(done).c_str());
+          frame += line;
+          ++drawn;
+        }
+        const double t = elapsed();
+        const double received = static_cast<double>(counter.received() + in_flight);
+        char line[256];
+        std::snprintf(
+            line, sizeof line, "  %-24s [%s] %zu/%zu demands, %s, %s/s\n", "total",
+            bar(total_bytes > 0 ? received / static_cast<double>(total_bytes) : 0, 30).c_str(),
+            finished, manifest.artifacts.size() * args.copies, human_bytes(received).c_str(),
+            human_bytes(t > 0 ? received / t : 0).c_str());
+        frame += line;
+        ++drawn;
+        std::fputs(frame.c_str(), stdout);
+        std::fflush(stdout);
+        lock.lock();
+      }
+    }
+    for (const std::string& line : lines)
+      std::printf("%s\n", line.c_str());
+  }
+  const double wall = elapsed();
+
+  const std::uint64_t received = counter.received();
+  std::printf(
+      "fetch: %zu artifacts x %u callers in %.3f s: succeeded %llu, failed %llu, cancelled %llu, "
+      "timed_out %llu\n",
+      manifest.artifacts.size(), args.copies, wall, static_cast<unsigned long long>(outcomes[0]),
+      static_cast<unsigned long long>(outcomes[1]), static_cast<unsigned long long>(outcomes[2]),
+      static_cast<unsigned long long>(outcomes[3]));
+  std::printf("  transfers %llu, installs %llu, received %s (%s/s, %.0f artifacts/s)\n",
+              static_cast<unsigned long long>(counter.transfers_started),
+              static_cast<unsigned long long>(counter.installs),
+              human_bytes(static_cast<double>(received)).c_str(),
+              human_bytes(wall > 0 ? static_cast<double>(received) / wall : 0).c_str(),
+              wall > 0 ? static_cast<double>(manifest.artifacts.size()) / wall : 0.0);
+  if (!failures.empty()) {
+    std::sort(failures.begin(), failures.end());
+    failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
+    std::fprintf(stderr, "fetch: %zu artifacts failed:", failures.size());
+    for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
+      std::fprintf(stderr, " %s", failures[i].c_str());
+    std::fprintf(stderr, failures.size() > 20 ? " ...\n" : "\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+backend::UrlResolver base_url_resolver(const std::string& base_url, const sim::Trace& trace) {
+  std::vector<std::string> origins;
+  for (const sim::OriginSpec& o : trace.platform.origins)
+    origins.push_back(o.name);
+  if (base_url.find('{') == std::string::npos) {
+    std::string base = base_url;
+    while (!base.empty() && base.back() == '/')
+      base.pop_back();
+    return [base](const ArtifactKey& key, OriginId) { return base + "/" + key.resource; };
+  }
+  auto with_key = backend::url_template(base_url);
+  return [with_key, origins](const ArtifactKey& key, OriginId origin) {
+    std::string url = with_key(key, origin);
+    const std::string name = origin < origins.size() ? origins[origin] : std::to_string(origin);
+    for (std::size_t at = url.find("{origin}"); at != std::string::npos;
+         at = url.find("{origin}", at + name.size())) {
+      url.replace(at, 8, name);
+    }
+    return url;
+  };
+}
+
+backend::ArtifactRef artifact_ref(const sim::Artifact& artifact) {
+  backend::ArtifactRef ref;
+  ref.key = artifact.key;
+  ref.origin = artifact.origin;
+  ref.size_bytes = artifact.size_bytes;
+  ref.sha256 = artifact.sha256;
+  return ref;
+}
+
+Subcommand add_fetch_command(CLI::App& app) {
+  auto args = std::make_shared<FetchArgs>();
+  auto* c = app.add_subcommand(
+      "fetch", "download a manifest's artifacts into a cache directory (verified, atomic)");
+  c->add_option("MANIFEST", args->manifest, "a trace's artifact lines (a whole trace works too)")
+      ->required();
+  c->add_option("--base-url", args->base_url,
+                "URL/RESOURCE, or a template with {resource} {revision} {target} {generation} "
+                "{origin}")
+      ->required();
+  c->add_option("--cache", args->cache_dir, "cache directory (objects/ and staging/)")->required();
+  c->add_option("--max-transfers", args->max_transfers, "concurrent transfers")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  c->add_option("--max-per-origin", args->max_per_origin, "concurrent transfers per origin")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  c->add_option("--copies", args->copies,
+                "callers asking for each artifact (they share one transfer)")
+      ->check(CLI::Range(1u, 1000u))
+      ->capture_default_str();
+  c->add_option("--priority", args->priority, "priority of every demand")->capture_default_str();
+  c->add_option("--retries", args->retries, "attempts per artifact")
+      ->check(CLI::Range(1u, 100u))
+      ->capture_default_str();
+  c->add_option("--finalize-threads", args->finalize_threads, "verify+install threads")
+      ->check(CLI::Range(1u, 64u))
+      ->capture_default_str();
+  c->add_option("--cache-bytes", args->cache_bytes, "cache capacity (default: unlimited)");
+  c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();
+  c->add_option("--progress", args->progress, "auto (bars on a terminal) | bars | lines | none")
+      ->check(CLI::IsMember({"auto", "bars", "lines", "none"}))
+      ->capture_default_str();
+  c->add_flag("--quiet", args->quiet, "only the summary");
+  return Subcommand{c, [args] { return run_fetch(*args); }};
+}
+
+}  // namespace dfl::cli

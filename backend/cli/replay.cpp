@@ -1,0 +1,225 @@
+// demandflight replay TRACE --base-url URL --cache DIR [--speed X]
+//
+// Replays a trace in real time against a real server through the production
+// Client, and writes the same result JSON as `demandflight sim`: the same
+// ResultRecorder scores both, so one trace can be run in both worlds and
+// compared demand by demand.
+//
+// Time: record times and timeouts are divided by --speed on the way in, and
+// every time in the result is multiplied by it on the way out (the network
+// itself is not sped up). Faults: a client cannot make a real server fail, so
+// fault records are counted and skipped; inject faults at the server (the
+// loopback test server, or `tc` for the network).
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "commands.h"
+#include "demandflight/policies/registry.h"
+#include "demandflight/sim/recorder.h"
+#include "demandflight/sim/result.h"
+
+namespace dfl::cli {
+namespace {
+
+// Feeds the recorder from the client's observer calls (all made under the
+// client's engine lock, so the recorder needs no lock of its own).
+class Recording : public backend::ClientObserver {
+ public:
+  Recording(const sim::Trace& trace, sim::ResultRecorder& recorder, double speed)
+      : trace_(trace), recorder_(recorder), speed_(speed) {}
+
+  void start(double client_t) { t0_ = client_t; }
+  double trace_time(double client_t) const { return (client_t - t0_) * speed_; }
+  // The record the replay thread is about to subscribe (that thread alone
+  // subscribes, and on_subscribe runs inside its call).
+  void expect(const sim::Record* record) { pending_ = record; }
+
+  void on_subscribe(double t, DemandHandle h, const backend::ArtifactRef&, const DemandOptions&,
+                    std::optional<TaskId> task) override {
+    recorder_.before_subscribe(trace_time(t), *pending_);
+    recorder_.subscribed(h, *pending_, task);
+  }
+  void on_set_priority(double, DemandHandle h, Priority p) override {
+    recorder_.before_set_priority(h, p);
+  }
+  void on_command(double t, const Command& command) override {
+    if (std::holds_alternative<StartTransfer>(command)) recorder_.transfer_started();
+    std::visit([&](const auto& c) { recorder_.on(trace_time(t), c); }, command);
+  }
+  void on_settled(double t) override { recorder_.after_commands(trace_time(t)); }
+  void on_transfer_ended(double, TaskId task, TransferId, std::uint64_t bytes,
+                         bool aborted) override {
+    recorder_.transfer_bytes(task, bytes);
+    if (aborted) recorder_.wasted(bytes);
+  }
+  void on_finalize_ended(double, TaskId, FinalizeStatus status, std::uint64_t bytes) override {
+    if (status == FinalizeStatus::verify_failed) recorder_.wasted(bytes);
+  }
+
+ private:
+  const sim::Trace& trace_;
+  sim::ResultRecorder& recorder_;
+  double speed_ = 1;
+  double t0_ = 0;
+  const sim::Record* pending_ = nullptr;
+};
+
+struct ReplayArgs {
+  std::string trace, base_url, cache_dir, out, model = "demand", policy = "always-abort";
+  double speed = 1;
+  std::uint32_t max_transfers = 0, max_per_origin = 0;
+  std::optional<std::uint64_t> seed;
+  bool quiet = false;
+};
+
+int run_replay(const ReplayArgs& args) {
+  const sim::Trace trace = sim::read_trace(args.trace);
+  policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
+  const Model model = args.model == "demand"      ? Model::demand
+                      : args.model == "callbacks" ? Model::callbacks
+                                                  : Model::independent;
+  std::ofstream out;
+  if (!args.out.empty()) {
+    out.open(args.out);
+    if (!out) {
+      std::fprintf(stderr, "demandflight replay: cannot write %s\n", args.out.c_str());
+      return 1;
+    }
+  }
+
+  backend::ClientOptions options;
+  SchedulerConfig& c = options.scheduler;
+  c.model = model;
+  c.max_transfers = args.max_transfers != 0 ? args.max_transfers : trace.scheduler.max_transfers;
+  c.max_per_origin =
+      args.max_per_origin != 0 ? args.max_per_origin : trace.scheduler.max_per_origin;
+  c.cache_bytes = trace.scheduler.cache_bytes;
+  c.retry =
+      RetryConfig{trace.scheduler.retry_max_attempts, trace.scheduler.retry_base_s / args.speed,
+                  trace.scheduler.retry_cap_s / args.speed, trace.scheduler.retry_jitter};
+  c.seed = args.seed.value_or(trace.seed);
+  c.max_origins =
+      static_cast<std::uint32_t>(std::max<std::size_t>(trace.platform.origins.size(), 1));
+  options.orphan_policy = args.policy;
+  options.cache_dir = args.cache_dir;
+  options.resolver = base_url_resolver(args.base_url, trace);
+
+  sim::ResultRecorder recorder(trace, std::string(to_string(model)), args.policy,
+                               args.seed.value_or(trace.seed));
+  Recording recording(trace, recorder, args.speed);
+  options.observer = &recording;
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::size_t outstanding = 0;
+  std::size_t faults_skipped = 0;
+  double t_end = 0;
+  {
+    backend::Client client(options);
+    const double start = client.clock_s();
+    recording.start(start);
+    std::vector<DemandHandle> handles(trace.demand_ids.size());
+    using Clock = std::chrono::steady_clock;
+    const auto wall0 = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(client.clock_s() - start));
+    for (const sim::Record& r : trace.records) {
+      std::this_thread::sleep_until(wall0 + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(r.t / args.speed)));
+      switch (r.op) {
+        case sim::Op::subscribe: {
+          const sim::Artifact& a = trace.artifacts[r.artifact];
+          DemandOptions o;
+          o.owner = r.owner;
+          o.owner_generation = r.owner_generation;
+          o.priority = r.priority;
+          if (r.timeout_s) o.deadline_s = client.clock_s() + *r.timeout_s / args.speed;
+          {
+            std::lock_guard lock(mutex);
+            ++outstanding;
+          }
+          recording.expect(&r);
+          handles[r.demand] = client.subscribe(artifact_ref(a), o, [&](DemandOutcome) {
+            std::lock_guard lock(mutex);
+            if (--outstanding == 0) cv.notify_all();
+          });
+          break;
+        }
+        case sim::Op::cancel:
+          client.cancel(handles[r.demand]);
+          break;
+        case sim::Op::set_priority:
+          client.set_priority(handles[r.demand], r.priority);
+          break;
+        case sim::Op::end_owner:
+          client.end_owner(r.owner, r.has_generation
+                                        ? std::optional<OwnerGeneration>(r.owner_generation)
+                                        : std::nullopt);
+          break;
+        case sim::Op::fault:
+          ++faults_skipped;
+          break;
+      }
+    }
+    {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return outstanding == 0; });
+    }
+    // Orphans still completing are part of the run, as in the simulator.
+    while (!client.idle())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    t_end = client.clock_s();
+  }  // The client's threads are joined: the recorder is ours alone now.
+  const sim::Result result = recorder.finish(recording.trace_time(t_end));
+
+  if (out.is_open()) {
+    sim::write_result_json(result, trace, out);
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "demandflight replay: writing %s failed\n", args.out.c_str());
+      return 1;
+    }
+  }
+  if (!args.quiet) sim::print_summary(result, trace, "replayed (trace time)", stdout);
+  if (faults_skipped > 0) {
+    std::fprintf(stderr,
+                 "demandflight replay: %zu fault records skipped (a real server's faults are "
+                 "injected at the server)\n",
+                 faults_skipped);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_replay_command(CLI::App& app) {
+  auto args = std::make_shared<ReplayArgs>();
+  auto* c = app.add_subcommand(
+      "replay", "replay a trace in real time against a real server; write the result JSON");
+  c->add_option("TRACE", args->trace, "trace file (.jsonl)")->required();
+  c->add_option("--base-url", args->base_url,
+                "URL/RESOURCE, or a template with {resource} {revision} {target} {generation} "
+                "{origin}")
+      ->required();
+  c->add_option("--cache", args->cache_dir, "cache directory (objects/ and staging/)")->required();
+  c->add_option("--speed", args->speed, "replay X times faster than the trace's clock")
+      ->check(CLI::Range(1e-3, 1e6))
+      ->capture_default_str();
+  c->add_option("--model", args->model, "demand | callbacks | independent")
+      ->check(CLI::IsMember({"demand", "callbacks", "independent"}))
+      ->capture_default_str();
+  c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();
+  c->add_option("--seed", args->seed, "seed (default: the trace's)");
+  c->add_option("--max-transfers", args->max_transfers, "override scheduler.max_transfers")
+      ->check(CLI::Range(1u, 100000u));
+  c->add_option("--max-per-origin", args->max_per_origin, "override scheduler.max_per_origin")
+      ->check(CLI::Range(1u, 100000u));
+  c->add_option("--out", args->out, "write the result JSON here");
+  c->add_flag("--quiet", args->quiet, "print nothing on success");
+  return Subcommand{c, [args] { return run_replay(*args); }};
+}
+
+}  // namespace dfl::cli

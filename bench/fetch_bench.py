@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+"""Times `demandflight fetch` against curl and aria2c on loopback nginx.
+
+    bench/fetch_bench.py DEMANDFLIGHT [--work DIR] [--runs N] [--sets small,medium,large]
+
+nginx (own config, pid, logs and temp paths, 127.0.0.1 only, sendfile on)
+serves three sets: 2,000 x 64 KiB, 200 x 4 MiB and 1 x 1 GiB. Each set is
+fetched by
+  - demandflight fetch: SHA-256 checked against the manifest, fsync, atomic
+    rename into the cache, directory fsync; 8 transfers;
+  - curl --parallel --parallel-max 8: no verification, no fsync;
+  - aria2c -j 8 (--file-allocation=none, its fastest setting here);
+and once more with three requests per artifact (demandflight: three callers
+per artifact; curl and aria2c: three URLs, three output files). The tools
+run interleaved, N times each; the table gives medians of the same run, and
+the ratios are against curl and aria2c measured beside it. nginx's access log
+shows how often each file was requested during the demandflight runs: with
+duplicates, demandflight must transfer each artifact exactly once.
+"""
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SETS = {
+    "small": (2000, 64 * 1024),
+    "medium": (200, 4 * 1024 * 1024),
+    "large": (1, 1024 * 1024 * 1024),
+}
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def make_set(root, name, count, size):
+    """Random files and their manifest; kept between runs when complete."""
+    directory = os.path.join(root, "www", name)
+    manifest = os.path.join(root, f"{name}.jsonl")
+    if os.path.exists(manifest):
+        return manifest
+    os.makedirs(directory, exist_ok=True)
+    lines = []
+    chunk = 4 * 1024 * 1024
+    for i in range(count):
+        file_name = f"{i:05d}.bin"
+        digest = hashlib.sha256()
+        with open(os.path.join(directory, file_name), "wb") as f:
+            left = size
+            while left > 0:
+                data = os.urandom(min(chunk, left))
+                digest.update(data)
+                f.write(data)
+                left -= len(data)
+        lines.append(json.dumps({
+            "op": "artifact", "id": f"{name}-{i}", "resource": f"{name}/{file_name}",
+            "revision": "r1", "target": "any", "generation": 0, "size": size,
+            "origin": "nginx", "sha256": digest.hexdigest()}))
+    with open(manifest + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.rename(manifest + ".tmp", manifest)
+    return manifest
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_nginx(root):
+    prefix = os.path.join(root, "nginx")
+    os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
+    port = free_port()
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/logs/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log {prefix}/logs/access.log;
+  client_body_temp_path {prefix}/tmp-body;
+  proxy_temp_path {prefix}/tmp-proxy;
+  fastcgi_temp_path {prefix}/tmp-fastcgi;
+  uwsgi_temp_path {prefix}/tmp-uwsgi;
+  scgi_temp_path {prefix}/tmp-scgi;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 100000;
+  server {{
+    listen 127.0.0.1:{port};
+    root {root}/www;
+  }}
+}}
+""")
+    process = subprocess.Popen(["nginx", "-p", prefix, "-c", conf, "-g", "daemon off;"])
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return process, port, os.path.join(prefix, "logs", "access.log")
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit("nginx did not start; see " + os.path.join(prefix, "logs", "error.log"))
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(command, cwd=None):
+    cpu0, t0 = children_cpu(), time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    if done.returncode != 0:
+        raise SystemExit(f"{command[0]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return wall, cpu, done.stdout
+
+
+def resources(manifest):
+    with open(manifest) as f:
+        return [json.loads(line)["resource"] for line in f if line.strip()]
+
+
+def run_curl(url, names, out, copies):
+    config = os.path.join(out, "curl.config")
+    os.makedirs(out, exist_ok=True)
+    with open(config, "w") as f:
+        for copy in range(copies):
+            for i, name in enumerate(names):
+                f.write(f'url = "{url}/{name}"\noutput = "{out}/{copy}-{i}.bin"\n')
+    return timed(["curl", "--parallel", "--parallel-max", "8", "--silent", "--show-error",
+                  "--fail", "-K", config])
+
+
+def run_aria2(url, names, out, copies):
+    listing = os.path.join(out, "aria2.list")
+    os.makedirs(out, exist_ok=True)
+    with open(listing, "w") as f:
+        for copy in range(copies):
+            for i, name in enumerate(names):
+                f.write(f"{url}/{name}\n  out={copy}-{i}.bin\n")
+    return timed(["aria2c", "-j", "8", "-i", listing, "-d", out, "--quiet",
+                  "--file-allocation=none", "--allow-overwrite=true",
+                  "--auto-file-renaming=false", "--console-log-level=error"])
+
+
+def run_demandflight(binary, url, manifest, out, copies):
+    return timed([binary, "fetch", "--base-url", url, "--cache", out, "--copies", str(copies),
+                  "--max-transfers", "8", "--max-per-origin", "8", "--progress", "none",
+                  manifest])
+
+
+def requests_per_file(access_log, start_offset):
+    counts = {}
+    with open(access_log) as f:
+        f.seek(start_offset)
+        for line in f:
+            parts = line.split('"')
+            if len(parts) > 1:
+                path = parts[1].split(" ")[1] if len(parts[1].split(" ")) > 1 else ""
+                counts[path] = counts.get(path, 0) + 1
+    return counts
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("demandflight")
+    parser.add_argument("--work", default="/tmp/demandflight-fetch-bench")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sets", default="small,medium,large")
+    parser.add_argument("--json", default=None, help="write the raw figures here")
+    args = parser.parse_args()
+    binary = os.path.abspath(args.demandflight)
+    os.makedirs(args.work, exist_ok=True)
+
+    sets = [s for s in args.sets.split(",") if s]
+    manifests = {}
+    for name in sets:
+        count, size = SETS[name]
+        log(f"preparing {name}: {count} x {size} bytes")
+        manifests[name] = make_set(args.work, name, count, size)
+
+    nginx, port, access_log = start_nginx(args.work)
+    url = f"http://127.0.0.1:{port}"
+    rows, raw = [], []
+    try:
+        for name in sets:
+            count, size = SETS[name]
+            names = resources(manifests[name])
+            for copies in (1, 3):
+                samples = {"demandflight": [], "curl": [], "aria2c": []}
+                max_requests = 0
+                for run in range(args.runs):
+                    for tool in ("curl", "aria2c", "demandflight"):
+                        out = os.path.join(args.work, "out", tool)
+                        shutil.rmtree(out, ignore_errors=True)
+                        if tool == "curl":
+                            wall, cpu, _ = run_curl(url, names, out, copies)
+                        elif tool == "aria2c":
+                            wall, cpu, _ = run_aria2(url, names, out, copies)
+                        else:
+                            offset = os.path.getsize(access_log)
+                            wall, cpu, text = run_demandflight(binary, url, manifests[name], out,
+                                                               copies)
+                            time.sleep(0.2)  # nginx writes its log line after the response.
+                            counts = requests_per_file(access_log, offset)
+                            max_requests = max([max_requests] + list(counts.values()))
+                            if len(counts) != count:
+                                raise SystemExit(f"demandflight requested {len(counts)} of "
+                                                 f"{count} files:\n{text}")
+                        samples[tool].append((wall, cpu))
+                        raw.append({"set": name, "copies": copies, "tool": tool, "run": run,
+                                    "wall_s": wall, "cpu_s": cpu})
+                        log(f"  {name} x{copies} {tool:12s} run {run}: {wall:7.3f} s "
+                            f"wall, {cpu:6.2f} CPU-s")
+                shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
+                med = {t: statistics.median(w for w, _ in s) for t, s in samples.items()}
+                cpu = {t: statistics.median(c for _, c in s) for t, s in samples.items()}
+                mib = count * size / 2**20
+                rows.append((name, count, size, copies, med, cpu, mib, max_requests))
+    finally:
+        nginx.terminate()
+        nginx.wait()
+
+    print("| set | callers/artifact | demandflight | curl | aria2c | vs curl | vs aria2c "
+          "| requests/artifact (demandflight) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, count, size, copies, med, cpu, mib, max_requests in rows:
+        def cell(tool):
+            rate = f"{mib / med[tool]:.0f} MiB/s" if size >= 2**20 else \
+                f"{count / med[tool]:.0f} files/s"
+            return f"{med[tool]:.2f} s, {rate}, {cpu[tool]:.1f} CPU-s"
+        label = f"{count} x {size // 1024} KiB" if size < 2**20 else \
+            f"{count} x {size // 2**20} MiB"
+        print(f"| {label} | {copies} | {cell('demandflight')} | {cell('curl')} | "
+              f"{cell('aria2c')} | {med['curl'] / med['demandflight']:.2f}x | "
+              f"{med['aria2c'] / med['demandflight']:.2f}x | {max_requests} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(raw, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+// ResultRecorder: turns what a runtime did into a Result.
+//
+// The simulator and `demandflight replay` (the real backend) both feed it the
+// engine's commands and their own transfer figures, so that one trace run in
+// both worlds is scored by the same code (the definitions are in result.h).
+// Header-only: it sits on the simulator's hot path.
+//
+// The order a runtime must follow for each subscribe: before_subscribe(),
+// then the engine's subscribe, then subscribed(), then the commands that
+// subscribe emitted. Commands go in as the engine emitted them;
+// after_commands() once a batch is handled.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "demandflight/engine/command.h"
+#include "demandflight/engine/ids.h"
+#include "demandflight/sim/result.h"
+#include "demandflight/sim/trace.h"
+
+namespace dfl::sim {
+
+// The priorities the active demands of one task asked for, as counts. The
+// usual priorities (0..7) are counted inline; others, rare, in a map.
+class PriorityCounts {
+ public:
+  void add(Priority p) {
+    if (p >= 0 && p < kInline) {
+      ++inline_[static_cast<std::size_t>(p)];
+    } else {
+      ++other_[p];
+    }
+  }
+  void remove(Priority p) {
+    if (p >= 0 && p < kInline) {
+      --inline_[static_cast<std::size_t>(p)];
+    } else if (--other_[p] == 0) {
+      other_.erase(p);
+    }
+  }
+  std::optional<Priority> max() const {
+    std::optional<Priority> best;
+    if (!other_.empty()) best = other_.rbegin()->first;
+    for (Priority p = kInline - 1; p >= 0; --p) {
+      if (inline_[static_cast<std::size_t>(p)] > 0) {
+        if (!best || p > *best) best = p;
+        break;
+      }
+    }
+    return best;
+  }
+
+ private:
+  static constexpr Priority kInline = 8;
+  std::array<std::uint32_t, kInline> inline_{};
+  std::map<Priority, std::uint32_t> other_;
+};
+
+class ResultRecorder {
+ public:
+  ResultRecorder(const Trace& trace, std::string model, std::string policy, std::uint64_t seed)
+      : trace_(trace) {
+    result_.trace_name = trace.name;
+    result_.model = std::move(model);
+    result_.policy = std::move(policy);
+    result_.seed = seed;
+    result_.demands.reserve(trace.demand_ids.size());
+    result_index_of_demand_.assign(trace.demand_ids.size(), 0);
+    // Aliases with one key share one key index (faults, orphan installs).
+    key_of_artifact_.reserve(trace.artifacts.size());
+    for (const Artifact& a : trace.artifacts) {
+      auto [it, inserted] =
+          key_index_.try_emplace(a.key, static_cast<std::uint32_t>(key_index_.size()));
+      key_of_artifact_.push_back(it->second);
+      if (inserted) {
+        key_size_.push_back(a.size_bytes);
+        key_artifact_.push_back(static_cast<std::uint32_t>(&a - trace.artifacts.data()));
+      }
+    }
+    orphan_install_size_.assign(key_index_.size(), 0);
+  }
+
+  // --- Keys ------------------------------------------------------------------
+  std::size_t key_count() const { return key_size_.size(); }
+  std::uint32_t key_of_artifact(std::uint32_t artifact) const { return key_of_artifact_[artifact]; }
+  std::uint32_t key_of_task(TaskId task) { return track(task).key; }
+  // The id of the first alias of a key, for displays.
+  const std::string& key_name(std::uint32_t key) const {
+    return trace_.artifacts[key_artifact_[key]].id;
+  }
+
+  // --- Calls into the engine -------------------------------------------------
+  void before_subscribe(double t, const Record& r) {
+    result_index_of_demand_[r.demand] = static_cast<std::uint32_t>(result_.demands.size());
+    result_.demands.push_back(DemandResult{r.demand, r.owner, r.artifact, r.priority, t, 0,
+                                           DemandOutcome::failed, false});
+    creating_artifact_ = r.artifact;
+  }
+  // `task`: the task serving the new demand, if any.
+  void subscribed(DemandHandle h, const Record& r, std::optional<TaskId> task) {
+    if (h.slot >= live_.size()) live_.resize(h.slot + 1);
+    live_[h.slot] = LiveDemand{h.generation, true, r.demand, r.priority, 0};
+    if (task && task->value != 0) {
+      live_[h.slot].task = task->value;
+      track(*task).active.add(r.priority);
+      touched_.push_back(task->value);
+    }
+  }
+  // Before the engine's set_priority.
+  void before_set_priority(DemandHandle h, Priority p) {
+    if (LiveDemand* d = live(h); d != nullptr && d->task != 0) {
+      TaskTrack& task = track(TaskId{d->task});
+      task.active.remove(d->priority);
+      d->priority = p;
+      task.active.add(d->priority);
+      touched_.push_back(d->task);
+    }
+  }
+
+  // --- What the runtime saw ----------------------------------------------------
+  void transfer_started() { ++result_.summary.transfers_started; }
+  // Body bytes an attempt of `task` received (aborted or not).
+  void transfer_bytes(TaskId task, std::uint64_t bytes) {
+    result_.summary.bytes_transferred += bytes;
+    track(task).bytes += bytes;
+  }
+  // Bytes thrown away: an aborted attempt's, a body that failed verification.
+  void wasted(std::uint64_t bytes) { result_.summary.bytes_wasted += bytes; }
+
+  // --- Commands ----------------------------------------------------------------
+  const DemandResult& on(double t, const Deliver& c) {
+    LiveDemand* live_demand = live(c.demand);
+    if (live_demand == nullptr) throw std::logic_error("delivery to an unknown demand");
+    DemandResult& d = result_.demands[result_index_of_demand_[live_demand->demand]];
+    if (d.ended) throw std::logic_error("a demand received a second terminal");
+    d.ended = true;
+    d.t_end = t;
+    d.outcome = c.outcome;
+    ++result_.summary.outcomes[static_cast<std::size_t>(c.outcome)];
+    if (c.outcome == DemandOutcome::succeeded) {
+      if (c.task.value == 0) {
+        // A cache hit: a completed orphan of that key has been used after all.
+        ++result_.summary.cache_hits;
+        std::uint64_t& pending = orphan_install_size_[key_of_artifact_[d.artifact]];
+        if (pending != 0) --pending_orphan_installs_;
+        pending = 0;
+      } else {
+        track(c.task).succeeded = true;
+      }
+    }
+    if (live_demand->task != 0) {
+      track(TaskId{live_demand->task}).active.remove(live_demand->priority);
+      touched_.push_back(live_demand->task);
+    }
+    live_demand->live = false;
+    return d;
+  }
+
+  void on(double, const EvictArtifact& c) {
+    if (pending_orphan_installs_ == 0) return;  // Nothing to charge: skip the lookup.
+    auto it = key_index_.find(c.key);
+    if (it == key_index_.end()) return;
+    std::uint64_t& pending = orphan_install_size_[it->second];
+    if (pending == 0) return;
+    result_.summary.bytes_wasted += pending;
+    pending = 0;
+    --pending_orphan_installs_;
+  }
+
+  const TaskResult& on(double t, const TaskCreated& c) {
+    if (c.task.value != result_.tasks.size() + 1) throw std::logic_error("task ids are not dense");
+    track(c.task).key = key_of_artifact_[creating_artifact_];
+    TaskResult task;
+    task.artifact = creating_artifact_;
+    task.t_start = t;
+    result_.tasks.push_back(std::move(task));
+    return result_.tasks.back();
+  }
+
+  const TaskResult& on(double t, const TaskPriorityChanged& c) {
+    TaskResult& task = result_.tasks[c.task.value - 1];
+    if (!task.priority_timeline.empty() && task.priority_timeline.back().first == t) {
+      task.priority_timeline.back().second = c.priority;  // Same instant: keep the last.
+    } else {
+      task.priority_timeline.emplace_back(t, c.priority);
+    }
+    track(c.task).effective = c.priority;
+    touched_.push_back(c.task.value);
+    return task;
+  }
+
+  void on(double t, const TaskEnded& c) {
+    TaskResult& task = result_.tasks[c.task.value - 1];
+    TaskTrack& tracked = track(c.task);
+    task.t_end = t;
+    task.outcome = c.outcome;
+    task.attempts = c.attempts;
+    task.bytes_transferred = tracked.bytes;
+    task.installs = c.outcome == TaskOutcome::installed ? 1 : 0;
+    result_.summary.installs += task.installs;
+    if (c.outcome == TaskOutcome::installed && !tracked.succeeded) {
+      // Installed while nobody waited: wasted unless a later subscribe uses it.
+      if (orphan_install_size_[tracked.key] == 0) ++pending_orphan_installs_;
+      orphan_install_size_[tracked.key] = key_size_[tracked.key];
+    }
+    close_pollution(t, tracked);
+    tracked.ended = true;
+  }
+
+  // Commands that change no result field.
+  void on(double, const StartTransfer&) {}
+  void on(double, const AbortTransfer&) {}
+  void on(double, const StartFinalize&) {}
+
+  // After a batch of commands: priority pollution may have started or stopped.
+  void after_commands(double t) {
+    for (std::uint64_t id : touched_) {
+      TaskTrack& task = track(TaskId{id});
+      if (task.ended) continue;
+      const std::optional<Priority> highest = task.active.max();
+      const bool polluted = task.effective && highest && *task.effective > *highest;
+      if (polluted && task.polluted_since < 0) task.polluted_since = t;
+      if (!polluted) close_pollution(t, task);
+    }
+    touched_.clear();
+  }
+
+  // The run is over at `t`.
+  Result finish(double t) {
+    result_.summary.makespan_s = t;
+    for (TaskTrack& task : task_tracks_)
+      close_pollution(t, task);
+    for (std::uint64_t pending : orphan_install_size_)
+      result_.summary.bytes_wasted += pending;
+    compute_latencies(result_);
+    return std::move(result_);
+  }
+
+  const Result& result() const { return result_; }
+
+ private:
+  // Per physical task, by TaskId (ids are dense: the engine numbers tasks 1,
+  // 2, 3, ... in creation order, as results list them).
+  struct TaskTrack {
+    std::uint32_t key = 0;
+    std::uint64_t bytes = 0;  // Received by all its attempts, aborted ones included.
+    bool succeeded = false;   // Some demand was told success by it.
+    bool ended = false;
+    // Priority pollution: the effective priority against what the active
+    // demands asked for.
+    std::optional<Priority> effective;
+    PriorityCounts active;
+    double polluted_since = -1;  // -1 when not polluted.
+  };
+
+  // Per live demand, by handle slot (slots are dense).
+  struct LiveDemand {
+    std::uint32_t generation = 0;
+    bool live = false;
+    std::uint32_t demand = 0;  // Index into the trace's demands.
+    Priority priority = 0;     // The priority it last asked for.
+    std::uint64_t task = 0;    // The TaskId serving it; 0 for none.
+  };
+
+  void close_pollution(double t, TaskTrack& task) {
+    if (task.polluted_since < 0) return;
+    result_.summary.priority_pollution_s += t - task.polluted_since;
+    task.polluted_since = -1;
+  }
+
+  // A task's track; made on first use, which may come before its TaskCreated
+  // (the subscribe that created it registers its demand first).
+  TaskTrack& track(TaskId task) {
+    if (task.value > task_tracks_.size()) task_tracks_.resize(task.value);
+    return task_tracks_[task.value - 1];
+  }
+
+  LiveDemand* live(DemandHandle h) {
+    if (h.slot >= live_.size()) return nullptr;
+    LiveDemand& d = live_[h.slot];
+    return d.live && d.generation == h.generation ? &d : nullptr;
+  }
+
+  const Trace& trace_;
+  Result result_;
+  std::unordered_map<ArtifactKey, std::uint32_t> key_index_;
+  std::vector<std::uint32_t> key_of_artifact_;
+  std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
+  std::vector<std::uint64_t> key_size_;
+  std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
+  std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
+  std::vector<std::uint32_t> result_index_of_demand_;
+  std::vector<LiveDemand> live_;
+  std::uint32_t creating_artifact_ = 0;
+  std::vector<TaskTrack> task_tracks_;  // By TaskId - 1.
+  std::vector<std::uint64_t> touched_;  // Tasks whose pollution may have changed.
+};
+
+}  // namespace dfl::sim

@@ -1,0 +1,261 @@
+// `demandflight fetch` and `demandflight replay` end to end: the real binary
+// against the loopback server.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "cli_runner.h"
+#include "demandflight/backend/cache_dir.h"
+#include "demandflight/backend/sha256.h"
+#include "loopback.h"
+
+namespace dfl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string content(const std::string& name, std::size_t size) {
+  std::string out(size, '\0');
+  const std::size_t seed = std::hash<std::string>{}(name);
+  for (std::size_t i = 0; i < size; ++i)
+    out[i] = static_cast<char>((i * 131 + seed) % 253);
+  return out;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ =
+        fs::temp_directory_path() / ("dfl-cli-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "www");
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Serves a file of `size` bytes as /NAME and returns its manifest line.
+  std::string serve(const std::string& name, std::size_t size, bool right_digest = true) {
+    const std::string bytes = content(name, size);
+    std::ofstream(dir_ / "www" / name, std::ios::binary) << bytes;
+    const std::string digest = backend::Sha256::hex_of(right_digest ? bytes : bytes + "x");
+    return json{{"op", "artifact"}, {"id", name},      {"resource", name},
+                {"revision", "r1"}, {"target", "pc"},  {"generation", 0},
+                {"size", size},     {"origin", "cdn"}, {"sha256", digest}}
+               .dump() +
+           "\n";
+  }
+  LoopbackServer& server() {
+    if (!server_) server_ = std::make_unique<LoopbackServer>(dir_ / "www");
+    return *server_;
+  }
+  std::string cache() const { return (dir_ / "cache").string(); }
+  fs::path object(const std::string& name) const {
+    return dir_ / "cache" / "objects" /
+           backend::CacheDir::object_name(ArtifactKey{name, "r1", "pc", 0});
+  }
+  static std::string read(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path dir_;
+  std::unique_ptr<LoopbackServer> server_;
+};
+
+TEST_F(CliTest, FetchInstallsEveryArtifactVerifiedAndPrintsALinePerArtifact) {
+  const std::string manifest = serve("a.bin", 300'000) + serve("b.bin", 1'200'000);
+  const CliRun run =
+      run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(read(object("a.bin")), content("a.bin", 300'000));
+  EXPECT_EQ(read(object("b.bin")), content("b.bin", 1'200'000));
+  // Not a terminal: plain lines, one per artifact, then the summary.
+  EXPECT_NE(run.out.find("succeeded a.bin"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("succeeded b.bin"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("succeeded 2, failed 0"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("\x1b["), std::string::npos) << "no terminal escapes in plain output";
+}
+
+TEST_F(CliTest, FetchWithProgressBarsRedrawsInPlace) {
+  const std::string manifest = serve("a.bin", 400'000);
+  server().rate(1'000'000);  // About 0.4 s: several frames.
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--progress", "bars", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\x1b[1A\x1b[2K"), std::string::npos) << "frames are redrawn";
+  EXPECT_NE(run.out.find("total"), std::string::npos);
+  EXPECT_NE(run.out.find("a.bin"), std::string::npos) << "a bar per transfer";
+}
+
+TEST_F(CliTest, FetchDuplicateCallersShareOneTransferPerArtifact) {
+  const std::string manifest =
+      serve("a.bin", 200'000) + serve("b.bin", 200'000) + serve("c.bin", 200'000);
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--copies", "3", "--quiet", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("succeeded 9"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("transfers 3, installs 3"), std::string::npos) << run.out;
+  const json stats = server().stats();
+  for (const char* path : {"/a.bin", "/b.bin", "/c.bin"})
+    EXPECT_EQ(stats[path]["requests"], 1) << path;
+}
+
+TEST_F(CliTest, FetchExitsNonZeroAndNamesWhatFailed) {
+  const std::string manifest =
+      serve("good.bin", 100'000) + serve("bad.bin", 100'000, /*right_digest=*/false);
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--retries", "2", "TRACE"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("1 artifacts failed: bad.bin"), std::string::npos) << run.err;
+  EXPECT_TRUE(fs::exists(object("good.bin")));
+  EXPECT_FALSE(fs::exists(object("bad.bin"))) << "a body that fails its digest is never installed";
+  EXPECT_EQ(server().stats()["/bad.bin"]["requests"], 2) << "fetched again, as the retries say";
+}
+
+TEST_F(CliTest, FetchRefusesABadManifestWithFileLineAndField) {
+  const std::string manifest = serve("a.bin", 10) + R"({"op": "artifact", "id": "x"})" + "\n";
+  const CliRun run =
+      run_cli(manifest, {"fetch", "--base-url", "http://127.0.0.1:9", "--cache", cache(), "TRACE"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("trace.jsonl:2: resource:"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(dir_ / "cache")) << "nothing runs on bad input";
+}
+
+TEST_F(CliTest, AfterAKillDuringAFetchTheNextFetchCompletes) {
+  const std::size_t size = 3'000'000;
+  const std::string manifest = serve("big.bin", size) + serve("small.bin", 50'000);
+  const fs::path manifest_path = dir_ / "manifest.jsonl";
+  std::ofstream(manifest_path) << manifest;
+  server().rate(2'000'000);  // 1.5 s: killed in the middle.
+  const std::string base = server().base();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::execl(DFL_CLI, DFL_CLI, "fetch", "--base-url", base.c_str(), "--cache", cache().c_str(),
+            manifest_path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until part of big.bin is staged, then kill -9.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool staged = false;
+  while (!staged && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_ / "cache" / "staging", ec)) {
+      staged = staged || fs::file_size(e.path()) > 500'000;
+    }
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(staged) << "the fetch never got going";
+  EXPECT_FALSE(fs::exists(object("big.bin"))) << "nothing partial is visible";
+
+  server().rate(0);
+  const CliRun run =
+      run_cli(manifest, {"fetch", "--base-url", base, "--cache", cache(), "--quiet", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(read(object("big.bin")), content("big.bin", size));
+  EXPECT_EQ(read(object("small.bin")), content("small.bin", 50'000));
+  EXPECT_TRUE(fs::is_empty(dir_ / "cache" / "staging"));
+}
+
+// A trace whose outcomes do not depend on timing noise: a shared artifact
+// both callers get, a cancel, a deadline that passes long before the bytes
+// could arrive, an owner that goes away, and a later cache hit.
+std::string replay_trace(const std::string& artifacts) {
+  return std::string(R"({"format": "demandflight-trace", "version": 1, "name": "replay", )"
+                     R"("seed": 5, "platform": {"client_bandwidth_Bps": 2000000, )"
+                     R"("client_latency_s": 0.001, "origins": {"cdn": {"bandwidth_Bps": )"
+                     R"(1e9, "latency_s": 0.001}}, "disk_write_Bps": 1e9, "hash_Bps": 1e9}, )"
+                     R"("scheduler": {"max_transfers": 4, "max_per_origin": 4}})") +
+         "\n" + artifacts +
+         R"({"op": "subscribe", "t": 0.0, "demand": "d1", "owner": "ui", "artifact": "x.bin", "priority": 1}
+{"op": "subscribe", "t": 0.0, "demand": "d3", "owner": "prefetch", "artifact": "y.bin", "priority": 0}
+{"op": "subscribe", "t": 0.0, "demand": "d4", "owner": "hud", "artifact": "y.bin", "priority": 1, "timeout_s": 0.05}
+{"op": "subscribe", "t": 0.05, "demand": "d2", "owner": "game", "artifact": "x.bin", "priority": 3}
+{"op": "cancel", "t": 0.1, "demand": "d3"}
+{"op": "subscribe", "t": 0.1, "demand": "d5", "owner": "level", "artifact": "z.bin", "priority": 2}
+{"op": "end_owner", "t": 0.2, "owner": "level"}
+{"op": "subscribe", "t": 2.5, "demand": "d6", "owner": "ui", "artifact": "x.bin", "priority": 1}
+)";
+}
+
+TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
+  const std::string artifacts =
+      serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
+  server().rate(2'000'000);  // Per connection, like the trace's client link for one transfer.
+  const std::string trace = replay_trace(artifacts);
+  const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
+                                      cache(), "--out", "OUT"});
+  ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
+  const CliRun simulated = simulate(trace);
+
+  // The same format: the same fields everywhere.
+  auto keys = [](const json& object) {
+    std::set<std::string> out;
+    for (const auto& [k, v] : object.items())
+      out.insert(k);
+    return out;
+  };
+  EXPECT_EQ(keys(real.result), keys(simulated.result));
+  EXPECT_EQ(keys(real.result["summary"]), keys(simulated.result["summary"]));
+  EXPECT_EQ(keys(real.result["demands"][0]), keys(simulated.result["demands"][0]));
+  EXPECT_EQ(keys(real.result["tasks"][0]), keys(simulated.result["tasks"][0]));
+  // The same outcomes, demand by demand.
+  const std::map<std::string, std::string> expected = {{"d1", "succeeded"},   {"d2", "succeeded"},
+                                                       {"d3", "cancelled"},   {"d4", "timed_out"},
+                                                       {"d5", "owner_ended"}, {"d6", "succeeded"}};
+  for (const auto& [demand, outcome] : expected) {
+    EXPECT_EQ(demand_record(real.result, demand)["outcome"], outcome) << demand;
+    EXPECT_EQ(demand_record(simulated.result, demand)["outcome"], outcome) << demand;
+  }
+  EXPECT_EQ(real.result["summary"]["cache_hits"], 1);
+  EXPECT_EQ(real.result["summary"]["installs"], simulated.result["summary"]["installs"]);
+  EXPECT_EQ(real.result["tasks"].size(), simulated.result["tasks"].size());
+  // y and z were aborted part-way: their received bytes are wasted, in both worlds.
+  EXPECT_GT(real.result["summary"]["bytes_wasted"].get<double>(), 0);
+  EXPECT_GT(simulated.result["summary"]["bytes_wasted"].get<double>(), 0);
+  // Real time, in the trace's clock: x (500 kB at 2 MB/s) takes about 0.25 s.
+  const double x_latency = demand_record(real.result, "d1")["t_end"].get<double>();
+  EXPECT_GT(x_latency, 0.2);
+  EXPECT_LT(x_latency, 2.0);
+}
+
+TEST_F(CliTest, ReplayAtDoubleSpeedReportsTimesInTheTracesClock) {
+  const std::string artifacts =
+      serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliRun real =
+      run_cli(replay_trace(artifacts), {"replay", "TRACE", "--base-url", server().base(), "--cache",
+                                        cache(), "--speed", "2", "--out", "OUT"});
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  EXPECT_EQ(demand_record(real.result, "d6")["outcome"], "succeeded");
+  // d6 is due at 2.5 s of trace time: 1.25 s of wall time at speed 2.
+  EXPECT_NEAR(demand_record(real.result, "d6")["t_subscribe"].get<double>(), 2.5, 0.2);
+  EXPECT_LT(wall, 2.4) << "the trace was replayed at double speed";
+}
+
+TEST_F(CliTest, ReplayRefusesABadTrace) {
+  const CliRun run =
+      run_cli("{\"format\": \"nope\"}\n",
+              {"replay", "TRACE", "--base-url", "http://127.0.0.1:9", "--cache", cache()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("trace.jsonl:1: format:"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace dfl::testing
