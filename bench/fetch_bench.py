@@ -156,10 +156,10 @@ def run_aria2(url, names, out, copies):
                   "--auto-file-renaming=false", "--console-log-level=error"])
 
 
-def run_demandflight(binary, url, manifest, out, copies):
+def run_demandflight(binary, url, manifest, out, copies, extra):
     return timed([binary, "fetch", "--base-url", url, "--cache", out, "--copies", str(copies),
-                  "--max-transfers", "8", "--max-per-origin", "8", "--progress", "none",
-                  manifest])
+                  "--max-transfers", "8", "--max-per-origin", "8", "--progress", "none"] +
+                 extra + [manifest])
 
 
 def requests_per_file(access_log, start_offset):
@@ -179,8 +179,13 @@ def main():
     parser.add_argument("demandflight")
     parser.add_argument("--work", default="/tmp/demandflight-fetch-bench")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--sets", default="small,medium,large")
+    parser.add_argument("--sets", default="small,medium,large",
+                        help="small first: its files are created before any mass deletion")
     parser.add_argument("--json", default=None, help="write the raw figures here")
+    parser.add_argument("--fetch-args", default="", help="more flags for demandflight fetch")
+    parser.add_argument("--copies", default="1,3", help="callers per artifact, one row each")
+    parser.add_argument("--drop-caches", action="store_true",
+                        help="sync and drop the kernel's caches before each set (root)")
     args = parser.parse_args()
     binary = os.path.abspath(args.demandflight)
     os.makedirs(args.work, exist_ok=True)
@@ -191,6 +196,9 @@ def main():
         count, size = SETS[name]
         log(f"preparing {name}: {count} x {size} bytes")
         manifests[name] = make_set(args.work, name, count, size)
+    if args.drop_caches and os.geteuid() != 0:
+        log("--drop-caches needs root: skipped")
+        args.drop_caches = False
 
     nginx, port, access_log = start_nginx(args.work)
     url = f"http://127.0.0.1:{port}"
@@ -199,13 +207,28 @@ def main():
         for name in sets:
             count, size = SETS[name]
             names = resources(manifests[name])
-            for copies in (1, 3):
+            if args.drop_caches:
+                # The same start for every set: no dirty pages and no cached metadata
+                # of earlier sets (ext4 creates files much more slowly while its
+                # block-device cache holds many buffers of recently deleted inodes),
+                # then the set itself read back into the page cache for nginx.
+                subprocess.run(["sync"], check=True)
+                with open("/proc/sys/vm/drop_caches", "w") as f:
+                    f.write("3\n")
+                for file_name in names:
+                    with open(os.path.join(args.work, "www", file_name), "rb") as f:
+                        while f.read(1 << 22):
+                            pass
+            for copies in [int(c) for c in args.copies.split(",")]:
                 samples = {"demandflight": [], "curl": [], "aria2c": []}
                 max_requests = 0
                 for run in range(args.runs):
                     for tool in ("curl", "aria2c", "demandflight"):
-                        out = os.path.join(args.work, "out", tool)
-                        shutil.rmtree(out, ignore_errors=True)
+                        # A fresh directory per run, deleted only after the set: ext4
+                        # makes creating files slow for a while after thousands were
+                        # deleted (it scans for recently deleted inodes), which would
+                        # time the clean-up instead of the tool.
+                        out = os.path.join(args.work, "out", f"{tool}-{copies}-{run}")
                         if tool == "curl":
                             wall, cpu, _ = run_curl(url, names, out, copies)
                         elif tool == "aria2c":
@@ -213,7 +236,7 @@ def main():
                         else:
                             offset = os.path.getsize(access_log)
                             wall, cpu, text = run_demandflight(binary, url, manifests[name], out,
-                                                               copies)
+                                                               copies, args.fetch_args.split())
                             time.sleep(0.2)  # nginx writes its log line after the response.
                             counts = requests_per_file(access_log, offset)
                             max_requests = max([max_requests] + list(counts.values()))
@@ -225,7 +248,8 @@ def main():
                                     "wall_s": wall, "cpu_s": cpu})
                         log(f"  {name} x{copies} {tool:12s} run {run}: {wall:7.3f} s "
                             f"wall, {cpu:6.2f} CPU-s")
-                shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
+                if size >= 2**20:  # Few, large files: free the disk at once.
+                    shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
                 med = {t: statistics.median(w for w, _ in s) for t, s in samples.items()}
                 cpu = {t: statistics.median(c for _, c in s) for t, s in samples.items()}
                 mib = count * size / 2**20
@@ -233,6 +257,7 @@ def main():
     finally:
         nginx.terminate()
         nginx.wait()
+        shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
 
     print("| set | callers/artifact | demandflight | curl | aria2c | vs curl | vs aria2c "
           "| requests/artifact (demandflight) |")

@@ -22,6 +22,10 @@ std::string errno_text(const std::string& what, const fs::path& path) {
   return what + " " + path.string() + ": " + std::strerror(errno);
 }
 
+int open_staging(const fs::path& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+}
+
 bool is_object_name(const std::string& name) {
   if (name.size() != 64) return false;
   for (char c : name) {
@@ -128,6 +132,7 @@ CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, Write
     : core_(std::make_unique<Core>()), writer_(writer) {
   core_->path = std::move(path);
   core_->fd = fd;
+  core_->opened = fd >= 0;
   core_->object_name = std::move(object_name);
   if (writer_ != nullptr) {
     buffer_ = writer_->buffer();
@@ -170,6 +175,11 @@ void CacheDir::Staging::discard() {
 
 std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data,
                                                     std::size_t size) {
+  if (!core.opened) {
+    core.opened = true;
+    core.fd = open_staging(core.path);
+    if (core.fd < 0) return IoError{errno_text("cannot create", core.path)};
+  }
   core.hash.update(data, size);
   while (size > 0) {
     const ssize_t n = ::write(core.fd, data, size);
@@ -184,7 +194,7 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
 }
 
 std::optional<IoError> CacheDir::Staging::write(const void* data, std::size_t size) {
-  if (!core_ || core_->fd < 0) return IoError{"write to a closed staging file"};
+  if (!core_) return IoError{"write to a closed staging file"};
   if (writer_ != nullptr) {
     std::lock_guard lock(core_->mutex);
     if (core_->error) return core_->error;
@@ -296,14 +306,20 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key)
   }
   const fs::path path =
       staging_ / (name + "." + std::to_string(::getpid()) + "." + std::to_string(serial) + ".part");
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (writer_) {
+    // Created by whichever thread first writes to it: the receiving thread
+    // never waits on the staging directory (a rename out of it waits for the
+    // objects/ fsync while holding it).
+    return Staging(path, -1, std::move(name), writer_.get());
+  }
+  const int fd = open_staging(path);
   if (fd < 0) return IoError{errno_text("cannot create", path)};
-  return Staging(path, fd, std::move(name), writer_.get());
+  return Staging(path, fd, std::move(name), nullptr);
 }
 
 std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint64_t> expected_size,
                                         const std::optional<std::string>& expected_sha256) {
-  if (!staging.core_ || staging.core_->fd < 0) return IoError{"commit of a closed staging file"};
+  if (!staging.core_) return IoError{"commit of a closed staging file"};
   if (auto error = staging.flush()) return error;  // `staging` removes its file on return.
   Staging::Core& core = *staging.core_;
   if (expected_size && staging.bytes_ != *expected_size) {

@@ -245,8 +245,9 @@ class Client::Impl {
         push_io(IoJob{IoJob::Kind::abort, {}, a->transfer, a->task});
         io = true;
       } else if (auto* e = std::get_if<TaskEnded>(&command)) {
+        // Housekeeping: no need to wake the I/O thread for it (it wakes at
+        // least every 100 ms, and at once for the next start or abort).
         push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task});
-        io = true;
       } else if (auto* f = std::get_if<StartFinalize>(&command)) {
         FinalizeJob job{f->finalize, f->task, std::nullopt, std::nullopt};
         if (auto it = expected_size_.find(f->key); it != expected_size_.end())

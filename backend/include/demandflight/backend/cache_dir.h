@@ -75,6 +75,7 @@ class CacheDir {
     struct Core {
       std::filesystem::path path;
       int fd = -1;
+      bool opened = false;  // With write-behind the file is created by the first write_out.
       std::string object_name;
       Sha256 hash;
       std::mutex mutex;

@@ -94,9 +94,10 @@ struct ClientOptions {
   std::string orphan_policy = "always-abort";  // NAME[:k=v,...]
   std::filesystem::path cache_dir;
   UrlResolver resolver;
-  // Verification and install threads. An install costs two fsyncs (~1 ms
-  // each on ext4), so small artifacts need several in parallel.
-  unsigned finalize_threads = 4;
+  // Verification and install threads. An install waits on an fdatasync and
+  // a (shared) directory fsync, about a millisecond each, so small artifacts
+  // need several in flight: 8 installs 2,000 x 64 KiB ~1.4x faster than 4.
+  unsigned finalize_threads = 8;
   long connect_timeout_ms = 10'000;
   // A transfer slower than this many bytes per second for stall_time_s is a
   // (retryable) stall.
