@@ -3,12 +3,13 @@
 #             side by side, then every bundled scenario (SimGrid simulator)
 # make demo-engine  the three-caller story step by step on the bare core
 # make test   every test (Debug build with invariant checks)
-# make bench  the engine benchmarks (Release build)
+# make bench  the engine, simulator and fetch benchmarks (Release build)
+# make bench-fetch  only demandflight fetch against curl and aria2c on nginx
 # make asan   the engine tests under AddressSanitizer + UBSan
 # make tsan   the backend's tests (threads) under ThreadSanitizer
 
 JOBS ?= 2
-.PHONY: deps demo demo-engine test bench asan tsan format clean
+.PHONY: deps demo demo-engine test bench bench-fetch asan tsan format clean
 
 deps:
 	@bash scripts/install-deps
@@ -28,18 +29,27 @@ test: deps
 	cmake --build --preset default -j$(JOBS)
 	ctest --preset default -j$(JOBS)
 
-bench: deps
+bench:
+	@bash scripts/install-deps --bench
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target engine_bench demandflight sim_bare_replay
 	./build/release/bench/engine_bench --benchmark_min_time=0.05 \
 	  --benchmark_out=build/release/engine_bench.json --benchmark_out_format=json $(BENCH_ARGS)
 	/usr/bin/python3 bench/ratios.py build/release/engine_bench.json
 	bash bench/sim_bench.sh build/release
+	/usr/bin/python3 bench/fetch_bench.py build/release/sim/demandflight --drop-caches
+
+# Only the fetch benchmark (nginx on loopback; demandflight fetch, curl, aria2c).
+bench-fetch:
+	@bash scripts/install-deps --bench
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j$(JOBS) --target demandflight
+	/usr/bin/python3 bench/fetch_bench.py build/release/sim/demandflight --drop-caches $(BENCH_ARGS)
 
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j$(JOBS)
-	ctest --preset asan -j$(JOBS) -L "engine|sim|backend"
+	ctest --preset asan -j$(JOBS) -L "engine|sim|backend|cli"
 
 tsan: deps
 	cmake --preset tsan >/dev/null

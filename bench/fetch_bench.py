@@ -224,10 +224,10 @@ def main():
                 max_requests = 0
                 for run in range(args.runs):
                     for tool in ("curl", "aria2c", "demandflight"):
-                        # A fresh directory per run, deleted only after the set: ext4
-                        # makes creating files slow for a while after thousands were
-                        # deleted (it scans for recently deleted inodes), which would
-                        # time the clean-up instead of the tool.
+                        # A fresh directory per run. Many small files are deleted only
+                        # after the set: ext4 creates files slowly for a while after
+                        # thousands were deleted (it scans for recently deleted inodes),
+                        # which would time the clean-up instead of the tool.
                         out = os.path.join(args.work, "out", f"{tool}-{copies}-{run}")
                         if tool == "curl":
                             wall, cpu, _ = run_curl(url, names, out, copies)
@@ -243,13 +243,15 @@ def main():
                             if len(counts) != count:
                                 raise SystemExit(f"demandflight requested {len(counts)} of "
                                                  f"{count} files:\n{text}")
+                        if size >= 2**20:
+                            # Few large files: delete them at once (their dirty pages
+                            # go with them), so that no run inherits another's writeback.
+                            shutil.rmtree(out, ignore_errors=True)
                         samples[tool].append((wall, cpu))
                         raw.append({"set": name, "copies": copies, "tool": tool, "run": run,
                                     "wall_s": wall, "cpu_s": cpu})
                         log(f"  {name} x{copies} {tool:12s} run {run}: {wall:7.3f} s "
                             f"wall, {cpu:6.2f} CPU-s")
-                if size >= 2**20:  # Few, large files: free the disk at once.
-                    shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
                 med = {t: statistics.median(w for w, _ in s) for t, s in samples.items()}
                 cpu = {t: statistics.median(c for _, c in s) for t, s in samples.items()}
                 mib = count * size / 2**20

@@ -72,7 +72,7 @@ class Counter : public backend::ClientObserver {
 struct FetchArgs {
   std::string manifest, base_url, cache_dir, policy = "always-abort", progress = "auto";
   std::uint32_t max_transfers = 8, max_per_origin = 8, copies = 1, retries = 4;
-  unsigned finalize_threads = 8;
+  unsigned finalize_threads = 16;  // Installs mostly wait on fsync.
   Priority priority = 0;
   std::uint64_t cache_bytes = 0;
   bool quiet = false;

@@ -45,6 +45,7 @@ bool is_object_name(const std::string& name) {
 class CacheDir::WriteBehind {
  public:
   static constexpr std::size_t kMaxPending = 8;
+  static constexpr std::size_t kMaxFree = 64;
 
   WriteBehind() : thread_([this] { run(); }) {}
   ~WriteBehind() {
@@ -67,6 +68,15 @@ class CacheDir::WriteBehind {
       jobs_.push_back(Job{&core, std::move(buffer)});
     }
     cv_.notify_one();
+  }
+
+  // Takes back a buffer that is no longer needed, for buffer() to hand out
+  // again: small artifacts never fill one, and fresh ones cost page faults.
+  void recycle(std::vector<char> buffer) {
+    if (buffer.capacity() < kBufferBytes) return;
+    buffer.clear();
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kMaxFree) free_.push_back(std::move(buffer));
   }
 
   // An empty buffer with the capacity of a full one, recycled when possible.
@@ -106,11 +116,7 @@ class CacheDir::WriteBehind {
       }
       std::optional<IoError> error;
       if (!failed) error = Staging::write_out(core, job.buffer.data(), job.buffer.size());
-      job.buffer.clear();
-      {
-        std::lock_guard lock(mutex_);
-        if (free_.size() < 64) free_.push_back(std::move(job.buffer));
-      }
+      recycle(std::move(job.buffer));
       std::lock_guard lock(core.mutex);
       if (error && !core.error) core.error = std::move(error);
       --core.pending;
@@ -165,6 +171,7 @@ void CacheDir::Staging::wait_for_writer() {
 void CacheDir::Staging::discard() {
   if (!core_) return;
   wait_for_writer();  // The writer may still hold the descriptor.
+  if (writer_ != nullptr) writer_->recycle(std::exchange(buffer_, {}));
   if (core_->fd >= 0) {
     ::close(core_->fd);
     core_->fd = -1;
@@ -181,6 +188,7 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
     if (core.fd < 0) return IoError{errno_text("cannot create", core.path)};
   }
   core.hash.update(data, size);
+  core.written += size;
   while (size > 0) {
     const ssize_t n = ::write(core.fd, data, size);
     if (n < 0) {
@@ -189,6 +197,14 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
     }
     data += n;
     size -= static_cast<std::size_t>(n);
+  }
+  // Start writing back what is written so far, without waiting: the fsync
+  // of the install then waits for the tail only, not for the whole file.
+  if (core.written - core.writeback_started >= kWritebackBytes) {
+    ::sync_file_range(core.fd, static_cast<off_t>(core.writeback_started),
+                      static_cast<off_t>(core.written - core.writeback_started),
+                      SYNC_FILE_RANGE_WRITE);
+    core.writeback_started = core.written;
   }
   return std::nullopt;
 }
@@ -223,6 +239,7 @@ std::optional<IoError> CacheDir::Staging::flush() {
   if (core_->error) return core_->error;
   auto error = write_out(*core_, buffer_.data(), buffer_.size());
   buffer_.clear();
+  if (writer_ != nullptr) writer_->recycle(std::exchange(buffer_, {}));
   return error;
 }
 

@@ -78,6 +78,8 @@ class CacheDir {
       bool opened = false;  // With write-behind the file is created by the first write_out.
       std::string object_name;
       Sha256 hash;
+      std::uint64_t written = 0;            // Bytes written to the file.
+      std::uint64_t writeback_started = 0;  // Bytes handed to sync_file_range.
       std::mutex mutex;
       std::condition_variable done;
       std::size_t pending = 0;       // Buffers handed to the writer, not yet written.
@@ -101,6 +103,9 @@ class CacheDir {
   // (shared/loopback-baseline.md); 256 KiB writes cost less system time
   // here than 1 MiB ones (which page-cache copies out of the CPU caches).
   static constexpr std::size_t kBufferBytes = 256 << 10;
+  // Writeback of a staging file starts every this many bytes (Linux
+  // sync_file_range), so that a large install's fsync is short.
+  static constexpr std::uint64_t kWritebackBytes = 2 << 20;
 
   // Opens or creates the cache at `root`; throws std::runtime_error if the
   // directories cannot be created or read (a configuration error at start-up).
