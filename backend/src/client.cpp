@@ -429,6 +429,11 @@ class Client::Impl {
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    // libcurl's defaults, stated: an artifact is only as trustworthy as its origin.
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
