@@ -136,7 +136,7 @@ int run_replay(const ReplayArgs& args) {
           o.owner = r.owner;
           o.owner_generation = r.owner_generation;
           o.priority = r.priority;
-          if (r.timeout_s) o.deadline_s = client.clock_s() + *r.timeout_s / args.speed;
+          if (r.has_timeout()) o.deadline_s = client.clock_s() + r.timeout_s / args.speed;
           {
             std::lock_guard lock(mutex);
             ++outstanding;

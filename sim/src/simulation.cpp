@@ -176,7 +176,7 @@ class Simulation {
         o.owner = r.owner;
         o.owner_generation = r.owner_generation;
         o.priority = r.priority;
-        o.deadline_s = r.timeout_s ? t + *r.timeout_s : kNoDeadline;
+        o.deadline_s = r.has_timeout() ? t + r.timeout_s : kNoDeadline;
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
@@ -210,23 +210,25 @@ class Simulation {
   }
 
   void inject(const Record& r) {
-    switch (r.fault) {
+    const FaultSpec& fault = trace_.faults[r.fault];
+    switch (fault.kind) {
       case FaultKind::transfer_error: {
         KeyFaults& f = faults_[recorder_.key_of_artifact(r.artifact)];
-        f.transfer_errors += r.count;
-        f.after_fraction = r.after_fraction;
-        f.retryable = r.retryable;
+        f.transfer_errors += fault.count;
+        f.after_fraction = fault.after_fraction;
+        f.retryable = fault.retryable;
         break;
       }
       case FaultKind::corrupt:
-        faults_[recorder_.key_of_artifact(r.artifact)].corrupt += r.count;
+        faults_[recorder_.key_of_artifact(r.artifact)].corrupt += fault.count;
         break;
       case FaultKind::origin_down: {
-        origin_down_until_[r.origin] = std::max(origin_down_until_[r.origin], now() + r.duration_s);
+        origin_down_until_[fault.origin] =
+            std::max(origin_down_until_[fault.origin], now() + fault.duration_s);
         // Running transfers from that origin fail now, with what they received.
         std::vector<std::uint64_t> victims;
         for (const auto& [id, transfer] : transfers_) {
-          if (transfer.origin == r.origin && transfer.comm) victims.push_back(id);
+          if (transfer.origin == fault.origin && transfer.comm) victims.push_back(id);
         }
         std::sort(victims.begin(), victims.end());  // Deterministic order.
         for (std::uint64_t id : victims) {

@@ -277,31 +277,33 @@ class Reader {
       }
     } else if (op == "fault") {
       r.op = Op::fault;
+      r.fault = static_cast<std::uint32_t>(trace_.faults.size());
+      FaultSpec& spec = trace_.faults.emplace_back();
       const std::string kind = f.string("kind");
       if (kind == "transfer_error") {
-        r.fault = FaultKind::transfer_error;
+        spec.kind = FaultKind::transfer_error;
         r.artifact = artifact_ref(f, "artifact");
-        r.count = static_cast<std::uint32_t>(f.optional(
+        spec.count = static_cast<std::uint32_t>(f.optional(
             "count", [&] { return f.integer("count", 1, 1'000'000); },
             static_cast<std::int64_t>(defaults::fault_count)));
-        r.after_fraction = f.optional(
+        spec.after_fraction = f.optional(
             "after_fraction", [&] { return f.number("after_fraction", 0, 1); },
             defaults::fault_after_fraction);
-        r.retryable = f.optional(
+        spec.retryable = f.optional(
             "retryable", [&] { return f.boolean("retryable"); }, defaults::fault_retryable);
       } else if (kind == "corrupt") {
-        r.fault = FaultKind::corrupt;
+        spec.kind = FaultKind::corrupt;
         r.artifact = artifact_ref(f, "artifact");
-        r.count = static_cast<std::uint32_t>(f.optional(
+        spec.count = static_cast<std::uint32_t>(f.optional(
             "count", [&] { return f.integer("count", 1, 1'000'000); },
             static_cast<std::int64_t>(defaults::fault_count)));
       } else if (kind == "origin_down") {
-        r.fault = FaultKind::origin_down;
+        spec.kind = FaultKind::origin_down;
         const std::string origin = f.string("origin");
         auto it = origin_index_.find(origin);
         if (it == origin_index_.end()) f.fail("origin", "unknown origin \"" + origin + "\"");
-        r.origin = it->second;
-        r.duration_s = f.number("duration_s", 0, kMaxTime, /*lo_open=*/true);
+        spec.origin = it->second;
+        spec.duration_s = f.number("duration_s", 0, kMaxTime, /*lo_open=*/true);
       } else {
         f.fail("kind", "unknown fault kind \"" + kind +
                            "\" (expected transfer_error, corrupt or origin_down)");
