@@ -389,6 +389,10 @@ class Scheduler::Impl {
     settle();
   }
 
+  void set_progress_probe(std::function<std::uint64_t(TransferId)> probe) {
+    progress_probe_ = std::move(probe);
+  }
+
   void on_transfer_progress(double now, TransferId transfer, std::uint64_t bytes) {
     advance(now);
     const std::uint32_t t = resolve_op(transfer.value, TaskState::transferring);
@@ -817,6 +821,9 @@ class Scheduler::Impl {
 
   void decide_orphan(std::uint32_t t, bool first_decision) {
     Task& task = tasks_[t];
+    if (progress_probe_) {
+      task.attempt_bytes = std::max(task.attempt_bytes, progress_probe_(TransferId{task.op}));
+    }
     OrphanView view;
     view.now_s = now_;
     view.key = &task.key;
@@ -1038,6 +1045,7 @@ class Scheduler::Impl {
   SchedulerConfig config_;
   KeyIdentity identity_;
   std::shared_ptr<OrphanPolicy> policy_;
+  std::function<std::uint64_t(TransferId)> progress_probe_;
   std::mt19937_64 rng_;
   double now_ = 0;
 
@@ -1260,6 +1268,9 @@ void Scheduler::set_priority(double now_s, DemandHandle demand, Priority priorit
 }
 void Scheduler::end_owner(double now_s, OwnerId owner, std::optional<OwnerGeneration> generation) {
   impl_->end_owner(now_s, owner, generation);
+}
+void Scheduler::set_progress_probe(std::function<std::uint64_t(TransferId)> probe) {
+  impl_->set_progress_probe(std::move(probe));
 }
 void Scheduler::on_transfer_progress(double now_s, TransferId transfer,
                                      std::uint64_t bytes_received) {

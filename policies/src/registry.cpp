@@ -1,5 +1,11 @@
 #include "demandflight/policies/registry.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "demandflight/policies/builtin.h"
+
 namespace dfl::policies {
 
 PolicySpec parse_policy_spec(std::string_view spec) {
@@ -25,8 +31,58 @@ PolicySpec parse_policy_spec(std::string_view spec) {
 
 std::vector<std::pair<std::string, std::string>> list_orphan_policies() {
   return {{"always-abort", "abort every orphaned transfer at once (the default)"},
-          {"always-complete", "complete every orphaned transfer below every real priority"}};
+          {"always-complete", "complete every orphaned transfer below every real priority"},
+          {"squid",
+           "Squid's quick_abort: complete if at most min_bytes remain or pct% is in, abort if "
+           "more than max_bytes remain (min_bytes=16384,max_bytes=16384,pct=95)"},
+          {"low-priority",
+           "Fresco's keepCancelledFetchAsLowPriority: complete at the orphan level, abort when a "
+           "queued task waits for the slot"}};
 }
+
+namespace {
+
+// Reads the parameters a policy accepts; anything else is an error.
+class Params {
+ public:
+  explicit Params(const PolicySpec& spec) : spec_(spec) {}
+
+  template <typename T>
+  T number(const std::string& key, T fallback, T lo, T hi) {
+    auto it = spec_.params.find(key);
+    if (it == spec_.params.end()) return fallback;
+    used_.push_back(key);
+    const std::string& text = it->second;
+    T value{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size()) {
+      throw std::invalid_argument("policy " + spec_.name + ": " + key + "=\"" + text +
+                                  "\" is not a number");
+    }
+    if (!(value >= lo && value <= hi)) {
+      throw std::invalid_argument("policy " + spec_.name + ": " + key + "=" + text +
+                                  " is out of range [" + std::to_string(lo) + ", " +
+                                  std::to_string(hi) + "]");
+    }
+    return value;
+  }
+
+  // Every parameter given must have been read.
+  void finish(const std::string& accepted) const {
+    for (const auto& [key, value] : spec_.params) {
+      if (std::find(used_.begin(), used_.end(), key) == used_.end()) {
+        throw std::invalid_argument("policy " + spec_.name + ": unknown parameter \"" + key +
+                                    "\" (accepted: " + accepted + ")");
+      }
+    }
+  }
+
+ private:
+  const PolicySpec& spec_;
+  std::vector<std::string> used_;
+};
+
+}  // namespace
 
 std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
   const PolicySpec parsed = parse_policy_spec(spec);
@@ -43,6 +99,20 @@ std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
   if (parsed.name == "always-complete") {
     no_params();
     return std::make_shared<AlwaysCompletePolicy>();
+  }
+  if (parsed.name == "squid") {
+    Params p(parsed);
+    SquidPolicy::Params params;
+    constexpr std::int64_t kMax = std::int64_t{1} << 50;
+    params.min_bytes = p.number<std::int64_t>("min_bytes", params.min_bytes, -1, kMax);
+    params.max_bytes = p.number<std::int64_t>("max_bytes", params.max_bytes, 0, kMax);
+    params.pct = p.number<double>("pct", params.pct, 0.0, 100.0);
+    p.finish("min_bytes, max_bytes, pct");
+    return std::make_shared<SquidPolicy>(params);
+  }
+  if (parsed.name == "low-priority") {
+    no_params();
+    return std::make_shared<LowPriorityPolicy>();
   }
   std::string known;
   for (const auto& [name, what] : list_orphan_policies())

@@ -47,9 +47,10 @@ int main(int argc, char** argv) {
   sim->add_option("--model", model_name, "demand | callbacks | independent")
       ->check(CLI::IsMember({"demand", "callbacks", "independent"}))
       ->capture_default_str();
-  sim->add_option("--policy", options.policy,
-                  "orphan policy NAME[:k=v,...]: always-abort (default) | always-complete")
-      ->capture_default_str();
+  std::string policies_help = "orphan policy NAME[:k=v,...]:";
+  for (const auto& [name, what] : policies::list_orphan_policies())
+    policies_help += "\n  " + name + ": " + what;
+  sim->add_option("--policy", options.policy, policies_help)->capture_default_str();
   auto* seed_option = sim->add_option("--seed", seed, "seed (default: the trace's)");
   auto* transfers_option =
       sim->add_option("--max-transfers", max_transfers, "override scheduler.max_transfers")

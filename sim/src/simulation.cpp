@@ -76,7 +76,13 @@ class Simulation {
         options_(options),
         scheduler_(make_config(), make_policy()),
         recorder_(trace, std::string(to_string(options.model)), options.policy,
-                  options.seed.value_or(trace.seed)) {}
+                  options.seed.value_or(trace.seed)) {
+    // Orphan policies see exactly what a transfer has received when they decide.
+    scheduler_.set_progress_probe([this](TransferId id) -> std::uint64_t {
+      auto it = transfers_.find(id.value);
+      return it == transfers_.end() ? 0 : bytes_done(it->second);
+    });
+  }
 
   Result run() {
     if (!options_.timeline_path.empty()) timeline_.enable();

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -126,6 +127,13 @@ class Scheduler {
   // every active demand of `owner` ends owner_ended and nothing is remembered,
   // so the owner id may be used again.
   void end_owner(double now_s, OwnerId owner, std::optional<OwnerGeneration> generation);
+
+  // Optional: the runtime's answer to "how many bytes has this transfer
+  // received so far in this attempt", asked only when an orphan policy is
+  // about to decide (a simulator can answer exactly at any instant). Without
+  // it the engine uses the last on_transfer_progress. Must not call into the
+  // scheduler.
+  void set_progress_probe(std::function<std::uint64_t(TransferId)> probe);
 
   // --- Events from the runtime --------------------------------------------
 
