@@ -257,6 +257,7 @@ class Scheduler::Impl {
     DFL_ASSERT(config_.max_transfers > 0, "max_transfers must be at least 1");
     DFL_ASSERT(config_.max_per_origin > 0, "max_per_origin must be at least 1");
     DFL_ASSERT(config_.retry.max_attempts > 0, "retry.max_attempts must be at least 1");
+    track_history_ = policy_->uses_key_history() && config_.key_history_limit > 0;
   }
 
   // --- Users ---------------------------------------------------------------
@@ -289,6 +290,7 @@ class Scheduler::Impl {
     } else {
       // The key is hashed once per subscribe; the index and the task map share it.
       const std::size_t key_hash = installed_.hash(key);
+      note_request(key_hash);
       if (installed_.touch(key, key_hash)) {
         ++stats_.cache_hits;
         end_demand(d, DemandOutcome::succeeded);
@@ -502,6 +504,7 @@ class Scheduler::Impl {
   std::size_t live_tasks() const { return tasks_.live(); }
   std::size_t live_demands() const { return demands_.live(); }
   std::size_t queued_tasks() const { return queue_.size(); }
+  std::size_t remembered_keys() const { return history_.size(); }
   std::uint32_t running_transfers() const { return running_; }
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerConfig& config() const { return config_; }
@@ -730,9 +733,38 @@ class Scheduler::Impl {
     Task& task = tasks_[t];
     task.state = TaskState::queued;
     queue_.push(t, task.origin, task.effective, task.seq);
+    queued_bytes_ += task.size_bytes;
   }
 
-  void remove_queued(std::uint32_t t) { queue_.remove(t); }
+  void remove_queued(std::uint32_t t) {
+    queue_.remove(t);
+    queued_bytes_ -= tasks_[t].size_bytes;
+  }
+
+  // The key's request history, for orphan policies. Bounded: past the limit,
+  // the half least recently requested is forgotten (amortised O(1)).
+  void note_request(std::size_t key_hash) {
+    if (!track_history_) return;
+    KeyHistory& h = history_[key_hash];
+    h.previous_s = h.demands == 0 ? -1 : h.last_s;
+    ++h.demands;
+    h.last_s = now_;
+    h.seq = ++requests_;
+    if (history_.size() > 2 * static_cast<std::size_t>(config_.key_history_limit)) prune_history();
+  }
+
+  // Keeps the key_history_limit most recently requested keys. Request
+  // numbers are unique (times may tie), so exactly that many stay.
+  void prune_history() {
+    std::vector<std::uint64_t> seqs;
+    seqs.reserve(history_.size());
+    for (const auto& [hash, h] : history_)
+      seqs.push_back(h.seq);
+    auto cut = seqs.end() - static_cast<std::ptrdiff_t>(config_.key_history_limit);
+    std::nth_element(seqs.begin(), cut, seqs.end());
+    const std::uint64_t oldest_kept = *cut;
+    std::erase_if(history_, [&](const auto& item) { return item.second.seq < oldest_kept; });
+  }
 
   void enqueue(std::uint32_t t) { insert_queued(t); }
 
@@ -835,8 +867,17 @@ class Scheduler::Impl {
     view.throughput_Bps =
         view.elapsed_s > 0 ? static_cast<double>(task.attempt_bytes) / view.elapsed_s : 0.0;
     view.queued_tasks = static_cast<std::uint32_t>(queue_.size());
+    view.queued_bytes = queued_bytes_;
     view.queued_top_priority = queued_top();
     view.free_slots = config_.max_transfers - running_;
+    if (auto it = history_.find(task.key_hash); it != history_.end()) {
+      view.key_demands = it->second.demands;
+      view.since_last_demand_s = now_ - it->second.last_s;
+      if (it->second.previous_s >= 0)
+        view.previous_gap_s = it->second.last_s - it->second.previous_s;
+    }
+    view.cache_capacity_bytes = installed_.capacity_bytes();
+    view.cache_used_bytes = installed_.used_bytes();
     view.first_decision = first_decision;
     task.asked_pressure = pressure();
 
@@ -1046,6 +1087,16 @@ class Scheduler::Impl {
   KeyIdentity identity_;
   std::shared_ptr<OrphanPolicy> policy_;
   std::function<std::uint64_t(TransferId)> progress_probe_;
+  std::uint64_t queued_bytes_ = 0;  // Sum of the sizes of queued tasks.
+  struct KeyHistory {
+    std::uint32_t demands = 0;  // Subscribes of the key so far.
+    double last_s = 0;          // The last one.
+    double previous_s = -1;     // The one before it; -1 when none.
+    std::uint64_t seq = 0;      // Number of the last request, among all keys.
+  };
+  std::uint64_t requests_ = 0;
+  bool track_history_ = false;  // The policy reads it and the limit is not 0.
+  std::unordered_map<std::size_t, KeyHistory> history_;  // By key hash under the identity.
   std::mt19937_64 rng_;
   double now_ = 0;
 
@@ -1082,6 +1133,7 @@ class Scheduler::Impl {
 void Scheduler::Impl::check_invariants() const {
   std::size_t live_tasks = 0;
   std::size_t queued = 0;
+  std::uint64_t queued_bytes = 0;
   std::uint32_t running = 0;
   std::vector<std::uint32_t> running_per_origin(origins_.size(), 0);
   std::size_t demands_in_tasks = 0;
@@ -1129,6 +1181,7 @@ void Scheduler::Impl::check_invariants() const {
     switch (task.state) {
       case TaskState::queued: {
         ++queued;
+        queued_bytes += task.size_bytes;
         DFL_CHECK(queue_.contains(t), "queued task not in the queue");
         const auto entry = queue_.entry(t);
         DFL_CHECK(entry.priority == task.effective && entry.seq == task.seq,
@@ -1176,6 +1229,7 @@ void Scheduler::Impl::check_invariants() const {
   DFL_CHECK(live_tasks == tasks_.live(), "task slab count is wrong");
   DFL_CHECK(tasks_by_key_.size() == live_tasks, "key map holds dead tasks");
   DFL_CHECK(queued == queue_.size(), "queued count is wrong");
+  DFL_CHECK(queued_bytes == queued_bytes_, "queued bytes are wrong");
   std::size_t queue_entries = 0;
   for (std::uint32_t o = 0; o < queue_.origins(); ++o) {
     std::optional<detail::TaskQueue::Entry> last;
@@ -1318,6 +1372,9 @@ std::size_t Scheduler::live_tasks() const {
 }
 std::size_t Scheduler::live_demands() const {
   return impl_->live_demands();
+}
+std::size_t Scheduler::remembered_keys() const {
+  return impl_->remembered_keys();
 }
 std::size_t Scheduler::queued_tasks() const {
   return impl_->queued_tasks();

@@ -4,6 +4,7 @@
 
 #include "demandflight/policies/builtin.h"
 #include "demandflight/policies/registry.h"
+#include "driver.h"
 
 namespace dfl::testing {
 namespace {
@@ -60,6 +61,90 @@ TEST(LowPriorityPolicy, CompletesUntilAQueuedTaskWaitsForTheSlot) {
   EXPECT_EQ(decide("low-priority", v), OrphanDecision::complete) << "a slot is free";
   v.free_slots = 0;
   EXPECT_EQ(decide("low-priority", v), OrphanDecision::abort) << "it holds the slot they need";
+}
+
+// Remembers the views it was shown and gives one answer to all.
+class RecordingPolicy final : public OrphanPolicy {
+ public:
+  explicit RecordingPolicy(OrphanDecision answer = OrphanDecision::complete) : answer_(answer) {}
+  OrphanDecision decide(const OrphanView& view) override {
+    views.push_back(view);
+    return answer_;
+  }
+  OrphanDecision answer_;
+  std::string_view name() const override { return "recording"; }
+  bool uses_key_history() const override { return true; }
+  std::vector<OrphanView> views;
+};
+
+TEST(OrphanView, ShowsTheQueueTheKeysHistoryAndTheCache) {
+  auto policy = std::make_shared<RecordingPolicy>();
+  SchedulerConfig c = Driver::small_config();
+  c.max_transfers = 1;
+  c.max_per_origin = 1;
+  c.cache_bytes = 50'000;
+  Driver drv(c, policy);
+  // An installed artifact takes 1,000 of the cache's 50,000 bytes.
+  DemandOptions small = opts(9, 1);
+  small.size_bytes = 1'000;
+  drv.subscribe(key("pebble"), small);
+  drv.complete(key("pebble"));
+  // rock is asked for at 1 s and at 3 s (the second demand joins), then runs
+  // alone in the one slot while two others wait.
+  DemandOptions rock = opts(1, 1);
+  rock.size_bytes = 10'000;
+  drv.at(1);
+  const DemandHandle a = drv.subscribe(key("rock"), rock);
+  drv.at(3);
+  const DemandHandle b = drv.subscribe(key("rock"), rock);
+  DemandOptions other = opts(2, 0);
+  other.size_bytes = 7'000;
+  drv.subscribe(key("stone"), other);
+  other.size_bytes = 5'000;
+  drv.subscribe(key("slate"), other);
+  drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("rock")), 2'500);
+  drv.at(4);
+  drv.cancel(a);
+  drv.cancel(b);  // rock is an orphan now.
+  ASSERT_EQ(policy->views.size(), 1u);
+  const OrphanView& v = policy->views[0];
+  EXPECT_EQ(v.size_bytes, 10'000u);
+  EXPECT_EQ(v.bytes_done, 2'500u);
+  EXPECT_EQ(v.bytes_remaining, 7'500u);
+  EXPECT_EQ(v.queued_tasks, 2u);
+  EXPECT_EQ(v.queued_bytes, 12'000u);
+  EXPECT_EQ(v.free_slots, 0u);
+  EXPECT_EQ(v.key_demands, 2u);
+  EXPECT_DOUBLE_EQ(v.since_last_demand_s, 1.0);
+  ASSERT_TRUE(v.previous_gap_s.has_value());
+  EXPECT_DOUBLE_EQ(*v.previous_gap_s, 2.0);
+  EXPECT_EQ(v.cache_capacity_bytes, 50'000u);
+  EXPECT_EQ(v.cache_used_bytes, 1'000u);
+}
+
+TEST(OrphanView, TheKeyHistoryIsBoundedAndKeepsTheMostRecentKeys) {
+  auto policy = std::make_shared<RecordingPolicy>(OrphanDecision::abort);
+  SchedulerConfig c = Driver::small_config();
+  c.key_history_limit = 4;
+  Driver drv(c, policy);
+  // Many keys at one instant (times tie): the history still stays bounded.
+  for (int i = 0; i < 40; ++i) {
+    const DemandHandle h = drv.subscribe(key("k" + std::to_string(i)), opts(1, 0));
+    drv.cancel(h);
+  }
+  const DemandHandle a = drv.subscribe(key("rock"), opts(1, 0));
+  drv.cancel(a);
+  ASSERT_EQ(policy->views.size(), 41u) << "every cancel orphaned a running transfer";
+  EXPECT_EQ(policy->views.back().key_demands, 1u) << "the newest key is remembered";
+  EXPECT_LE(drv.scheduler.remembered_keys(), 8u) << "at most twice the limit between prunes";
+  EXPECT_GE(drv.scheduler.remembered_keys(), 4u);
+}
+
+TEST(OrphanView, NoHistoryIsKeptForAPolicyThatDoesNotReadIt) {
+  Driver drv(Driver::small_config(),
+             std::make_shared<policies::SquidPolicy>(policies::SquidPolicy::Params{}));
+  drv.subscribe(key("rock"), opts(1, 0));
+  EXPECT_EQ(drv.scheduler.remembered_keys(), 0u);
 }
 
 TEST(PolicyRegistry, BadSpecsAreRefusedWithWhatIsAccepted) {

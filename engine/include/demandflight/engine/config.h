@@ -43,6 +43,9 @@ struct SchedulerConfig {
   // Bounds, checked at every subscribe: a runtime that exceeds them has a bug.
   std::uint32_t max_origins = 4096;
   std::uint32_t max_live_demands = 1u << 30;
+  // Keys whose request history orphan policies can see (0: none). Past it the
+  // least recently requested are forgotten.
+  std::uint32_t key_history_limit = 1u << 18;
 };
 
 }  // namespace dfl

@@ -35,9 +35,19 @@ struct OrphanView {
   double elapsed_s = 0;               // Since this attempt started.
   double throughput_Bps = 0;          // This attempt's average so far.
   std::uint32_t queued_tasks = 0;     // Tasks waiting for a slot.
+  std::uint64_t queued_bytes = 0;     // Their expected sizes, summed.
   std::optional<Priority> queued_top_priority;
   std::uint32_t free_slots = 0;  // Global transfer slots free.
   bool first_decision = true;    // False when re-asked on pressure change.
+  // The key's request history, for policies whose uses_key_history() is true
+  // (SchedulerConfig::key_history_limit keys are remembered): subscribes so far, time since the
+  // last one, and the gap between the last two (nullopt with fewer than two).
+  std::uint32_t key_demands = 0;
+  double since_last_demand_s = 0;
+  std::optional<double> previous_gap_s;
+  // The installed-artifact index: its capacity and what is in it.
+  std::uint64_t cache_capacity_bytes = 0;
+  std::uint64_t cache_used_bytes = 0;
 };
 
 class OrphanPolicy {
@@ -45,6 +55,10 @@ class OrphanPolicy {
   virtual ~OrphanPolicy() = default;
   virtual OrphanDecision decide(const OrphanView& view) = 0;
   virtual std::string_view name() const = 0;
+  // Whether decide() reads the key's request history (key_demands,
+  // since_last_demand_s, previous_gap_s). The engine keeps that history only
+  // for policies that do: it costs a hash-map update per subscribe.
+  virtual bool uses_key_history() const { return false; }
 };
 
 // Abort every orphan at once. The engine's default: it never spends a slot on

@@ -172,6 +172,7 @@ class Scheduler {
   std::vector<TaskInfo> tasks() const;  // Every live task, in creation order.
   std::size_t live_tasks() const;
   std::size_t live_demands() const;
+  std::size_t remembered_keys() const;  // Keys in the request history (key_history_limit).
   std::size_t queued_tasks() const;
   std::uint32_t running_transfers() const;
   const SchedulerStats& stats() const;
