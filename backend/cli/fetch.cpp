@@ -58,6 +58,16 @@ class Counter : public backend::ClientObserver {
     std::lock_guard lock(mutex_);
     bytes_received += bytes;
   }
+  void on_attempt_failed(double, TaskId, const ArtifactKey& key,
+                         const std::string& reason) override {
+    std::lock_guard lock(mutex_);
+    last_failure[key] = reason;
+  }
+  std::string why(const ArtifactKey& key) const {
+    std::lock_guard lock(mutex_);
+    auto it = last_failure.find(key);
+    return it == last_failure.end() ? std::string() : it->second;
+  }
   std::uint64_t received() const {
     std::lock_guard lock(mutex_);
     return bytes_received;
@@ -67,6 +77,7 @@ class Counter : public backend::ClientObserver {
   std::uint64_t transfers_started = 0;
   std::uint64_t installs = 0;
   std::uint64_t bytes_received = 0;
+  std::unordered_map<ArtifactKey, std::string> last_failure;  // The last reason per key.
 };
 
 struct FetchArgs {
@@ -212,6 +223,14 @@ int run_fetch(const FetchArgs& args) {
     for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
       std::fprintf(stderr, " %s", failures[i].c_str());
     std::fprintf(stderr, failures.size() > 20 ? " ...\n" : "\n");
+    std::unordered_map<std::string, const sim::Artifact*> by_id;
+    for (const sim::Artifact& a : manifest.artifacts)
+      by_id.emplace(a.id, &a);
+    for (std::size_t i = 0; i < failures.size() && i < 20; ++i) {
+      const std::string why = counter.why(by_id.at(failures[i])->key);
+      std::fprintf(stderr, "  %s: %s\n", failures[i].c_str(),
+                   why.empty() ? "no attempt failed (cancelled or timed out)" : why.c_str());
+    }
     return 1;
   }
   return 0;

@@ -220,6 +220,7 @@ class Client::Impl {
   struct FinalizeJob {
     FinalizeId finalize;
     TaskId task;
+    ArtifactKey key;
     std::optional<std::uint64_t> size;
     std::optional<std::string> sha256;
   };
@@ -249,7 +250,7 @@ class Client::Impl {
         // least every 100 ms, and at once for the next start or abort).
         push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task});
       } else if (auto* f = std::get_if<StartFinalize>(&command)) {
-        FinalizeJob job{f->finalize, f->task, std::nullopt, std::nullopt};
+        FinalizeJob job{f->finalize, f->task, f->key, std::nullopt, std::nullopt};
         if (auto it = expected_size_.find(f->key); it != expected_size_.end())
           job.size = it->second;
         if (auto it = expected_sha256_.find(f->key); it != expected_sha256_.end()) {
@@ -524,14 +525,29 @@ class Client::Impl {
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
     judge(*t);  // A response without a body (404, 503) is judged here.
     TransferStatus status = TransferStatus::ok;
+    std::string reason;
     if (t->verdict.plan == BodyPlan::reject) {
       status = t->verdict.status;
-    } else if (t->too_large || t->write_error) {
+      reason = t->verdict.reason;
+    } else if (t->too_large) {
       status = TransferStatus::permanent_error;
+      reason = "body larger than the expected " + std::to_string(t->expected_size.value_or(0)) +
+               " bytes";
+    } else if (t->write_error) {
+      status = TransferStatus::permanent_error;
+      reason = t->write_error->message;
     } else if (code != CURLE_OK) {
       status = judge_transport_error(code);
+      reason = curl_easy_strerror(code);
     } else if (t->expected_size && files_[t->task.value].staging->bytes() != *t->expected_size) {
       status = TransferStatus::retryable_error;  // A short body the server called complete.
+      reason = "short body: " + std::to_string(files_[t->task.value].staging->bytes()) + " of " +
+               std::to_string(*t->expected_size) + " bytes";
+    }
+    if (status != TransferStatus::ok && options_.observer != nullptr) {
+      std::lock_guard lock(engine_mutex_);
+      options_.observer->on_attempt_failed(now(), t->task, t->key,
+                                           reason.empty() ? "transfer failed" : reason);
     }
     if (status == TransferStatus::ok) {
       // The body goes to finalize; this task's files leave the I/O thread.
@@ -609,6 +625,10 @@ class Client::Impl {
         } else if (error->message.find("mismatch") != std::string::npos) {
           status = FinalizeStatus::verify_failed;  // Wrong bytes: fetched again from 0.
         }
+        if (error && options_.observer != nullptr) {
+          std::lock_guard lock(engine_mutex_);
+          options_.observer->on_attempt_failed(now(), job.task, job.key, error->message);
+        }
       }
       std::lock_guard lock(engine_mutex_);
       const double t = now();
@@ -659,7 +679,7 @@ class Client::Impl {
   std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
   std::unordered_map<std::uint64_t, TaskFiles> files_;                      // I/O thread.
   std::thread io_thread_;
-  double next_progress_s_ = 0;        // I/O thread.
+  double next_progress_s_ = 0;       // I/O thread.
   std::vector<CURL*> idle_handles_;  // I/O thread.
 
   mutable std::mutex progress_mutex_;

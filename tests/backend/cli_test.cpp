@@ -119,9 +119,19 @@ TEST_F(CliTest, FetchExitsNonZeroAndNamesWhatFailed) {
                                         "--retries", "2", "TRACE"});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find("1 artifacts failed: bad.bin"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("bad.bin: sha256 mismatch"), std::string::npos) << "and why" << run.err;
   EXPECT_TRUE(fs::exists(object("good.bin")));
   EXPECT_FALSE(fs::exists(object("bad.bin"))) << "a body that fails its digest is never installed";
   EXPECT_EQ(server().stats()["/bad.bin"]["requests"], 2) << "fetched again, as the retries say";
+}
+
+TEST_F(CliTest, FetchSaysAMissingArtifactWasA404) {
+  std::string manifest = serve("here.bin", 1'000);
+  fs::remove(dir_ / "www" / "here.bin");
+  const CliRun run = run_cli(
+      manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "--quiet", "TRACE"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("here.bin: HTTP 404"), std::string::npos) << run.err;
 }
 
 TEST_F(CliTest, FetchRefusesABadManifestWithFileLineAndField) {

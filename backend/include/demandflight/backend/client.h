@@ -74,6 +74,10 @@ class ClientObserver {
                                  std::uint64_t /*bytes*/, bool /*aborted*/) {}
   // The commands of one call into the engine have all been passed on.
   virtual void on_settled(double /*t*/) {}
+  // An attempt at `key` failed (a transfer error or a body that failed its
+  // check), and why, in words: "HTTP 404", "sha256 mismatch ...", ...
+  virtual void on_attempt_failed(double /*t*/, TaskId /*task*/, const ArtifactKey& /*key*/,
+                                 const std::string& /*reason*/) {}
   // A verify-and-install is over, for a body of `bytes`.
   virtual void on_finalize_ended(double /*t*/, TaskId /*task*/, FinalizeStatus /*status*/,
                                  std::uint64_t /*bytes*/) {}
