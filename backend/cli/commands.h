@@ -29,6 +29,9 @@ Subcommand add_replay_command(CLI::App& app);
 // {generation} and {origin}. Values are substituted as they are.
 backend::UrlResolver base_url_resolver(const std::string& base_url, const sim::Trace& trace);
 
+// --base-url and --cache, both required, for the subcommands that talk to a server.
+void add_server_options(CLI::App& command, std::string& base_url, std::string& cache_dir);
+
 backend::ArtifactRef artifact_ref(const sim::Artifact& artifact);
 
 }  // namespace dfl::cli

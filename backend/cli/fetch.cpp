@@ -260,6 +260,15 @@ backend::UrlResolver base_url_resolver(const std::string& base_url, const sim::T
   };
 }
 
+void add_server_options(CLI::App& command, std::string& base_url, std::string& cache_dir) {
+  command
+      .add_option("--base-url", base_url,
+                  "URL/RESOURCE, or a template with {resource} {revision} {target} {generation} "
+                  "{origin}")
+      ->required();
+  command.add_option("--cache", cache_dir, "cache directory (objects/ and staging/)")->required();
+}
+
 backend::ArtifactRef artifact_ref(const sim::Artifact& artifact) {
   backend::ArtifactRef ref;
   ref.key = artifact.key;
@@ -275,11 +284,7 @@ Subcommand add_fetch_command(CLI::App& app) {
       "fetch", "download a manifest's artifacts into a cache directory (verified, atomic)");
   c->add_option("MANIFEST", args->manifest, "a trace's artifact lines (a whole trace works too)")
       ->required();
-  c->add_option("--base-url", args->base_url,
-                "URL/RESOURCE, or a template with {resource} {revision} {target} {generation} "
-                "{origin}")
-      ->required();
-  c->add_option("--cache", args->cache_dir, "cache directory (objects/ and staging/)")->required();
+  add_server_options(*c, args->base_url, args->cache_dir);
   c->add_option("--max-transfers", args->max_transfers, "concurrent transfers")
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();

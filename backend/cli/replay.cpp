@@ -200,11 +200,7 @@ Subcommand add_replay_command(CLI::App& app) {
   auto* c = app.add_subcommand(
       "replay", "replay a trace in real time against a real server; write the result JSON");
   c->add_option("TRACE", args->trace, "trace file (.jsonl)")->required();
-  c->add_option("--base-url", args->base_url,
-                "URL/RESOURCE, or a template with {resource} {revision} {target} {generation} "
-                "{origin}")
-      ->required();
-  c->add_option("--cache", args->cache_dir, "cache directory (objects/ and staging/)")->required();
+  add_server_options(*c, args->base_url, args->cache_dir);
   c->add_option("--speed", args->speed, "replay X times faster than the trace's clock")
       ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();

@@ -544,11 +544,6 @@ class Client::Impl {
       reason = "short body: " + std::to_string(files_[t->task.value].staging->bytes()) + " of " +
                std::to_string(*t->expected_size) + " bytes";
     }
-    if (status != TransferStatus::ok && options_.observer != nullptr) {
-      std::lock_guard lock(engine_mutex_);
-      options_.observer->on_attempt_failed(now(), t->task, t->key,
-                                           reason.empty() ? "transfer failed" : reason);
-    }
     if (status == TransferStatus::ok) {
       // The body goes to finalize; this task's files leave the I/O thread.
       auto node = files_.extract(t->task.value);
@@ -562,17 +557,25 @@ class Client::Impl {
     const std::uint64_t appended = t->appended;
     const std::optional<double> retry_after =
         status == TransferStatus::retryable_error ? t->verdict.retry_after_s : std::nullopt;
+    const ArtifactKey key = t->key;
     release(*t);
     transfers_.erase(id.value);
-    report(id, task, status, appended, retry_after);
+    report(id, task, status, appended, retry_after, &key,
+           reason.empty() ? "transfer failed" : reason);
   }
 
+  // `key` and `reason` say why a failed attempt failed (for the observer).
   void report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
-              std::optional<double> retry_after_s = std::nullopt) {
+              std::optional<double> retry_after_s = std::nullopt, const ArtifactKey* key = nullptr,
+              const std::string& reason = {}) {
     std::lock_guard lock(engine_mutex_);
     const double t = now();
-    if (options_.observer != nullptr)
+    if (options_.observer != nullptr) {
+      if (status != TransferStatus::ok && key != nullptr) {
+        options_.observer->on_attempt_failed(t, task, *key, reason);
+      }
       options_.observer->on_transfer_ended(t, task, id, bytes, false);
+    }
     engine_.on_transfer_finished(t, id, status, bytes, retry_after_s);
     route_locked();
   }
@@ -618,21 +621,19 @@ class Client::Impl {
       }
       FinalizeStatus status = FinalizeStatus::error;
       const std::uint64_t bytes = staging ? staging->bytes() : 0;
+      std::optional<IoError> error;
       if (staging) {
-        const auto error = cache_.commit(std::move(*staging), job.size, job.sha256);
+        error = cache_.commit(std::move(*staging), job.size, job.sha256);
         if (!error) {
           status = FinalizeStatus::installed;
         } else if (error->message.find("mismatch") != std::string::npos) {
           status = FinalizeStatus::verify_failed;  // Wrong bytes: fetched again from 0.
         }
-        if (error && options_.observer != nullptr) {
-          std::lock_guard lock(engine_mutex_);
-          options_.observer->on_attempt_failed(now(), job.task, job.key, error->message);
-        }
       }
       std::lock_guard lock(engine_mutex_);
       const double t = now();
       if (options_.observer != nullptr) {
+        if (error) options_.observer->on_attempt_failed(t, job.task, job.key, error->message);
         options_.observer->on_finalize_ended(t, job.task, status, bytes);
       }
       engine_.on_finalize_finished(t, job.finalize, status);
