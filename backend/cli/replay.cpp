@@ -54,7 +54,7 @@ class Recording : public backend::ClientObserver {
   void on_transfer_ended(double, TaskId task, TransferId, std::uint64_t bytes,
                          bool aborted) override {
     recorder_.transfer_bytes(task, bytes);
-    if (aborted) recorder_.wasted(bytes);
+    if (aborted) recorder_.attempt_aborted(task, bytes);
   }
   void on_finalize_ended(double, TaskId, FinalizeStatus status, std::uint64_t bytes) override {
     if (status == FinalizeStatus::verify_failed) recorder_.wasted(bytes);

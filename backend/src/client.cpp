@@ -212,10 +212,12 @@ class Client::Impl {
   // --- Routing (engine_mutex_ held) ---------------------------------------------
 
   struct IoJob {
-    enum class Kind { start, abort, forget } kind;
+    enum class Kind { start, abort, forget, drop_partial } kind;
     StartTransfer start;
     TransferId transfer;
     TaskId task;
+    bool keep_partial = false;  // abort: keep the staged bytes for the key.
+    ArtifactKey key;            // drop_partial.
   };
   struct FinalizeJob {
     FinalizeId finalize;
@@ -240,15 +242,17 @@ class Client::Impl {
     }
     for (Command& command : commands_) {
       if (auto* c = std::get_if<StartTransfer>(&command)) {
-        push_io(IoJob{IoJob::Kind::start, std::move(*c), {}, c->task});
+        push_io(IoJob{IoJob::Kind::start, std::move(*c), {}, c->task, false, {}});
         io = true;
       } else if (auto* a = std::get_if<AbortTransfer>(&command)) {
-        push_io(IoJob{IoJob::Kind::abort, {}, a->transfer, a->task});
+        push_io(IoJob{IoJob::Kind::abort, {}, a->transfer, a->task, a->keep_partial, {}});
         io = true;
+      } else if (auto* p = std::get_if<DropPartial>(&command)) {
+        push_io(IoJob{IoJob::Kind::drop_partial, {}, {}, {}, false, std::move(p->key)});
       } else if (auto* e = std::get_if<TaskEnded>(&command)) {
         // Housekeeping: no need to wake the I/O thread for it (it wakes at
         // least every 100 ms, and at once for the next start or abort).
-        push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task});
+        push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task, false, {}});
       } else if (auto* f = std::get_if<StartFinalize>(&command)) {
         FinalizeJob job{f->finalize, f->task, f->key, std::nullopt, std::nullopt};
         if (auto it = expected_size_.find(f->key); it != expected_size_.end())
@@ -342,6 +346,7 @@ class Client::Impl {
       release(*transfer);
     transfers_.clear();
     files_.clear();
+    partials_.clear();
     for (CURL* e : idle_handles_)
       curl_easy_cleanup(e);
     idle_handles_.clear();
@@ -383,6 +388,7 @@ class Client::Impl {
       case IoJob::Kind::abort:
         if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
           const std::uint64_t received = it->second->appended;
+          if (job.keep_partial) job.key = it->second->key;
           release(*it->second);
           transfers_.erase(it);
           if (options_.observer != nullptr) {
@@ -390,7 +396,17 @@ class Client::Impl {
             options_.observer->on_transfer_ended(now(), job.task, job.transfer, received, true);
           }
         }
+        if (job.keep_partial && !job.key.resource.empty()) {
+          // Kept for the key: the next task of it resumes after these bytes.
+          auto node = files_.extract(job.task.value);
+          if (node && node.mapped().staging && node.mapped().staging->bytes() > 0) {
+            partials_.insert_or_assign(job.key, std::move(node.mapped()));
+          }
+        }
         files_.erase(job.task.value);  // Aborted: its bytes are not kept.
+        return;
+      case IoJob::Kind::drop_partial:
+        partials_.erase(job.key);
         return;
       case IoJob::Kind::forget: {
         files_.erase(job.task.value);
@@ -403,6 +419,18 @@ class Client::Impl {
 
   void start(const StartTransfer& c) {
     TaskFiles& files = files_[c.task.value];
+    if (!files.staging) {
+      // A first attempt with an offset resumes the key's kept partial.
+      if (auto node = partials_.extract(c.key)) {
+        // A partial that holds the whole body is not resumed: a Range past
+        // the end would only earn a 416. Started over instead (rare: the
+        // last bytes arrived in the instant of the abort).
+        const bool whole = c.size_bytes > 0 && node.mapped().staging->bytes() >= c.size_bytes;
+        if (c.attempt == 1 && c.resume_offset_bytes > 0 && !whole) {
+          files = std::move(node.mapped());
+        }
+      }
+    }
     if (!files.staging) {
       auto begun = cache_.begin(c.key);
       if (auto* error = std::get_if<IoError>(&begun)) {
@@ -679,6 +707,9 @@ class Client::Impl {
   std::deque<IoJob> io_jobs_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
   std::unordered_map<std::uint64_t, TaskFiles> files_;                      // I/O thread.
+  // Kept partials (OrphanDecision::keep_partial) by key, until the engine
+  // drops them or a new task of the key resumes them. I/O thread.
+  std::unordered_map<ArtifactKey, TaskFiles> partials_;
   std::thread io_thread_;
   double next_progress_s_ = 0;       // I/O thread.
   std::vector<CURL*> idle_handles_;  // I/O thread.

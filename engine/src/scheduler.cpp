@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -198,6 +199,12 @@ struct Task {
   // Slot pressure at the last orphan decision, to re-ask when it changes.
   std::uint64_t asked_pressure = 0;
   std::uint32_t next_free = kNone;
+};
+
+// A kept partial (OrphanDecision::keep_partial): bytes a later task resumes.
+struct Partial {
+  std::uint64_t bytes = 0;
+  std::uint64_t seq = 0;  // Keep order: the oldest is dropped first.
 };
 
 // Free-list slab: indices stay valid until released.
@@ -388,6 +395,7 @@ class Scheduler::Impl {
     for (auto& entry : evicted_) {
       outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
     }
+    drop_partial(key);
     settle();
   }
 
@@ -443,6 +451,7 @@ class Scheduler::Impl {
           for (auto& entry : evicted_) {
             outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
           }
+          drop_partial(task.key);  // Another task of the key kept one (independent model).
           finish_task(t, TaskOutcome::installed, DemandOutcome::succeeded);
           break;
         }
@@ -505,6 +514,12 @@ class Scheduler::Impl {
   std::size_t live_demands() const { return demands_.live(); }
   std::size_t queued_tasks() const { return queue_.size(); }
   std::size_t remembered_keys() const { return history_.size(); }
+  std::optional<std::uint64_t> kept_partial(const ArtifactKey& key) const {
+    auto it = partials_.find(key);
+    if (it == partials_.end()) return std::nullopt;
+    return it->second.bytes;
+  }
+  std::uint64_t kept_partial_bytes() const { return partial_used_; }
   std::uint32_t running_transfers() const { return running_; }
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerConfig& config() const { return config_; }
@@ -878,18 +893,76 @@ class Scheduler::Impl {
     }
     view.cache_capacity_bytes = installed_.capacity_bytes();
     view.cache_used_bytes = installed_.used_bytes();
+    view.partial_capacity_bytes = config_.partial_bytes;
+    view.partial_used_bytes = partial_used_;
     view.first_decision = first_decision;
     task.asked_pressure = pressure();
 
-    if (policy_->decide(view) == OrphanDecision::abort) {
-      ++stats_.orphan_aborts;
-      release_slot(t);  // Also forgets it as an orphan.
-      outbox_.emplace_back(AbortTransfer{task.id, TransferId{task.op}});
-      release_task(t, TaskOutcome::aborted);
+    const OrphanDecision decision = policy_->decide(view);
+    if (decision == OrphanDecision::complete) {
+      ++stats_.orphan_completes;
+      if (first_decision) orphans_.push_back(t);
       return;
     }
-    ++stats_.orphan_completes;
-    if (first_decision) orphans_.push_back(t);
+    ++stats_.orphan_aborts;
+    release_slot(t);  // Also forgets it as an orphan.
+    // Kept before the abort is emitted: a DropPartial of an older partial of
+    // the same key must reach the runtime before the new bytes are handed over.
+    // A runtime may report more than the expected size; never keep past it.
+    const std::uint64_t keepable =
+        task.size_bytes > 0 ? std::min(view.bytes_done, task.size_bytes) : view.bytes_done;
+    const std::uint64_t kept =
+        decision == OrphanDecision::keep_partial ? keep_partial(task.key, keepable) : 0;
+    outbox_.emplace_back(AbortTransfer{task.id, TransferId{task.op}, kept > 0, kept});
+    release_task(t, TaskOutcome::aborted);
+  }
+
+  // --- Kept partials -------------------------------------------------------
+
+  // Remembers `bytes` received of `key` for the next task of the key; returns
+  // what is kept (0: nothing, the budget is off or too small, or no bytes).
+  std::uint64_t keep_partial(const ArtifactKey& key, std::uint64_t bytes) {
+    if (bytes == 0 || bytes > config_.partial_bytes || config_.max_partials == 0) return 0;
+    // Installed meanwhile (another task of the key, independent model): no use.
+    if (installed_.contains(key)) return 0;
+    drop_partial(key);  // An older, shorter partial of the key: superseded.
+    while (partial_used_ + bytes > config_.partial_bytes ||
+           partials_.size() >= config_.max_partials) {
+      drop_partial(partial_order_.begin()->second);  // Oldest first.
+    }
+    const std::uint64_t seq = ++partial_seq_;
+    partials_.emplace(key, Partial{bytes, seq});
+    partial_order_.emplace(seq, key);
+    partial_used_ += bytes;
+    ++stats_.partials_kept;
+    return bytes;
+  }
+
+  // Forgets the kept partial of `key`, if any, and lets the runtime delete it.
+  void drop_partial(const ArtifactKey& key) {
+    if (partials_.empty()) return;
+    auto it = partials_.find(key);
+    if (it == partials_.end()) return;
+    outbox_.emplace_back(DropPartial{key, it->second.bytes});
+    ++stats_.partials_dropped;
+    forget_partial(it);
+  }
+
+  void forget_partial(std::unordered_map<ArtifactKey, Partial>::iterator it) {
+    partial_used_ -= it->second.bytes;
+    partial_order_.erase(it->second.seq);
+    partials_.erase(it);
+  }
+
+  // A new task of `key` takes over its kept partial: it resumes after it.
+  std::uint64_t take_partial(const ArtifactKey& key) {
+    if (partials_.empty()) return 0;
+    auto it = partials_.find(key);
+    if (it == partials_.end()) return 0;
+    const std::uint64_t bytes = it->second.bytes;
+    forget_partial(it);
+    ++stats_.partials_resumed;
+    return bytes;
   }
 
   void forget_orphan(std::uint32_t t) {
@@ -918,6 +991,9 @@ class Scheduler::Impl {
     remove_queued(t);
     task.state = TaskState::transferring;
     ++task.attempts;
+    // The first attempt takes over the key's kept partial, if there is one (a
+    // queued task that is dropped before it starts leaves it kept).
+    if (task.attempts == 1) task.resume_offset_bytes = take_partial(task.key);
     task.attempt_bytes = 0;
     task.attempt_started_s = now_;
     task.op = ++last_op_id_;
@@ -1097,6 +1173,11 @@ class Scheduler::Impl {
   std::uint64_t requests_ = 0;
   bool track_history_ = false;  // The policy reads it and the limit is not 0.
   std::unordered_map<std::size_t, KeyHistory> history_;  // By key hash under the identity.
+  // Kept partials by exact key, and their keep order (oldest first).
+  std::unordered_map<ArtifactKey, Partial> partials_;
+  std::map<std::uint64_t, ArtifactKey> partial_order_;
+  std::uint64_t partial_used_ = 0;
+  std::uint64_t partial_seq_ = 0;
   std::mt19937_64 rng_;
   double now_ = 0;
 
@@ -1230,6 +1311,17 @@ void Scheduler::Impl::check_invariants() const {
   DFL_CHECK(tasks_by_key_.size() == live_tasks, "key map holds dead tasks");
   DFL_CHECK(queued == queue_.size(), "queued count is wrong");
   DFL_CHECK(queued_bytes == queued_bytes_, "queued bytes are wrong");
+  std::uint64_t partial_bytes = 0;
+  for (const auto& [key, partial] : partials_) {
+    partial_bytes += partial.bytes;
+    DFL_CHECK(partial.bytes > 0, "an empty kept partial");
+    auto it = partial_order_.find(partial.seq);
+    DFL_CHECK(it != partial_order_.end() && it->second == key, "partial order disagrees");
+  }
+  DFL_CHECK(partial_order_.size() == partials_.size(), "partial order holds dropped keys");
+  DFL_CHECK(partial_bytes == partial_used_, "kept partial bytes are wrong");
+  DFL_CHECK(partial_used_ <= config_.partial_bytes, "kept partials over their budget");
+  DFL_CHECK(partials_.size() <= config_.max_partials, "too many kept partials");
   std::size_t queue_entries = 0;
   for (std::uint32_t o = 0; o < queue_.origins(); ++o) {
     std::optional<detail::TaskQueue::Entry> last;
@@ -1375,6 +1467,12 @@ std::size_t Scheduler::live_demands() const {
 }
 std::size_t Scheduler::remembered_keys() const {
   return impl_->remembered_keys();
+}
+std::optional<std::uint64_t> Scheduler::kept_partial(const ArtifactKey& key) const {
+  return impl_->kept_partial(key);
+}
+std::uint64_t Scheduler::kept_partial_bytes() const {
+  return impl_->kept_partial_bytes();
 }
 std::size_t Scheduler::queued_tasks() const {
   return impl_->queued_tasks();

@@ -37,7 +37,10 @@ std::vector<std::pair<std::string, std::string>> list_orphan_policies() {
            "more than max_bytes remain (min_bytes=16384,max_bytes=16384,pct=95)"},
           {"low-priority",
            "Fresco's keepCancelledFetchAsLowPriority: complete at the orphan level, abort when a "
-           "queued task waits for the slot"}};
+           "queued task waits for the slot"},
+          {"keep-partial",
+           "Chromium's HTTP cache: stop, but keep the bytes received so that the next request "
+           "of the key resumes after them"}};
 }
 
 namespace {
@@ -109,6 +112,10 @@ std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
     params.pct = p.number<double>("pct", params.pct, 0.0, 100.0);
     p.finish("min_bytes, max_bytes, pct");
     return std::make_shared<SquidPolicy>(params);
+  }
+  if (parsed.name == "keep-partial") {
+    no_params();
+    return std::make_shared<KeepPartialPolicy>();
   }
   if (parsed.name == "low-priority") {
     no_params();

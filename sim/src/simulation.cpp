@@ -262,6 +262,7 @@ class Simulation {
   }
 
   void handle(StartTransfer& c) {
+    recorder_.on(now(), c);
     const std::uint32_t key = recorder_.key_of_task(c.task);
     const std::uint32_t origin = c.origin;
     Transfer transfer;
@@ -309,7 +310,8 @@ class Simulation {
     if (it == transfers_.end()) return;
     Transfer& transfer = it->second;
     const std::uint64_t done = bytes_done(transfer);
-    recorder_.wasted(done);
+    recorder_.on(now(), c);
+    recorder_.attempt_aborted(c.task, done);
     cancel_comm(transfer);
     transfer.comm = nullptr;  // Kept alive by cancelled_ until its reports.
     recorder_.transfer_bytes(transfer.task, done);
@@ -347,6 +349,9 @@ class Simulation {
   }
 
   void handle(EvictArtifact& c) { recorder_.on(now(), c); }
+  // A kept partial is only an offset here: the next task's StartTransfer
+  // sends the rest. Dropping it costs nothing but the recorder's charge.
+  void handle(DropPartial& c) { recorder_.on(now(), c); }
   void handle(TaskCreated& c) { recorder_.on(now(), c); }
 
   void handle(TaskPriorityChanged& c) {

@@ -299,6 +299,30 @@ TEST_F(ClientTest, ResumeAfterADroppedConnectionFetchesOnlyWhatWasMissing) {
   EXPECT_EQ(s["ranges"][1], nlohmann::json::parse("[100000, 399999]"));
 }
 
+TEST_F(ClientTest, KeepPartialResumesTheNextDemandFromTheKeptBytes) {
+  server_->rate(1'000'000);  // About 0.4 s for the whole body.
+  ClientOptions o;
+  o.cache_dir = dir_ / "cache";
+  o.resolver = backend::url_template(server_->base() + "/{resource}");
+  o.orphan_policy = "keep-partial";
+  Client c(std::move(o));
+  Terminals terminals;
+  const DemandHandle first = c.subscribe(ref('a'), opts(1), terminals.callback(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c.cancel(first);  // About half is in: kept, not thrown away.
+  terminals.wait_for(1);
+  for (int i = 0; i < 200 && !c.transfers().empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(c.fetch(ref('a'), opts(2)).get(), DemandOutcome::succeeded);
+  EXPECT_EQ(read(c.path_of(ref('a').key)), body('a'));
+  const auto s = server_->stats()["/a.bin"];
+  ASSERT_EQ(s["requests"], 2);
+  ASSERT_EQ(s["ranges"].size(), 2u) << s.dump();
+  const auto resumed_from = s["ranges"][1][0].get<std::uint64_t>();
+  EXPECT_GT(resumed_from, 50'000u) << "the second request starts after the kept bytes";
+  EXPECT_EQ(s["ranges"][1][1], kSize - 1);
+}
+
 TEST_F(ClientTest, ACorruptBodyIsNeverInstalledAndIsFetchedAgain) {
   server_->faults({{{"path", "/a.bin"}, {"kind", "wrong_bytes"}, {"after_bytes", 5000}}});
   auto c = client();

@@ -59,6 +59,7 @@ class Driver {
   std::vector<StartFinalize> finalizes;
   std::vector<Delivery> delivered;
   std::vector<EvictArtifact> evicted;
+  std::vector<DropPartial> dropped_partials;
   std::vector<TaskPriorityChanged> priority_changes;
   std::vector<TaskEnded> task_ends;
   std::map<DemandHandle, std::function<void(DemandOutcome)>> on_terminal;
@@ -164,6 +165,7 @@ class Driver {
   void record(AbortTransfer& c) { aborted.push_back(c); }
   void record(StartFinalize& c) { finalizes.push_back(c); }
   void record(EvictArtifact& c) { evicted.push_back(c); }
+  void record(DropPartial& c) { dropped_partials.push_back(c); }
   void record(TaskCreated&) {}
   void record(TaskPriorityChanged& c) { priority_changes.push_back(c); }
   void record(TaskEnded& c) { task_ends.push_back(c); }

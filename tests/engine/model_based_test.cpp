@@ -46,6 +46,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "demandflight/engine/scheduler.h"
@@ -100,7 +101,8 @@ class RandomOrphanPolicy final : public OrphanPolicy {
   OrphanDecision decide(const OrphanView& view) override {
     if (view.key == nullptr) throw Violation("orphan view without a key");
     std::uniform_real_distribution<double> u(0, 1);
-    return u(rng_) < abort_probability_ ? OrphanDecision::abort : OrphanDecision::complete;
+    if (u(rng_) >= abort_probability_) return OrphanDecision::complete;
+    return u(rng_) < 0.5 ? OrphanDecision::abort : OrphanDecision::keep_partial;
   }
   std::string_view name() const override { return "random"; }
 
@@ -148,6 +150,9 @@ class Sequence {
     config_.max_transfers = static_cast<std::uint32_t>(uniform(1, 3));
     config_.max_per_origin = static_cast<std::uint32_t>(uniform(1, 3));
     config_.cache_bytes = static_cast<std::uint64_t>(uniform(0, 4)) * 1000;
+    // Small enough that kept partials are dropped for room.
+    config_.partial_bytes = static_cast<std::uint64_t>(uniform(0, 3)) * 400;
+    config_.max_partials = static_cast<std::uint32_t>(uniform(1, 3));
     config_.retry.max_attempts = static_cast<std::uint32_t>(uniform(1, 4));
     config_.retry.base_s = 0.1 * uniform(1, 5);
     config_.retry.cap_s = 2.0;
@@ -425,11 +430,32 @@ class Sequence {
         g_coverage.add(start->attempt > 1 ? "start_transfer.retry" : "start_transfer.first");
         started.push_back(*start);
         if (start->resume_offset_bytes > 0) g_coverage.add("start_transfer.resumed");
+        // A first attempt resumes exactly the kept partial of its key, if any.
+        if (start->attempt == 1) {
+          auto kept = partials_.find(start->key);
+          if (kept == partials_.end()) {
+            REQUIRE(start->resume_offset_bytes == 0, "a first attempt resumed nothing kept");
+          } else {
+            REQUIRE(start->resume_offset_bytes == kept->second,
+                    "a first attempt did not resume its key's kept partial");
+            partials_.erase(kept);
+            g_coverage.add("start_transfer.from_partial");
+          }
+        }
       } else if (const auto* abort = std::get_if<AbortTransfer>(&command)) {
         auto it = running_.find(abort->transfer.value);
         REQUIRE(it != running_.end(), "abort of a transfer that is not running");
         aborted_keys_.push_back(it->second.key);
         g_coverage.add("abort_transfer");
+        if (abort->keep_partial) {
+          REQUIRE(abort->kept_bytes > 0, "an empty partial kept");
+          REQUIRE(abort->kept_bytes <= config_.partial_bytes, "a partial over the budget kept");
+          REQUIRE(!partials_.contains(it->second.key), "an older partial was not dropped first");
+          partials_[it->second.key] = abort->kept_bytes;
+          g_coverage.add("abort_transfer.keep_partial");
+        } else {
+          REQUIRE(abort->kept_bytes == 0, "bytes kept by a plain abort");
+        }
         dead_ids_.push_back(abort->transfer.value);
         running_.erase(it);
       } else if (const auto* finalize = std::get_if<StartFinalize>(&command)) {
@@ -465,6 +491,12 @@ class Sequence {
         if (deliver->outcome == DemandOutcome::timed_out && !(call.subscribed == deliver->demand)) {
           REQUIRE(d.deadline_s <= now_, "timed out before its deadline");
         }
+      } else if (const auto* drop = std::get_if<DropPartial>(&command)) {
+        auto kept = partials_.find(drop->key);
+        REQUIRE(kept != partials_.end(), "a partial dropped that was not kept");
+        REQUIRE(kept->second == drop->bytes, "a partial dropped with other bytes than kept");
+        partials_.erase(kept);
+        g_coverage.add("drop_partial");
       } else if (const auto* evict = std::get_if<EvictArtifact>(&command)) {
         std::erase_if(installed_, [&](const ArtifactKey& k) { return same(k, evict->key); });
         g_coverage.add("evict");
@@ -502,6 +534,19 @@ class Sequence {
       }
     }
     aborted_keys_.clear();
+    std::uint64_t kept_bytes = 0;
+    for (const auto& [key, bytes] : partials_) {
+      kept_bytes += bytes;
+      REQUIRE(scheduler_->kept_partial(key) == bytes, "the engine's kept partial disagrees");
+    }
+    REQUIRE(scheduler_->kept_partial_bytes() == kept_bytes, "kept partial bytes disagree");
+    REQUIRE(kept_bytes <= config_.partial_bytes, "kept partials over budget");
+    REQUIRE(partials_.size() <= config_.max_partials, "too many kept partials");
+    for (const ArtifactKey& key : installed_) {
+      if (model_ != Model::callbacks) {  // Its index is by resource; partials by exact key.
+        REQUIRE(!partials_.contains(key), "a partial kept for an installed key");
+      }
+    }
 
     check_state();
     check_queue_order(started);
@@ -689,6 +734,7 @@ class Sequence {
   std::set<std::uint64_t> seen_ids_;
   std::vector<std::uint64_t> dead_ids_;
   std::vector<ArtifactKey> aborted_keys_;
+  std::unordered_map<ArtifactKey, std::uint64_t> partials_;  // Kept partials by exact key.
   struct KeyLess {
     bool operator()(const ArtifactKey& a, const ArtifactKey& b) const {
       return std::tie(a.resource, a.revision, a.target, a.generation) <

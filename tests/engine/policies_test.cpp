@@ -147,6 +147,135 @@ TEST(OrphanView, NoHistoryIsKeptForAPolicyThatDoesNotReadIt) {
   EXPECT_EQ(drv.scheduler.remembered_keys(), 0u);
 }
 
+// --- keep_partial: the engine keeps the offset past the task ------------------
+
+DemandOptions sized(OwnerId owner, Priority p, std::uint64_t size) {
+  DemandOptions o = opts(owner, p);
+  o.size_bytes = size;
+  return o;
+}
+
+TEST(KeepPartial, TheNextTaskOfTheKeyResumesFromTheKeptOffset) {
+  Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());
+  const DemandHandle a = drv.subscribe(key("rock"), sized(1, 0, 10'000));
+  drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("rock")), 4'000);
+  drv.at(1);
+  drv.cancel(a);
+  ASSERT_EQ(drv.aborted.size(), 1u);
+  EXPECT_TRUE(drv.aborted[0].keep_partial);
+  EXPECT_EQ(drv.aborted[0].kept_bytes, 4'000u);
+  EXPECT_EQ(drv.scheduler.kept_partial(key("rock")), 4'000u);
+  EXPECT_FALSE(drv.scheduler.task_for(key("rock")).has_value()) << "the task itself ended";
+
+  drv.at(2);
+  drv.subscribe(key("rock"), sized(2, 0, 10'000));
+  ASSERT_EQ(drv.started.size(), 2u);
+  EXPECT_EQ(drv.started[1].attempt, 1u);
+  EXPECT_EQ(drv.started[1].resume_offset_bytes, 4'000u) << "the kept bytes are not fetched again";
+  EXPECT_FALSE(drv.scheduler.kept_partial(key("rock")).has_value()) << "taken over by the task";
+  EXPECT_EQ(drv.scheduler.stats().partials_resumed, 1u);
+  // Other keys, and other revisions of the resource, start from zero.
+  drv.subscribe(ArtifactKey{"rock", "r2", "pc", 0}, sized(2, 0, 10'000));
+  ASSERT_EQ(drv.started.size(), 3u);
+  EXPECT_EQ(drv.started[2].resume_offset_bytes, 0u);
+}
+
+TEST(KeepPartial, ResumedBytesAddUpAcrossTasksAndTheInstallSucceeds) {
+  Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());
+  DemandHandle h = drv.subscribe(key("rock"), sized(1, 0, 10'000));
+  drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("rock")), 3'000);
+  drv.cancel(h);
+  h = drv.subscribe(key("rock"), sized(1, 0, 10'000));
+  drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("rock")), 2'000);
+  drv.cancel(h);
+  EXPECT_EQ(drv.scheduler.kept_partial(key("rock")), 5'000u) << "3,000 resumed + 2,000 more";
+  h = drv.subscribe(key("rock"), sized(1, 0, 10'000));
+  EXPECT_EQ(drv.started.back().resume_offset_bytes, 5'000u);
+  drv.finish_transfer(key("rock"), TransferStatus::ok, 5'000);
+  drv.finish_finalize(key("rock"));
+  EXPECT_EQ(drv.outcome(h), DemandOutcome::succeeded);
+  EXPECT_TRUE(drv.dropped_partials.empty()) << "every kept byte was used";
+}
+
+TEST(KeepPartial, NothingReceivedIsAPlainAbort) {
+  Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());
+  drv.cancel(drv.subscribe(key("rock"), sized(1, 0, 10'000)));
+  ASSERT_EQ(drv.aborted.size(), 1u);
+  EXPECT_FALSE(drv.aborted[0].keep_partial);
+  EXPECT_EQ(drv.aborted[0].kept_bytes, 0u);
+  EXPECT_EQ(drv.scheduler.kept_partial_bytes(), 0u);
+}
+
+TEST(KeepPartial, TheBudgetDropsTheOldestPartialFirst) {
+  SchedulerConfig c = Driver::small_config();
+  c.partial_bytes = 10'000;
+  c.max_partials = 8;
+  Driver drv(c, std::make_shared<KeepPartialPolicy>());
+  auto keep = [&](const char* name, std::uint64_t bytes) {
+    const DemandHandle h = drv.subscribe(key(name), sized(1, 0, 100'000));
+    drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key(name)), bytes);
+    drv.at(drv.now + 1);
+    drv.cancel(h);
+  };
+  keep("a", 4'000);
+  keep("b", 4'000);
+  EXPECT_TRUE(drv.dropped_partials.empty());
+  keep("c", 4'000);  // 12,000 > 10,000: a, the oldest, goes.
+  ASSERT_EQ(drv.dropped_partials.size(), 1u);
+  EXPECT_EQ(drv.dropped_partials[0].key, key("a"));
+  EXPECT_EQ(drv.dropped_partials[0].bytes, 4'000u);
+  EXPECT_EQ(drv.scheduler.kept_partial_bytes(), 8'000u);
+  keep("d", 20'000);  // Larger than the whole budget: not kept, nothing else dropped.
+  EXPECT_FALSE(drv.aborted.back().keep_partial);
+  EXPECT_EQ(drv.dropped_partials.size(), 1u);
+  // The count limit too.
+  SchedulerConfig one = c;
+  one.max_partials = 1;
+  Driver single(one, std::make_shared<KeepPartialPolicy>());
+  for (const char* name : {"x", "y"}) {
+    const DemandHandle h = single.subscribe(key(name), sized(1, 0, 100'000));
+    single.scheduler.on_transfer_progress(single.now, single.transfer_of(key(name)), 100);
+    single.cancel(h);
+  }
+  ASSERT_EQ(single.dropped_partials.size(), 1u);
+  EXPECT_EQ(single.dropped_partials[0].key, key("x"));
+  EXPECT_EQ(single.scheduler.kept_partial(key("y")), 100u);
+}
+
+TEST(KeepPartial, AnInstallOfTheKeyDropsItsPartial) {
+  SchedulerConfig c = Driver::small_config();
+  c.model = Model::independent;  // Two tasks of one key.
+  Driver drv(c, std::make_shared<KeepPartialPolicy>());
+  const DemandHandle a = drv.subscribe(key("rock"), sized(1, 0, 10'000));
+  const TransferId first = drv.started.back().transfer;
+  const DemandHandle b = drv.subscribe(key("rock"), sized(2, 0, 10'000));
+  const TransferId second = drv.started.back().transfer;
+  drv.scheduler.on_transfer_progress(drv.now, first, 4'000);
+  drv.cancel(a);
+  EXPECT_EQ(drv.scheduler.kept_partial(key("rock")), 4'000u);
+  drv.finish_transfer(second, TransferStatus::ok, 10'000);
+  drv.finish_finalize(key("rock"));
+  EXPECT_EQ(drv.outcome(b), DemandOutcome::succeeded);
+  ASSERT_EQ(drv.dropped_partials.size(), 1u);
+  EXPECT_EQ(drv.dropped_partials[0].bytes, 4'000u);
+  EXPECT_FALSE(drv.scheduler.kept_partial(key("rock")).has_value());
+}
+
+TEST(KeepPartial, TheViewShowsThePartialBudget) {
+  auto policy = std::make_shared<RecordingPolicy>(OrphanDecision::keep_partial);
+  SchedulerConfig c = Driver::small_config();
+  c.partial_bytes = 50'000;
+  Driver drv(c, policy);
+  DemandHandle h = drv.subscribe(key("a"), sized(1, 0, 10'000));
+  drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("a")), 1'500);
+  drv.cancel(h);
+  h = drv.subscribe(key("b"), sized(1, 0, 10'000));
+  drv.cancel(h);
+  ASSERT_EQ(policy->views.size(), 2u);
+  EXPECT_EQ(policy->views[1].partial_capacity_bytes, 50'000u);
+  EXPECT_EQ(policy->views[1].partial_used_bytes, 1'500u);
+}
+
 TEST(PolicyRegistry, BadSpecsAreRefusedWithWhatIsAccepted) {
   auto message = [](const std::string& spec) {
     try {

@@ -17,7 +17,9 @@
 namespace dfl {
 
 // Start transferring `key` from `origin`, beginning at `resume_offset_bytes`.
-// The runtime reports progress and the end with `transfer`.
+// The runtime reports progress and the end with `transfer`. An attempt 1 with
+// a non-zero offset resumes a kept partial of the key (AbortTransfer with
+// keep_partial); later attempts resume the task's own earlier bytes.
 struct StartTransfer {
   TaskId task;
   TransferId transfer;
@@ -30,9 +32,22 @@ struct StartTransfer {
 
 // Stop the transfer now. The engine has already forgotten it: any later event
 // that names `transfer` is ignored.
+// With `keep_partial`, the runtime keeps the bytes received so far for the
+// key (`kept_bytes` is the engine's count: resume offset plus this attempt's
+// bytes as last reported or probed); the next task of the key starts from
+// them, until DropPartial says they may go.
 struct AbortTransfer {
   TaskId task;
   TransferId transfer;
+  bool keep_partial = false;
+  std::uint64_t kept_bytes = 0;
+};
+
+// The engine forgot a kept partial of `key` (the partial budget is full, or
+// the key got installed): the runtime may delete its bytes.
+struct DropPartial {
+  ArtifactKey key;
+  std::uint64_t bytes = 0;
 };
 
 // Verify the received bytes and install them atomically.
@@ -77,6 +92,6 @@ struct TaskEnded {
 };
 
 using Command = std::variant<StartTransfer, AbortTransfer, StartFinalize, Deliver, EvictArtifact,
-                             TaskCreated, TaskPriorityChanged, TaskEnded>;
+                             DropPartial, TaskCreated, TaskPriorityChanged, TaskEnded>;
 
 }  // namespace dfl

@@ -46,6 +46,12 @@ struct SchedulerConfig {
   // Keys whose request history orphan policies can see (0: none). Past it the
   // least recently requested are forgotten.
   std::uint32_t key_history_limit = 1u << 18;
+  // Bytes of kept partials (OrphanDecision::keep_partial) remembered at once;
+  // past it the oldest partials are dropped (DropPartial). 0 turns keeping
+  // off: keep_partial then acts as abort.
+  std::uint64_t partial_bytes = 256ull << 20;
+  // And at most this many partials (a runtime may hold a file for each).
+  std::uint32_t max_partials = 256;
 };
 
 }  // namespace dfl

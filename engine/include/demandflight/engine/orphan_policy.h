@@ -24,6 +24,11 @@ namespace dfl {
 enum class OrphanDecision : std::uint8_t {
   abort,     // Stop the transfer now; the task ends `aborted`.
   complete,  // Keep going below every real priority; install; tell nobody.
+  // Stop now, but keep the bytes received: the next task of this key resumes
+  // after them instead of starting over (Chromium's HTTP cache keeps truncated
+  // entries the same way). Kept partials share SchedulerConfig::partial_bytes,
+  // oldest dropped first; with nothing received it is the same as abort.
+  keep_partial,
 };
 
 struct OrphanView {
@@ -48,6 +53,9 @@ struct OrphanView {
   // The installed-artifact index: its capacity and what is in it.
   std::uint64_t cache_capacity_bytes = 0;
   std::uint64_t cache_used_bytes = 0;
+  // Kept partials (keep_partial): their budget and what is in it.
+  std::uint64_t partial_capacity_bytes = 0;
+  std::uint64_t partial_used_bytes = 0;
 };
 
 class OrphanPolicy {
@@ -74,6 +82,14 @@ class AlwaysCompletePolicy final : public OrphanPolicy {
  public:
   OrphanDecision decide(const OrphanView&) override { return OrphanDecision::complete; }
   std::string_view name() const override { return "always-complete"; }
+};
+
+// Keep what arrived and stop (Chromium's HTTP cache: a cancelled response is
+// kept as a truncated entry and a later request resumes it with Range).
+class KeepPartialPolicy final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::keep_partial; }
+  std::string_view name() const override { return "keep-partial"; }
 };
 
 }  // namespace dfl

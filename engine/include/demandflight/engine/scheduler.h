@@ -91,6 +91,9 @@ struct SchedulerStats {
   std::uint64_t cache_hits = 0;
   std::uint64_t orphan_aborts = 0;
   std::uint64_t orphan_completes = 0;     // Decisions, including repeated asks.
+  std::uint64_t partials_kept = 0;        // keep_partial decisions that kept bytes.
+  std::uint64_t partials_resumed = 0;     // New tasks that started from a kept partial.
+  std::uint64_t partials_dropped = 0;     // Forgotten unused (budget, or installed).
   std::uint64_t stale_calls_ignored = 0;  // cancel / set_priority on an ended handle.
   std::uint64_t late_events_ignored = 0;  // Events for aborted or unknown ids.
   std::uint64_t cancels_refused = 0;      // callbacks model: cancel while finalizing.
@@ -173,6 +176,9 @@ class Scheduler {
   std::size_t live_tasks() const;
   std::size_t live_demands() const;
   std::size_t remembered_keys() const;  // Keys in the request history (key_history_limit).
+  // The kept partial of `key` (bytes), if the engine holds one.
+  std::optional<std::uint64_t> kept_partial(const ArtifactKey& key) const;
+  std::uint64_t kept_partial_bytes() const;  // All kept partials together.
   std::size_t queued_tasks() const;
   std::uint32_t running_transfers() const;
   const SchedulerStats& stats() const;

@@ -86,6 +86,7 @@ class ResultRecorder {
       }
     }
     orphan_install_size_.assign(key_index_.size(), 0);
+    partial_pending_.assign(key_index_.size(), 0);
   }
 
   // --- Keys ------------------------------------------------------------------
@@ -132,8 +133,24 @@ class ResultRecorder {
     result_.summary.bytes_transferred += bytes;
     track(task).bytes += bytes;
   }
-  // Bytes thrown away: an aborted attempt's, a body that failed verification.
+  // Bytes thrown away: a body that failed verification.
   void wasted(std::uint64_t bytes) { result_.summary.bytes_wasted += bytes; }
+  // An attempt of `task` was aborted (its AbortTransfer went through on())
+  // after receiving `bytes`. They are wasted, with whatever the task resumed
+  // from a kept partial, unless the abort keeps them as a partial: then they
+  // are wasted only if the partial is dropped or never resumed.
+  void attempt_aborted(TaskId task, std::uint64_t bytes) {
+    TaskTrack& tracked = track(task);
+    const std::uint64_t total = tracked.carried + bytes;
+    tracked.carried = 0;
+    if (tracked.keep_partial) {
+      std::uint64_t& pending = partial_pending_[tracked.key];
+      if (pending == 0 && total > 0) ++pending_partials_;
+      pending = total;
+    } else {
+      result_.summary.bytes_wasted += total;
+    }
+  }
 
   // --- Commands ----------------------------------------------------------------
   const DemandResult& on(double t, const Deliver& c) {
@@ -215,9 +232,29 @@ class ResultRecorder {
     tracked.ended = true;
   }
 
+  // A first attempt with an offset resumes the key's kept partial: its bytes
+  // are used (unless this task is aborted in turn).
+  void on(double, const StartTransfer& c) {
+    if (c.attempt != 1 || c.resume_offset_bytes == 0 || pending_partials_ == 0) return;
+    TaskTrack& tracked = track(c.task);
+    std::uint64_t& pending = partial_pending_[tracked.key];
+    if (pending != 0) --pending_partials_;
+    tracked.carried = pending;
+    pending = 0;
+  }
+  void on(double, const AbortTransfer& c) { track(c.task).keep_partial = c.keep_partial; }
+  void on(double, const DropPartial& c) {
+    if (pending_partials_ == 0) return;
+    auto it = key_index_.find(c.key);
+    if (it == key_index_.end()) return;
+    std::uint64_t& pending = partial_pending_[it->second];
+    if (pending == 0) return;
+    result_.summary.bytes_wasted += pending;
+    pending = 0;
+    --pending_partials_;
+  }
+
   // Commands that change no result field.
-  void on(double, const StartTransfer&) {}
-  void on(double, const AbortTransfer&) {}
   void on(double, const StartFinalize&) {}
 
   // After a batch of commands: priority pollution may have started or stopped.
@@ -240,6 +277,8 @@ class ResultRecorder {
       close_pollution(t, task);
     for (std::uint64_t pending : orphan_install_size_)
       result_.summary.bytes_wasted += pending;
+    for (std::uint64_t pending : partial_pending_)  // Kept, never resumed.
+      result_.summary.bytes_wasted += pending;
     compute_latencies(result_);
     return std::move(result_);
   }
@@ -254,6 +293,8 @@ class ResultRecorder {
     std::uint64_t bytes = 0;  // Received by all its attempts, aborted ones included.
     bool succeeded = false;   // Some demand was told success by it.
     bool ended = false;
+    bool keep_partial = false;  // Its abort kept the bytes as a partial.
+    std::uint64_t carried = 0;  // Bytes of a kept partial it resumed from.
     // Priority pollution: the effective priority against what the active
     // demands asked for.
     std::optional<Priority> effective;
@@ -297,6 +338,8 @@ class ResultRecorder {
   std::vector<std::uint64_t> key_size_;
   std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
   std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
+  std::vector<std::uint64_t> partial_pending_;      // Per key: kept partial not yet resumed.
+  std::size_t pending_partials_ = 0;                // Keys with a non-zero entry above.
   std::vector<std::uint32_t> result_index_of_demand_;
   std::vector<LiveDemand> live_;
   std::uint32_t creating_artifact_ = 0;
