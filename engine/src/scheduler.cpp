@@ -264,7 +264,8 @@ class Scheduler::Impl {
     DFL_ASSERT(config_.max_transfers > 0, "max_transfers must be at least 1");
     DFL_ASSERT(config_.max_per_origin > 0, "max_per_origin must be at least 1");
     DFL_ASSERT(config_.retry.max_attempts > 0, "retry.max_attempts must be at least 1");
-    track_history_ = policy_->uses_key_history() && config_.key_history_limit > 0;
+    policy_observes_ = policy_->uses_key_history();
+    track_history_ = policy_observes_ && config_.key_history_limit > 0;
   }
 
   // --- Users ---------------------------------------------------------------
@@ -297,7 +298,7 @@ class Scheduler::Impl {
     } else {
       // The key is hashed once per subscribe; the index and the task map share it.
       const std::size_t key_hash = installed_.hash(key);
-      note_request(key_hash);
+      note_request(key, key_hash);
       if (installed_.touch(key, key_hash)) {
         ++stats_.cache_hits;
         end_demand(d, DemandOutcome::succeeded);
@@ -758,7 +759,9 @@ class Scheduler::Impl {
 
   // The key's request history, for orphan policies. Bounded: past the limit,
   // the half least recently requested is forgotten (amortised O(1)).
-  void note_request(std::size_t key_hash) {
+  void note_request(const ArtifactKey& key, std::size_t key_hash) {
+    if (!policy_observes_) return;
+    policy_->observe_request(key, now_);
     if (!track_history_) return;
     KeyHistory& h = history_[key_hash];
     h.previous_s = h.demands == 0 ? -1 : h.last_s;
@@ -1171,7 +1174,8 @@ class Scheduler::Impl {
     std::uint64_t seq = 0;      // Number of the last request, among all keys.
   };
   std::uint64_t requests_ = 0;
-  bool track_history_ = false;  // The policy reads it and the limit is not 0.
+  bool policy_observes_ = false;  // The policy reads the history: it sees every request.
+  bool track_history_ = false;    // The policy reads it and the limit is not 0.
   std::unordered_map<std::size_t, KeyHistory> history_;  // By key hash under the identity.
   // Kept partials by exact key, and their keep order (oldest first).
   std::unordered_map<ArtifactKey, Partial> partials_;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "demandflight/policies/builtin.h"
+#include "demandflight/policies/expected_value.h"
 
 namespace dfl::policies {
 
@@ -40,7 +41,14 @@ std::vector<std::pair<std::string, std::string>> list_orphan_policies() {
            "queued task waits for the slot"},
           {"keep-partial",
            "Chromium's HTTP cache: stop, but keep the bytes received so that the next request "
-           "of the key resumes after them"}};
+           "of the key resumes after them"},
+          {"expected-value",
+           "complete iff P(reuse within horizon) x size > remaining x (1 + queue_weight if a task "
+           "waits for the slot); P learned online per key and class "
+           "(horizon_s=60,prior_weight=2,queue_weight=1,keep=0)"},
+          {"oracle",
+           "simulator only: reads the rest of the trace; completes exactly when the key is asked "
+           "for again before it would be evicted"}};
 }
 
 namespace {
@@ -116,6 +124,21 @@ std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
   if (parsed.name == "keep-partial") {
     no_params();
     return std::make_shared<KeepPartialPolicy>();
+  }
+  if (parsed.name == "expected-value") {
+    Params p(parsed);
+    ExpectedValuePolicy::Params params;
+    params.horizon_s = p.number<double>("horizon_s", params.horizon_s, 0.0, 1e9);
+    params.prior_weight = p.number<double>("prior_weight", params.prior_weight, 1e-6, 1e9);
+    params.queue_weight = p.number<double>("queue_weight", params.queue_weight, 0.0, 1e9);
+    params.keep = p.number<int>("keep", params.keep ? 1 : 0, 0, 1) == 1;
+    p.finish("horizon_s, prior_weight, queue_weight, keep");
+    return std::make_shared<ExpectedValuePolicy>(params);
+  }
+  if (parsed.name == "oracle") {
+    throw std::invalid_argument(
+        "policy oracle reads the rest of the trace: it exists only in the simulator "
+        "(demandflight sim / compare)");
   }
   if (parsed.name == "low-priority") {
     no_params();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "demandflight/policies/builtin.h"
+#include "demandflight/policies/expected_value.h"
 #include "demandflight/policies/registry.h"
 #include "driver.h"
 
@@ -147,13 +148,89 @@ TEST(OrphanView, NoHistoryIsKeptForAPolicyThatDoesNotReadIt) {
   EXPECT_EQ(drv.scheduler.remembered_keys(), 0u);
 }
 
-// --- keep_partial: the engine keeps the offset past the task ------------------
-
 DemandOptions sized(OwnerId owner, Priority p, std::uint64_t size) {
   DemandOptions o = opts(owner, p);
   o.size_bytes = size;
   return o;
 }
+
+// --- expected-value ------------------------------------------------------------
+
+OrphanView orphan_of(const ArtifactKey& k, double now, std::uint64_t size, std::uint64_t done) {
+  OrphanView v = view(size, done);
+  v.key = &k;
+  v.now_s = now;
+  return v;
+}
+
+TEST(ExpectedValuePolicy, WithNoHistoryItFinishesWhatIsMoreThanHalfIn) {
+  auto policy = policies::make_orphan_policy("expected-value");
+  const ArtifactKey a = key("world/cell_1/a.mesh");
+  // No events yet: P(reuse) = 1/2, so complete iff 1/2 * size > remaining.
+  EXPECT_EQ(policy->decide(orphan_of(a, 0, 1'000'000, 600'000)), OrphanDecision::complete);
+  EXPECT_EQ(policy->decide(orphan_of(a, 0, 1'000'000, 400'000)), OrphanDecision::abort);
+  // While a task waits for the slot, remaining bytes cost double (queue_weight=1).
+  OrphanView blocked = orphan_of(a, 0, 1'000'000, 600'000);
+  blocked.queued_tasks = 1;
+  blocked.free_slots = 0;
+  EXPECT_EQ(policy->decide(blocked), OrphanDecision::abort);
+  blocked.bytes_done = 800'000;
+  blocked.bytes_remaining = 200'000;
+  EXPECT_EQ(policy->decide(blocked), OrphanDecision::complete);
+}
+
+TEST(ExpectedValuePolicy, LearnsReuseOnlineFromTheKeysClass) {
+  policies::ExpectedValuePolicy reused_class({});
+  policies::ExpectedValuePolicy unused_class({});
+  const ArtifactKey a = key("world/cell_1/a.mesh");
+  const ArtifactKey b = key("world/cell_1/b.mesh");
+  const ArtifactKey other = key("ui/icon.png");
+  EXPECT_DOUBLE_EQ(reused_class.reuse_probability(b), 0.5);
+  // a is orphaned at 0 and asked for again at 10 s: reused within 60 s.
+  reused_class.decide(orphan_of(a, 0, 1'000'000, 0));
+  reused_class.observe_request(a, 10);
+  // p_class = (1 + 1) / (1 + 2); b has no events of its own: p = p_class.
+  EXPECT_DOUBLE_EQ(reused_class.reuse_probability(b), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(reused_class.reuse_probability(other), 0.5) << "another class learns nothing";
+  EXPECT_EQ(reused_class.decide(orphan_of(b, 20, 1'000'000, 400'000)), OrphanDecision::complete)
+      << "2/3 of the size is worth more than the 60% left";
+  // a is orphaned at 0 and nobody asks within the horizon.
+  unused_class.decide(orphan_of(a, 0, 1'000'000, 0));
+  unused_class.observe_request(other, 100);  // Time passes: the event expires.
+  EXPECT_DOUBLE_EQ(unused_class.reuse_probability(b), 1.0 / 3.0);
+  EXPECT_EQ(unused_class.decide(orphan_of(b, 100, 1'000'000, 600'000)), OrphanDecision::abort)
+      << "1/3 of the size is worth less than the 40% left";
+  // A key's own events weigh against its class: a reused twice, b never.
+  policies::ExpectedValuePolicy mixed({});
+  for (double t : {0.0, 100.0}) {
+    mixed.decide(orphan_of(a, t, 1'000'000, 0));
+    mixed.observe_request(a, t + 1);
+  }
+  EXPECT_GT(mixed.reuse_probability(a), mixed.reuse_probability(b));
+}
+
+TEST(ExpectedValuePolicy, AnUnknownSizeIsAbortedAndKeepKeepsThePartial) {
+  const ArtifactKey a = key("data/a.pak");
+  EXPECT_EQ(decide("expected-value", orphan_of(a, 0, 0, 5'000)), OrphanDecision::abort);
+  EXPECT_EQ(decide("expected-value:keep=1", orphan_of(a, 0, 1'000'000, 100)),
+            OrphanDecision::keep_partial);
+  EXPECT_EQ(decide("expected-value:keep=1", orphan_of(a, 0, 1'000'000, 999'000)),
+            OrphanDecision::complete);
+}
+
+TEST(ExpectedValuePolicy, TheEngineShowsItEveryRequest) {
+  // In the engine: a re-asked orphaned key raises P(reuse) for its class.
+  auto policy = std::make_shared<policies::ExpectedValuePolicy>(
+      policies::ExpectedValuePolicy::Params{});
+  Driver drv(Driver::small_config(), policy);
+  const ArtifactKey a = key("world/cell_1/a.mesh");
+  drv.cancel(drv.subscribe(a, sized(1, 0, 1'000'000)));  // Orphaned, aborted at 0% in.
+  drv.at(5);
+  drv.subscribe(a, sized(1, 0, 1'000'000));
+  EXPECT_DOUBLE_EQ(policy->reuse_probability(key("world/cell_1/b.mesh")), 2.0 / 3.0);
+}
+
+// --- keep_partial: the engine keeps the offset past the task ------------------
 
 TEST(KeepPartial, TheNextTaskOfTheKeyResumesFromTheKeptOffset) {
   Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());

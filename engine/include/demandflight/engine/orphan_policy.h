@@ -67,6 +67,10 @@ class OrphanPolicy {
   // since_last_demand_s, previous_gap_s). The engine keeps that history only
   // for policies that do: it costs a hash-map update per subscribe.
   virtual bool uses_key_history() const { return false; }
+  // Called for every subscribe (before the cache is looked at) when
+  // uses_key_history() is true, so that a policy can learn online what
+  // happens to keys after its decisions. Must not call into the scheduler.
+  virtual void observe_request(const ArtifactKey& /*key*/, double /*now_s*/) {}
 };
 
 // Abort every orphan at once. The engine's default: it never spends a slot on
