@@ -8,18 +8,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include <functional>
 #include <string>
 
 #include "demandflight/backend/client.h"
 #include "demandflight/sim/trace.h"
+#include "subcommand.h"
 
 namespace dfl::cli {
-
-struct Subcommand {
-  CLI::App* app = nullptr;
-  std::function<int()> run;
-};
 
 Subcommand add_fetch_command(CLI::App& app);
 Subcommand add_replay_command(CLI::App& app);

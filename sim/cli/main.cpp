@@ -6,6 +6,7 @@
 //   demandflight gen KIND --seed N [--demands N]
 //   demandflight fetch --base-url URL --cache DIR MANIFEST    (backend/cli/fetch.cpp)
 //   demandflight replay TRACE --base-url URL --cache DIR [--speed X]   (backend/cli/replay.cpp)
+//   demandflight compare TRACE... [--models M,..] [--policies all|P,..] [--seeds N]  (compare.cpp)
 //
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
@@ -19,8 +20,10 @@
 #include <string>
 
 #include "commands.h"
+#include "subcommand.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/generator.h"
+#include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/sim/trace.h"
 
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
   // fetch and replay (the production backend)
   const dfl::cli::Subcommand fetch = dfl::cli::add_fetch_command(app);
   const dfl::cli::Subcommand replay = dfl::cli::add_replay_command(app);
+  const dfl::cli::Subcommand compare = dfl::cli::add_compare_command(app);
 
   try {
     app.parse(argc, argv);
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
   try {
     if (*fetch.app) return fetch.run();
     if (*replay.app) return replay.run();
+    if (*compare.app) return compare.run();
     if (*validate) {
       const Trace trace = read_trace(validate_path);
       std::size_t subscribes = 0;
@@ -137,7 +142,7 @@ int main(int argc, char** argv) {
     options.timeline_path = timeline_path;
     options.transfer_log_path = transfer_log_path;
     try {
-      policies::make_orphan_policy(options.policy);  // Refuse a bad policy before reading.
+      check_sim_policy(options.policy);  // Refuse a bad policy before reading.
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "demandflight sim: --policy: %s\n", e.what());
       return 2;

@@ -29,6 +29,7 @@
 
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/policies/registry.h"
+#include "demandflight/sim/oracle.h"
 #include "demandflight/sim/recorder.h"
 #include "demandflight/sim/simulator.h"
 #include "timeline.h"
@@ -121,7 +122,7 @@ class Simulation {
   }
 
   std::shared_ptr<OrphanPolicy> make_policy() const {
-    return policies::make_orphan_policy(options_.policy);
+    return make_sim_policy(options_.policy, trace_);
   }
 
   void build_platform() {

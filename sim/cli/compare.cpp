@@ -1,0 +1,550 @@
+// demandflight compare TRACE... [--models M,...] [--policies all|P,...] [--seeds N]
+//                      [--jobs N] [--weights k=v,...] [--csv FILE] [--markdown FILE]
+//
+// Runs every (trace, model, policy, seed) in its own `demandflight sim`
+// process (SimGrid allows one engine per process), a few at a time, and
+// prints one row per (trace, model, policy): the mean over seeds, with the
+// spread (sample standard deviation) of the main figures. The oracle always
+// runs, so that every row has its regret: score minus the oracle's score on
+// the same trace, model and seed.
+//
+// A TRACE is a file, or `gen:KIND[:demands=N]`: the bundled generator's KIND
+// written afresh for each seed, so that seeds vary the workload itself. For a
+// file the seed varies only the retry jitter.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "demandflight/policies/registry.h"
+#include "demandflight/sim/generator.h"
+#include "demandflight/sim/oracle.h"
+#include "demandflight/sim/trace.h"
+#include "subcommand.h"
+
+extern char** environ;
+
+namespace dfl::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The cost score: lower is better. Every weight can be set with --weights.
+struct Weights {
+  double gb = 1;              // Per GB transferred (decimal GB).
+  double p95_critical_s = 1;  // Per second of p95 latency of the critical class.
+  double deadline_miss = 0.1; // Per demand that timed out.
+  double pollution_s = 0.01;  // Per second of priority pollution.
+  double wasted_gb = 0;       // Per GB wasted (already inside gb; extra blame).
+};
+
+Weights parse_weights(const std::string& text) {
+  Weights w;
+  const policies::PolicySpec spec = policies::parse_policy_spec("weights:" + text);
+  for (const auto& [key, value] : spec.params) {
+    double v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stod(value, &used);
+      if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--weights: " + key + "=\"" + value +
+                                  "\" is not a non-negative number");
+    }
+    if (key == "gb") w.gb = v;
+    else if (key == "p95_critical_s") w.p95_critical_s = v;
+    else if (key == "deadline_miss") w.deadline_miss = v;
+    else if (key == "pollution_s") w.pollution_s = v;
+    else if (key == "wasted_gb") w.wasted_gb = v;
+    else
+      throw std::invalid_argument("--weights: unknown weight \"" + key +
+                                  "\" (known: gb, p95_critical_s, deadline_miss, pollution_s, "
+                                  "wasted_gb)");
+  }
+  return w;
+}
+
+// What one run scored. Latencies are NaN when no demand of the class succeeded.
+struct Metrics {
+  double gb = 0, wasted_gb = 0;
+  double p50 = 0, p95 = 0, p99 = 0;
+  double critical_p50 = 0, critical_p95 = 0, critical_p99 = 0;
+  double deadline_misses = 0, cache_hits = 0, pollution_s = 0;
+  double score = 0, regret = 0;
+};
+
+// The columns, in table and CSV order.
+struct Column {
+  const char* name;
+  double Metrics::*field;
+  int precision;
+  bool spread;  // Show mean±sd in the table.
+};
+constexpr Column kColumns[] = {
+    {"gb", &Metrics::gb, 3, true},
+    {"wasted_gb", &Metrics::wasted_gb, 3, true},
+    {"p50_s", &Metrics::p50, 2, false},
+    {"p95_s", &Metrics::p95, 2, false},
+    {"p99_s", &Metrics::p99, 2, false},
+    {"critical_p50_s", &Metrics::critical_p50, 2, false},
+    {"critical_p95_s", &Metrics::critical_p95, 2, true},
+    {"critical_p99_s", &Metrics::critical_p99, 2, false},
+    {"deadline_misses", &Metrics::deadline_misses, 1, false},
+    {"cache_hits", &Metrics::cache_hits, 1, false},
+    {"pollution_s", &Metrics::pollution_s, 2, false},
+    {"score", &Metrics::score, 3, true},
+    {"regret", &Metrics::regret, 3, true},
+};
+
+double percentile(const nlohmann::json& p, const char* which) {
+  if (!p.is_object() || !p.contains(which) || p[which].is_null()) return std::nan("");
+  return p[which].get<double>();
+}
+
+Metrics score_run(const nlohmann::json& result, const Weights& w) {
+  const auto& s = result.at("summary");
+  Metrics m;
+  m.gb = s.at("bytes_transferred").get<double>() / 1e9;
+  m.wasted_gb = s.at("bytes_wasted").get<double>() / 1e9;
+  m.p50 = percentile(s.at("latency_s"), "p50");
+  m.p95 = percentile(s.at("latency_s"), "p95");
+  m.p99 = percentile(s.at("latency_s"), "p99");
+  // The critical class: the highest priority any demand subscribed with.
+  std::optional<long long> critical;
+  for (const auto& d : result.at("demands")) {
+    const long long p = d.at("priority").get<long long>();
+    if (!critical || p > *critical) critical = p;
+  }
+  nlohmann::json crit;
+  if (critical && s.contains("latency_s_by_priority")) {
+    const std::string key = std::to_string(*critical);
+    if (s["latency_s_by_priority"].contains(key)) crit = s["latency_s_by_priority"][key];
+  }
+  m.critical_p50 = percentile(crit, "p50");
+  m.critical_p95 = percentile(crit, "p95");
+  m.critical_p99 = percentile(crit, "p99");
+  m.deadline_misses = s.at("outcomes").at("timed_out").get<double>();
+  m.cache_hits = s.at("cache_hits").get<double>();
+  m.pollution_s = s.at("priority_pollution_s").get<double>();
+  const double p95 = std::isnan(m.critical_p95) ? 0.0 : m.critical_p95;
+  m.score = w.gb * m.gb + w.wasted_gb * m.wasted_gb + w.p95_critical_s * p95 +
+            w.deadline_miss * m.deadline_misses + w.pollution_s * m.pollution_s;
+  return m;
+}
+
+struct Run {
+  std::size_t trace = 0;  // Index into the trace arguments.
+  std::string model, policy;
+  std::uint64_t seed = 0;
+  fs::path trace_file, out, err;
+  Metrics metrics;
+};
+
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot find this program (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+pid_t spawn(const std::string& exe, const Run& run) {
+  std::vector<std::string> args = {exe,           "sim",   run.trace_file.string(),
+                                   "--model",     run.model, "--policy",
+                                   run.policy,    "--seed",  std::to_string(run.seed),
+                                   "--out",       run.out.string(), "--quiet"};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, run.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+  return pid;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+struct Row {
+  std::size_t trace = 0;
+  std::string model, policy;
+  std::vector<Metrics> runs;
+  Metrics mean, sd;
+};
+
+void aggregate(Row& row) {
+  const double n = static_cast<double>(row.runs.size());
+  for (const Column& c : kColumns) {
+    double sum = 0;
+    for (const Metrics& m : row.runs)
+      sum += m.*c.field;
+    const double mean = sum / n;
+    double sq = 0;
+    for (const Metrics& m : row.runs)
+      sq += (m.*c.field - mean) * (m.*c.field - mean);
+    row.mean.*c.field = mean;
+    row.sd.*c.field = n > 1 ? std::sqrt(sq / (n - 1)) : 0.0;
+  }
+}
+
+std::string number(double v, int precision) {
+  if (std::isnan(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+  return buf;
+}
+
+std::string cell(const Row& row, const Column& c, bool spread) {
+  std::string text = number(row.mean.*c.field, c.precision);
+  if (spread && c.spread && row.runs.size() > 1 && !std::isnan(row.sd.*c.field)) {
+    text += "±" + number(row.sd.*c.field, c.precision);
+  }
+  return text;
+}
+
+class Compare {
+ public:
+  explicit Compare(CLI::App& app) {
+    cmd_ = app.add_subcommand(
+        "compare",
+        "run every trace x model x orphan policy x seed in parallel processes and tabulate");
+    cmd_->add_option("TRACE", traces_, "trace files, or gen:KIND[:demands=N] to generate per seed")
+        ->required();
+    cmd_->add_option("--models", models_, "comma-separated: demand,callbacks,independent")
+        ->capture_default_str();
+    cmd_->add_option("--policies", policies_,
+                     "all, or comma-separated policy specs (NAME[:k=v;...] with ';' between "
+                     "parameters); the oracle is always run")
+        ->capture_default_str();
+    cmd_->add_option("--seeds", seeds_, "seeds 1..N")->check(CLI::Range(1, 10000))
+        ->capture_default_str();
+    cmd_->add_option("--jobs", jobs_, "simulations at once (default: the CPUs)")
+        ->check(CLI::Range(1, 1024));
+    cmd_->add_option("--weights", weights_,
+                     "cost score weights k=v,...: gb=1 (per GB transferred), p95_critical_s=1, "
+                     "deadline_miss=0.1, pollution_s=0.01, wasted_gb=0");
+    cmd_->add_option("--csv", csv_, "write one row per trace x model x policy (mean and sd)");
+    cmd_->add_option("--markdown", markdown_, "write the table as Markdown");
+  }
+
+  Subcommand subcommand() {
+    return {cmd_, [this] { return run(); }};
+  }
+
+ private:
+  int run() {
+    const Weights weights = parse_weights(weights_);
+    std::vector<std::string> models = split(models_);
+    for (const std::string& m : models) {
+      if (m != "demand" && m != "callbacks" && m != "independent") {
+        throw std::invalid_argument("--models: unknown model \"" + m +
+                                    "\" (known: demand, callbacks, independent)");
+      }
+    }
+    if (models.empty()) throw std::invalid_argument("--models: no model given");
+    std::vector<std::string> policies;
+    if (policies_ == "all") {
+      for (const auto& [name, what] : policies::list_orphan_policies()) {
+        try {
+          sim::check_sim_policy(name);  // Those that need no parameter (not learned).
+          policies.push_back(name);
+        } catch (const std::invalid_argument&) {
+        }
+      }
+    } else {
+      for (std::string spec : split(policies_)) {
+        std::replace(spec.begin(), spec.end(), ';', ',');
+        try {
+          sim::check_sim_policy(spec);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(std::string("--policies: ") + e.what());
+        }
+        policies.push_back(spec);
+      }
+    }
+    if (std::find(policies.begin(), policies.end(), "oracle") == policies.end()) {
+      policies.push_back("oracle");
+    }
+
+    tmp_ = make_temp_dir();
+    struct Cleanup {
+      fs::path dir;
+      ~Cleanup() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+      }
+    } cleanup{tmp_};
+
+    // The trace file of each (trace, seed); generated ones written now.
+    std::vector<std::vector<fs::path>> files(traces_.size());
+    std::vector<std::string> names(traces_.size());
+    for (std::size_t i = 0; i < traces_.size(); ++i) {
+      const std::string& t = traces_[i];
+      for (int seed = 1; seed <= seeds_; ++seed) {
+        if (t.rfind("gen:", 0) == 0) {
+          files[i].push_back(generate(t, static_cast<std::uint64_t>(seed), i));
+        } else {
+          files[i].push_back(t);
+        }
+      }
+      if (t.rfind("gen:", 0) != 0) sim::read_trace(t);  // Bad input: exit 2 before any run.
+      names[i] = t.rfind("gen:", 0) == 0 ? t : fs::path(t).stem().string();
+    }
+
+    std::vector<Run> runs;
+    for (std::size_t i = 0; i < traces_.size(); ++i)
+      for (const std::string& model : models)
+        for (const std::string& policy : policies)
+          for (int seed = 1; seed <= seeds_; ++seed) {
+            Run r;
+            r.trace = i;
+            r.model = model;
+            r.policy = policy;
+            r.seed = static_cast<std::uint64_t>(seed);
+            r.trace_file = files[i][static_cast<std::size_t>(seed - 1)];
+            const std::string id = std::to_string(runs.size());
+            r.out = tmp_ / ("run-" + id + ".json");
+            r.err = tmp_ / ("run-" + id + ".err");
+            runs.push_back(std::move(r));
+          }
+    if (const int rc = execute(runs); rc != 0) return rc;
+
+    for (Run& r : runs)
+      r.metrics = score_run(nlohmann::json::parse(slurp(r.out)), weights);
+    // Regret against the oracle of the same trace, model and seed.
+    std::map<std::tuple<std::size_t, std::string, std::uint64_t>, double> oracle;
+    for (const Run& r : runs)
+      if (r.policy == "oracle") oracle[{r.trace, r.model, r.seed}] = r.metrics.score;
+    for (Run& r : runs)
+      r.metrics.regret = r.metrics.score - oracle.at({r.trace, r.model, r.seed});
+
+    std::vector<Row> rows;
+    for (const Run& r : runs) {
+      auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& row) {
+        return row.trace == r.trace && row.model == r.model && row.policy == r.policy;
+      });
+      if (it == rows.end()) {
+        rows.push_back(Row{r.trace, r.model, r.policy, {}, {}, {}});
+        it = rows.end() - 1;
+      }
+      it->runs.push_back(r.metrics);
+    }
+    for (Row& row : rows)
+      aggregate(row);
+
+    print_table(rows, names, stdout);
+    std::printf("score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*deadline misses + "
+                "%g*pollution s; regret = score - oracle's (same trace, model, seed); %d seed%s%s\n",
+                weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.deadline_miss,
+                weights.pollution_s, seeds_, seeds_ == 1 ? "" : "s",
+                seeds_ > 1 ? ", mean±sd" : "");
+    if (!csv_.empty()) write_csv(rows, names);
+    if (!markdown_.empty()) write_markdown(rows, names);
+    return 0;
+  }
+
+  static fs::path make_temp_dir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/dfl-compare-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("cannot create a temporary directory: " +
+                               std::string(std::strerror(errno)));
+    }
+    return pattern;
+  }
+
+  fs::path generate(const std::string& arg, std::uint64_t seed, std::size_t index) {
+    const policies::PolicySpec spec = policies::parse_policy_spec(arg.substr(4));
+    sim::GenOptions options;
+    options.seed = seed;
+    for (const auto& [key, value] : spec.params) {
+      if (key != "demands") {
+        throw std::invalid_argument(arg + ": unknown parameter \"" + key + "\" (known: demands)");
+      }
+      try {
+        options.demands = std::stoull(value);
+      } catch (const std::exception&) {
+        throw std::invalid_argument(arg + ": demands=\"" + value + "\" is not a number");
+      }
+    }
+    const fs::path path =
+        tmp_ / ("trace-" + std::to_string(index) + "-" + std::to_string(seed) + ".jsonl");
+    std::ofstream out(path);
+    sim::generate(spec.name, options, out);
+    if (!out) throw std::runtime_error("cannot write " + path.string());
+    return path;
+  }
+
+  // Runs them all, `jobs` at a time, with a progress line on stderr.
+  int execute(std::vector<Run>& runs) {
+    const std::string exe = self_exe();
+    const int jobs = jobs_ > 0 ? jobs_ : std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+    const bool tty = ::isatty(2) != 0;
+    std::map<pid_t, std::size_t> running;
+    std::size_t next = 0, done = 0;
+    std::vector<std::size_t> failed;
+    int last_tenth = -1;
+    while (done < runs.size()) {
+      while (running.size() < static_cast<std::size_t>(jobs) && next < runs.size()) {
+        running[spawn(exe, runs[next])] = next;
+        ++next;
+      }
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, 0);
+      if (pid < 0) {
+        if (errno == EINTR) continue;
+        throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+      }
+      auto it = running.find(pid);
+      if (it == running.end()) continue;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed.push_back(it->second);
+      running.erase(it);
+      ++done;
+      if (tty) {
+        std::fprintf(stderr, "\rcompare: %zu/%zu runs done, %zu running ", done, runs.size(),
+                     running.size());
+      } else if (const int tenth = static_cast<int>(10 * done / runs.size()); tenth != last_tenth) {
+        last_tenth = tenth;
+        std::fprintf(stderr, "compare: %zu/%zu runs done\n", done, runs.size());
+      }
+    }
+    if (tty) std::fprintf(stderr, "\n");
+    for (std::size_t i : failed) {
+      const Run& r = runs[i];
+      std::fprintf(stderr, "compare: %s --model %s --policy %s --seed %llu failed:\n%s",
+                   r.trace_file.c_str(), r.model.c_str(), r.policy.c_str(),
+                   static_cast<unsigned long long>(r.seed), slurp(r.err).c_str());
+    }
+    return failed.empty() ? 0 : 1;
+  }
+
+  void print_table(const std::vector<Row>& rows, const std::vector<std::string>& names,
+                   FILE* out) const {
+    std::vector<std::vector<std::string>> table;
+    std::vector<std::string> header = {"trace", "model", "policy"};
+    for (const Column& c : kColumns)
+      header.push_back(c.name);
+    table.push_back(header);
+    for (const Row& row : rows) {
+      std::vector<std::string> line = {names[row.trace], row.model, row.policy};
+      for (const Column& c : kColumns)
+        line.push_back(cell(row, c, true));
+      table.push_back(line);
+    }
+    std::vector<std::size_t> width(header.size(), 0);
+    for (const auto& line : table)
+      for (std::size_t i = 0; i < line.size(); ++i)
+        width[i] = std::max(width[i], display_width(line[i]));
+    for (const auto& line : table) {
+      std::string text;
+      for (std::size_t i = 0; i < line.size(); ++i) {
+        const std::size_t pad = width[i] - display_width(line[i]);
+        if (i < 3) {
+          text += line[i] + std::string(pad, ' ');
+        } else {
+          text += std::string(pad, ' ') + line[i];
+        }
+        text += i + 1 < line.size() ? "  " : "";
+      }
+      std::fprintf(out, "%s\n", text.c_str());
+    }
+  }
+
+  // UTF-8 aware, for "±".
+  static std::size_t display_width(const std::string& s) {
+    std::size_t n = 0;
+    for (unsigned char c : s)
+      n += (c & 0xC0) != 0x80;
+    return n;
+  }
+
+  void write_csv(const std::vector<Row>& rows, const std::vector<std::string>& names) const {
+    std::ofstream out(csv_);
+    out << "trace,model,policy,seeds";
+    for (const Column& c : kColumns)
+      out << ',' << c.name << ',' << c.name << "_sd";
+    out << '\n';
+    for (const Row& row : rows) {
+      out << '"' << names[row.trace] << "\"," << row.model << ",\"" << row.policy << "\","
+          << row.runs.size();
+      for (const Column& c : kColumns) {
+        out << ',' << number(row.mean.*c.field, 9) << ',' << number(row.sd.*c.field, 9);
+      }
+      out << '\n';
+    }
+    if (!out) throw std::runtime_error("cannot write " + csv_);
+  }
+
+  void write_markdown(const std::vector<Row>& rows, const std::vector<std::string>& names) const {
+    std::ofstream out(markdown_);
+    out << "| trace | model | policy |";
+    for (const Column& c : kColumns)
+      out << ' ' << c.name << " |";
+    out << "\n|---|---|---|";
+    for (std::size_t i = 0; i < std::size(kColumns); ++i)
+      out << "---:|";
+    out << '\n';
+    for (const Row& row : rows) {
+      out << "| " << names[row.trace] << " | " << row.model << " | " << row.policy << " |";
+      for (const Column& c : kColumns)
+        out << ' ' << cell(row, c, true) << " |";
+      out << '\n';
+    }
+    if (!out) throw std::runtime_error("cannot write " + markdown_);
+  }
+
+  CLI::App* cmd_ = nullptr;
+  std::vector<std::string> traces_;
+  std::string models_ = "demand";
+  std::string policies_ = "all";
+  int seeds_ = 1;
+  int jobs_ = 0;
+  std::string weights_;
+  std::string csv_, markdown_;
+  fs::path tmp_;
+};
+
+}  // namespace
+
+Subcommand add_compare_command(CLI::App& app) {
+  static Compare compare(app);  // Lives as long as the app's parse.
+  return compare.subcommand();
+}
+
+}  // namespace dfl::cli

@@ -1,0 +1,193 @@
+// `demandflight compare`: every combination run in its own process, scored
+// as documented (checked field by field against `sim` runs of the same
+// trace), the oracle as the bound, and bad input refused before any run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "cli_runner.h"
+
+namespace dfl::testing {
+namespace {
+
+using CsvRow = std::map<std::string, std::string>;
+
+// The CSV compare writes: a header, then one row per trace x model x policy.
+// Fields hold no commas (policy specs use ';' between parameters).
+std::vector<CsvRow> read_csv(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::vector<std::string> header;
+  std::vector<CsvRow> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields;
+    std::stringstream s(line);
+    std::string field;
+    while (std::getline(s, field, ',')) {
+      if (field.size() >= 2 && field.front() == '"') field = field.substr(1, field.size() - 2);
+      fields.push_back(field);
+    }
+    if (header.empty()) {
+      header = fields;
+      continue;
+    }
+    EXPECT_EQ(fields.size(), header.size()) << line;
+    CsvRow row;
+    for (std::size_t i = 0; i < header.size() && i < fields.size(); ++i)
+      row[header[i]] = fields[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+const CsvRow& row_of(const std::vector<CsvRow>& rows, const std::string& trace,
+                     const std::string& model, const std::string& policy) {
+  for (const CsvRow& r : rows) {
+    if (r.at("trace") == trace && r.at("model") == model && r.at("policy") == policy) return r;
+  }
+  ADD_FAILURE() << "no row for " << trace << " " << model << " " << policy;
+  static const CsvRow empty;
+  return empty;
+}
+
+double number(const CsvRow& row, const std::string& field) {
+  auto it = row.find(field);
+  if (it == row.end()) {
+    ADD_FAILURE() << "no field " << field;
+    return std::nan("");
+  }
+  return it->second == "-" ? std::nan("") : std::stod(it->second);
+}
+
+// a is orphaned at 0.1 s (a quarter in) and asked for again at 1 s; b is
+// wanted by a critical demand; a low demand for b times out at once.
+std::string small_trace() {
+  return header(R"({"max_transfers": 2, "max_per_origin": 2})", R"(, "network_model": "CM02")") +
+         artifact("a", 1'000'000) + artifact("b", 2'000'000) +
+         R"({"op": "subscribe", "t": 0, "demand": "d1", "owner": "o1", "artifact": "a", "priority": 0})"
+         "\n"
+         R"({"op": "subscribe", "t": 0, "demand": "d2", "owner": "o2", "artifact": "b", "priority": 3})"
+         "\n"
+         R"({"op": "subscribe", "t": 0, "demand": "d4", "owner": "o2", "artifact": "b", "priority": 0, "timeout_s": 0.01})"
+         "\n"
+         R"({"op": "cancel", "t": 0.1, "demand": "d1"})"
+         "\n"
+         R"({"op": "subscribe", "t": 1, "demand": "d3", "owner": "o1", "artifact": "a", "priority": 3})"
+         "\n";
+}
+
+TEST(Compare, ItsFiguresForASmallTraceMatchTheSimulatorsResultFieldByField) {
+  const std::string weights = "gb=2,p95_critical_s=3,deadline_miss=0.5,pollution_s=0.25,wasted_gb=7";
+  const CliRun run = run_cli(small_trace(), {"compare", "TRACE", "--policies",
+                                             "always-abort,always-complete", "--weights", weights,
+                                             "--csv", "DIR/c.csv", "--jobs", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto rows = read_csv(run.dir + "/c.csv");
+  ASSERT_EQ(rows.size(), 3u) << "two policies and the oracle, which always runs";
+  std::map<std::string, double> score;
+  for (const std::string policy : {"always-abort", "always-complete", "oracle"}) {
+    SCOPED_TRACE(policy);
+    const CliRun sim = run_cli(small_trace(), {"sim", "TRACE", "--policy", policy, "--seed", "1",
+                                               "--out", "OUT", "--quiet"});
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    const auto& s = sim.result["summary"];
+    const CsvRow& row = row_of(rows, "trace", "demand", policy);
+    EXPECT_EQ(row.at("seeds"), "1");
+    const double gb = s["bytes_transferred"].get<double>() / 1e9;
+    const double wasted = s["bytes_wasted"].get<double>() / 1e9;
+    EXPECT_NEAR(number(row, "gb"), gb, 1e-9);
+    EXPECT_NEAR(number(row, "wasted_gb"), wasted, 1e-9);
+    EXPECT_NEAR(number(row, "p50_s"), s["latency_s"]["p50"].get<double>(), 1e-9);
+    EXPECT_NEAR(number(row, "p95_s"), s["latency_s"]["p95"].get<double>(), 1e-9);
+    EXPECT_NEAR(number(row, "p99_s"), s["latency_s"]["p99"].get<double>(), 1e-9);
+    // The critical class is the highest priority subscribed: 3.
+    const auto& critical = s["latency_s_by_priority"]["3"];
+    EXPECT_NEAR(number(row, "critical_p50_s"), critical["p50"].get<double>(), 1e-9);
+    EXPECT_NEAR(number(row, "critical_p95_s"), critical["p95"].get<double>(), 1e-9);
+    EXPECT_NEAR(number(row, "critical_p99_s"), critical["p99"].get<double>(), 1e-9);
+    const double misses = s["outcomes"]["timed_out"].get<double>();
+    EXPECT_EQ(misses, 1) << "d4 timed out";
+    EXPECT_EQ(number(row, "deadline_misses"), misses);
+    EXPECT_EQ(number(row, "cache_hits"), s["cache_hits"].get<double>());
+    const double pollution = s["priority_pollution_s"].get<double>();
+    EXPECT_NEAR(number(row, "pollution_s"), pollution, 1e-9);
+    score[policy] = 2 * gb + 7 * wasted + 3 * critical["p95"].get<double>() + 0.5 * misses +
+                    0.25 * pollution;
+    EXPECT_NEAR(number(row, "score"), score[policy], 1e-8);
+    EXPECT_EQ(number(row, "score_sd"), 0) << "one seed: no spread";
+  }
+  for (const std::string policy : {"always-abort", "always-complete", "oracle"}) {
+    EXPECT_NEAR(number(row_of(rows, "trace", "demand", policy), "regret"),
+                score[policy] - score["oracle"], 1e-8)
+        << policy;
+  }
+  // a is asked for again, so the oracle completes it (d3 is a cache hit).
+  EXPECT_EQ(number(row_of(rows, "trace", "demand", "oracle"), "cache_hits"), 1);
+  EXPECT_EQ(number(row_of(rows, "trace", "demand", "always-abort"), "cache_hits"), 0);
+  // The table went to stdout, one line per row plus the header and the legend.
+  EXPECT_NE(run.out.find("always-complete"), std::string::npos);
+  EXPECT_NE(run.out.find("regret"), std::string::npos);
+}
+
+TEST(Compare, TheOracleIsNeverWorseThanAlwaysAbortOrAlwaysCompleteOnAnyBundledScenario) {
+  const std::string dir = DFL_SCENARIOS;
+  std::vector<std::string> args = {"compare"};
+  for (const char* name : {"three_callers", "open_world_streaming", "session_churn",
+                           "flaky_network", "cache_pressure"})
+    args.push_back(dir + "/" + name + ".jsonl");
+  for (const char* a : {"--models", "demand,independent", "--policies",
+                        "always-abort,always-complete,oracle", "--csv", "DIR/c.csv"})
+    args.emplace_back(a);
+  const CliRun run = run_cli("", args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto rows = read_csv(run.dir + "/c.csv");
+  ASSERT_EQ(rows.size(), 5u * 2u * 3u);
+  for (const CsvRow& oracle : rows) {
+    if (oracle.at("policy") != "oracle") continue;
+    for (const std::string other : {"always-abort", "always-complete"}) {
+      const CsvRow& r = row_of(rows, oracle.at("trace"), oracle.at("model"), other);
+      SCOPED_TRACE(oracle.at("trace") + " " + oracle.at("model") + " vs " + other);
+      EXPECT_LE(number(oracle, "score"), number(r, "score") + 1e-9);
+      EXPECT_LE(number(oracle, "wasted_gb"), number(r, "wasted_gb") + 1e-9);
+      EXPECT_GE(number(r, "regret"), -1e-9);
+    }
+  }
+}
+
+TEST(Compare, GeneratedTracesVaryWithTheSeedAndShowTheirSpread) {
+  const CliRun run =
+      run_cli("", {"compare", "gen:session_churn:demands=300", "--policies", "always-abort",
+                   "--seeds", "3", "--csv", "DIR/c.csv", "--markdown", "DIR/c.md"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto rows = read_csv(run.dir + "/c.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  const CsvRow& r = row_of(rows, "gen:session_churn:demands=300", "demand", "always-abort");
+  EXPECT_EQ(r.at("seeds"), "3");
+  EXPECT_GT(number(r, "gb_sd"), 0) << "three different workloads";
+  const std::string md = read_file(run.dir + "/c.md");
+  EXPECT_NE(md.find("| gen:session_churn:demands=300 | demand | always-abort |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("±"), std::string::npos) << "mean±sd across seeds";
+}
+
+TEST(Compare, BadInputIsRefusedBeforeAnyRunWithExitCode2) {
+  const CliRun bad_trace = run_cli(header() + "{\"op\": \"subscribe\"}\n", {"compare", "TRACE"});
+  EXPECT_EQ(bad_trace.exit_code, 2);
+  EXPECT_NE(bad_trace.err.find("trace.jsonl:2:"), std::string::npos) << bad_trace.err;
+  const CliRun bad_policy =
+      run_cli(small_trace(), {"compare", "TRACE", "--policies", "always-abort,sometimes"});
+  EXPECT_EQ(bad_policy.exit_code, 2);
+  EXPECT_NE(bad_policy.err.find("unknown policy \"sometimes\""), std::string::npos)
+      << bad_policy.err;
+  const CliRun bad_weight = run_cli(small_trace(), {"compare", "TRACE", "--weights", "speed=1"});
+  EXPECT_EQ(bad_weight.exit_code, 2);
+  EXPECT_NE(bad_weight.err.find("unknown weight \"speed\""), std::string::npos) << bad_weight.err;
+  const CliRun bad_model = run_cli(small_trace(), {"compare", "TRACE", "--models", "magic"});
+  EXPECT_EQ(bad_model.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace dfl::testing
