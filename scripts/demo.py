@@ -77,11 +77,20 @@ def bundled(binary, scenarios):
         print()
 
 
+def policies(binary, scenarios):
+    print("== orphan policies on the bundled scenarios (demandflight compare; lower score is better)")
+    traces = [os.path.join(scenarios, n) for n in sorted(os.listdir(scenarios))
+              if n.endswith(".jsonl") and n != "three_callers.jsonl"]
+    subprocess.run([binary, "compare", *traces], check=True)
+    print()
+
+
 def main():
     binary, scenarios = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as work:
         side_by_side(binary, scenarios, work)
     bundled(binary, scenarios)
+    policies(binary, scenarios)
 
 
 if __name__ == "__main__":

@@ -291,14 +291,15 @@ class Scheduler::Impl {
     // Immediate terminals, each still delivered through the outbox.
     // Model rule: the callbacks model knows neither owner generations nor deadlines.
     const bool legacy = config_.model == Model::callbacks;
+    // The key is hashed once per subscribe; the index and the task map share it.
+    // Every subscribe counts as a request of the key, refused ones too.
+    const std::size_t key_hash = installed_.hash(key);
+    note_request(key, key_hash);
     if (!legacy && owner.ended_through && options.owner_generation <= *owner.ended_through) {
       end_demand(d, DemandOutcome::owner_ended);
     } else if (!legacy && options.deadline_s <= now) {
       end_demand(d, DemandOutcome::timed_out);
     } else {
-      // The key is hashed once per subscribe; the index and the task map share it.
-      const std::size_t key_hash = installed_.hash(key);
-      note_request(key, key_hash);
       if (installed_.touch(key, key_hash)) {
         ++stats_.cache_hits;
         end_demand(d, DemandOutcome::succeeded);

@@ -6,6 +6,7 @@
 
 #include "demandflight/policies/builtin.h"
 #include "demandflight/policies/expected_value.h"
+#include "demandflight/policies/learned.h"
 
 namespace dfl::policies {
 
@@ -46,6 +47,9 @@ std::vector<std::pair<std::string, std::string>> list_orphan_policies() {
            "complete iff P(reuse within horizon) x size > remaining x (1 + queue_weight if a task "
            "waits for the slot); P learned online per key and class "
            "(horizon_s=60,prior_weight=2,queue_weight=1,keep=0)"},
+          {"learned",
+           "logistic regression of P(reuse) on the view, fitted by demandflight train; "
+           "decides like expected-value (model=FILE,queue_weight=1,keep=0)"},
           {"oracle",
            "simulator only: reads the rest of the trace; completes exactly when the key is asked "
            "for again before it would be evicted"}};
@@ -76,6 +80,13 @@ class Params {
                                   std::to_string(hi) + "]");
     }
     return value;
+  }
+
+  const std::string* text(const std::string& key) {
+    auto it = spec_.params.find(key);
+    if (it == spec_.params.end()) return nullptr;
+    used_.push_back(key);
+    return &it->second;
   }
 
   // Every parameter given must have been read.
@@ -134,6 +145,19 @@ std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
     params.keep = p.number<int>("keep", params.keep ? 1 : 0, 0, 1) == 1;
     p.finish("horizon_s, prior_weight, queue_weight, keep");
     return std::make_shared<ExpectedValuePolicy>(params);
+  }
+  if (parsed.name == "learned") {
+    Params p(parsed);
+    const std::string* model = p.text("model");
+    LearnedPolicy::Params params;
+    params.queue_weight = p.number<double>("queue_weight", params.queue_weight, 0.0, 1e9);
+    params.keep = p.number<int>("keep", params.keep ? 1 : 0, 0, 1) == 1;
+    p.finish("model, queue_weight, keep");
+    if (model == nullptr || model->empty()) {
+      throw std::invalid_argument(
+          "policy learned needs model=FILE (a model.json written by demandflight train)");
+    }
+    return std::make_shared<LearnedPolicy>(LearnedModel::load(*model), params);
   }
   if (parsed.name == "oracle") {
     throw std::invalid_argument(

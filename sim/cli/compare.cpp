@@ -37,6 +37,7 @@
 #include "demandflight/sim/generator.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/trace.h"
+#include "processes.h"
 #include "subcommand.h"
 
 extern char** environ;
@@ -252,7 +253,10 @@ class Compare {
                      "all, or comma-separated policy specs (NAME[:k=v;...] with ';' between "
                      "parameters); the oracle is always run")
         ->capture_default_str();
-    cmd_->add_option("--seeds", seeds_, "seeds 1..N")->check(CLI::Range(1, 10000))
+    cmd_->add_option("--seeds", seeds_, "how many seeds")->check(CLI::Range(1, 10000))
+        ->capture_default_str();
+    cmd_->add_option("--first-seed", first_seed_,
+                     "seeds are FIRST..FIRST+N-1 (evaluate on other seeds than you trained on)")
         ->capture_default_str();
     cmd_->add_option("--jobs", jobs_, "simulations at once (default: the CPUs)")
         ->check(CLI::Range(1, 1024));
@@ -302,23 +306,17 @@ class Compare {
       policies.push_back("oracle");
     }
 
-    tmp_ = make_temp_dir();
-    struct Cleanup {
-      fs::path dir;
-      ~Cleanup() {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-      }
-    } cleanup{tmp_};
+    const TempDir scratch("dfl-compare");
+    tmp_ = scratch.path();
 
     // The trace file of each (trace, seed); generated ones written now.
     std::vector<std::vector<fs::path>> files(traces_.size());
     std::vector<std::string> names(traces_.size());
     for (std::size_t i = 0; i < traces_.size(); ++i) {
       const std::string& t = traces_[i];
-      for (int seed = 1; seed <= seeds_; ++seed) {
+      for (int k = 0; k < seeds_; ++k) {
         if (t.rfind("gen:", 0) == 0) {
-          files[i].push_back(generate(t, static_cast<std::uint64_t>(seed), i));
+          files[i].push_back(generate(t, first_seed_ + static_cast<std::uint64_t>(k), i));
         } else {
           files[i].push_back(t);
         }
@@ -331,13 +329,13 @@ class Compare {
     for (std::size_t i = 0; i < traces_.size(); ++i)
       for (const std::string& model : models)
         for (const std::string& policy : policies)
-          for (int seed = 1; seed <= seeds_; ++seed) {
+          for (int k = 0; k < seeds_; ++k) {
             Run r;
             r.trace = i;
             r.model = model;
             r.policy = policy;
-            r.seed = static_cast<std::uint64_t>(seed);
-            r.trace_file = files[i][static_cast<std::size_t>(seed - 1)];
+            r.seed = first_seed_ + static_cast<std::uint64_t>(k);
+            r.trace_file = files[i][static_cast<std::size_t>(k)];
             const std::string id = std::to_string(runs.size());
             r.out = tmp_ / ("run-" + id + ".json");
             r.err = tmp_ / ("run-" + id + ".err");
@@ -379,16 +377,6 @@ class Compare {
     return 0;
   }
 
-  static fs::path make_temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/dfl-compare-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("cannot create a temporary directory: " +
-                               std::string(std::strerror(errno)));
-    }
-    return pattern;
-  }
-
   fs::path generate(const std::string& arg, std::uint64_t seed, std::size_t index) {
     const policies::PolicySpec spec = policies::parse_policy_spec(arg.substr(4));
     sim::GenOptions options;
@@ -414,36 +402,24 @@ class Compare {
   // Runs them all, `jobs` at a time, with a progress line on stderr.
   int execute(std::vector<Run>& runs) {
     const std::string exe = self_exe();
-    const int jobs = jobs_ > 0 ? jobs_ : std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
     const bool tty = ::isatty(2) != 0;
-    std::map<pid_t, std::size_t> running;
-    std::size_t next = 0, done = 0;
+    std::size_t done = 0;
     std::vector<std::size_t> failed;
     int last_tenth = -1;
-    while (done < runs.size()) {
-      while (running.size() < static_cast<std::size_t>(jobs) && next < runs.size()) {
-        running[spawn(exe, runs[next])] = next;
-        ++next;
-      }
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, 0);
-      if (pid < 0) {
-        if (errno == EINTR) continue;
-        throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-      }
-      auto it = running.find(pid);
-      if (it == running.end()) continue;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed.push_back(it->second);
-      running.erase(it);
-      ++done;
-      if (tty) {
-        std::fprintf(stderr, "\rcompare: %zu/%zu runs done, %zu running ", done, runs.size(),
-                     running.size());
-      } else if (const int tenth = static_cast<int>(10 * done / runs.size()); tenth != last_tenth) {
-        last_tenth = tenth;
-        std::fprintf(stderr, "compare: %zu/%zu runs done\n", done, runs.size());
-      }
-    }
+    run_processes(
+        runs.size(), jobs_ > 0 ? jobs_ : default_jobs(),
+        [&](std::size_t i) { return spawn(exe, runs[i]); },
+        [&](std::size_t i, int code) {
+          if (code != 0) failed.push_back(i);
+          ++done;
+          if (tty) {
+            std::fprintf(stderr, "\rcompare: %zu/%zu runs done ", done, runs.size());
+          } else if (const int tenth = static_cast<int>(10 * done / runs.size());
+                     tenth != last_tenth) {
+            last_tenth = tenth;
+            std::fprintf(stderr, "compare: %zu/%zu runs done\n", done, runs.size());
+          }
+        });
     if (tty) std::fprintf(stderr, "\n");
     for (std::size_t i : failed) {
       const Run& r = runs[i];
@@ -534,6 +510,7 @@ class Compare {
   std::string models_ = "demand";
   std::string policies_ = "all";
   int seeds_ = 1;
+  std::uint64_t first_seed_ = 1;
   int jobs_ = 0;
   std::string weights_;
   std::string csv_, markdown_;

@@ -7,6 +7,7 @@
 //   demandflight fetch --base-url URL --cache DIR MANIFEST    (backend/cli/fetch.cpp)
 //   demandflight replay TRACE --base-url URL --cache DIR [--speed X]   (backend/cli/replay.cpp)
 //   demandflight compare TRACE... [--models M,..] [--policies all|P,..] [--seeds N]  (compare.cpp)
+//   demandflight train TRACE... --out model.json [--horizon-s S]   (train.cpp)
 //
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   const dfl::cli::Subcommand fetch = dfl::cli::add_fetch_command(app);
   const dfl::cli::Subcommand replay = dfl::cli::add_replay_command(app);
   const dfl::cli::Subcommand compare = dfl::cli::add_compare_command(app);
+  const dfl::cli::Subcommand train = dfl::cli::add_train_command(app);
 
   try {
     app.parse(argc, argv);
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
     if (*fetch.app) return fetch.run();
     if (*replay.app) return replay.run();
     if (*compare.app) return compare.run();
+    if (*train.app) return train.run();
     if (*validate) {
       const Trace trace = read_trace(validate_path);
       std::size_t subscribes = 0;

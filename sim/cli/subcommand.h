@@ -16,5 +16,7 @@ struct Subcommand {
 
 // sim/cli/compare.cpp
 Subcommand add_compare_command(CLI::App& app);
+// sim/cli/train.cpp
+Subcommand add_train_command(CLI::App& app);
 
 }  // namespace dfl::cli

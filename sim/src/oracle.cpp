@@ -79,6 +79,14 @@ void OraclePolicy::observe_request(const ArtifactKey& key, double) {
   ++seen_;
 }
 
+std::optional<double> OraclePolicy::next_request_s(const ArtifactKey& key) const {
+  auto it = key_index_.find(key);
+  if (it == key_index_.end()) return std::nullopt;
+  const std::vector<std::uint32_t>& mine = positions_[it->second];
+  if (seen_of_key_[it->second] >= mine.size()) return std::nullopt;
+  return time_[mine[seen_of_key_[it->second]]];
+}
+
 OrphanDecision OraclePolicy::decide(const OrphanView& view) {
   if (view.key == nullptr) return OrphanDecision::abort;
   auto it = key_index_.find(*view.key);

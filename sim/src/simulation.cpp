@@ -122,6 +122,7 @@ class Simulation {
   }
 
   std::shared_ptr<OrphanPolicy> make_policy() const {
+    if (options_.policy_object) return options_.policy_object;
     return make_sim_policy(options_.policy, trace_);
   }
 

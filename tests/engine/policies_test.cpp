@@ -2,8 +2,14 @@
 // rule of the system it comes from, on hand-made views.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "demandflight/policies/builtin.h"
 #include "demandflight/policies/expected_value.h"
+#include "demandflight/policies/learned.h"
 #include "demandflight/policies/registry.h"
 #include "driver.h"
 
@@ -228,6 +234,111 @@ TEST(ExpectedValuePolicy, TheEngineShowsItEveryRequest) {
   drv.at(5);
   drv.subscribe(a, sized(1, 0, 1'000'000));
   EXPECT_DOUBLE_EQ(policy->reuse_probability(key("world/cell_1/b.mesh")), 2.0 / 3.0);
+}
+
+// --- learned ---------------------------------------------------------------------
+
+// A model that ignores every feature: P(reuse) = sigmoid(bias).
+policies::LearnedModel constant_model(double p) {
+  policies::LearnedModel m;
+  m.scale.fill(1);
+  m.weights[0] = std::log(p / (1 - p));
+  return m;
+}
+
+TEST(LearnedPolicy, DecidesLikeExpectedValueWithTheLearnedProbability) {
+  policies::LearnedPolicy policy(constant_model(0.8), {});
+  const ArtifactKey a = key("data/a.pak");
+  EXPECT_NEAR(policy.reuse_probability(orphan_of(a, 0, 1'000'000, 0)), 0.8, 1e-12);
+  // Complete iff 0.8 * size > remaining.
+  EXPECT_EQ(policy.decide(orphan_of(a, 0, 1'000'000, 201'000)), OrphanDecision::complete);
+  EXPECT_EQ(policy.decide(orphan_of(a, 0, 1'000'000, 199'000)), OrphanDecision::abort);
+  OrphanView blocked = orphan_of(a, 0, 1'000'000, 201'000);
+  blocked.queued_tasks = 2;
+  EXPECT_EQ(policy.decide(blocked), OrphanDecision::abort) << "a task waits: remaining counts double";
+  policies::LearnedPolicy keep(constant_model(0.8), {1, true});
+  EXPECT_EQ(keep.decide(orphan_of(a, 0, 1'000'000, 100'000)), OrphanDecision::keep_partial);
+}
+
+TEST(LearnedPolicy, FeaturesAreComputedFromTheView) {
+  const ArtifactKey a = key("data/a.pak");
+  OrphanView v = orphan_of(a, 10, 4'000'000, 1'000'000);
+  v.key_demands = 3;
+  v.since_last_demand_s = 2;
+  v.previous_gap_s = 30;
+  v.queued_tasks = 1;
+  v.free_slots = 0;
+  v.cache_capacity_bytes = 100;
+  v.cache_used_bytes = 25;
+  const policies::Features f = policies::learned_features(v, 0.75, 60);
+  EXPECT_EQ(f[0], 1);
+  EXPECT_DOUBLE_EQ(f[1], std::log1p(4.0));
+  EXPECT_DOUBLE_EQ(f[2], 0.25);
+  EXPECT_DOUBLE_EQ(f[3], std::log1p(3.0));
+  EXPECT_DOUBLE_EQ(f[4], std::log1p(2.0));
+  EXPECT_EQ(f[5], 1) << "the previous gap is within the horizon";
+  EXPECT_EQ(f[6], 1) << "blocked";
+  EXPECT_DOUBLE_EQ(f[7], std::log1p(1.0));
+  EXPECT_DOUBLE_EQ(f[8], 0.25);
+  EXPECT_DOUBLE_EQ(f[9], std::log(3.0));
+}
+
+TEST(LearnedPolicy, TheFitRecoversWhichFeatureCarriesTheSignal) {
+  const std::uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed();
+  std::printf("LearnedPolicy fit: seed %llu (--gtest_random_seed=%llu reproduces it)\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 1);
+  std::vector<policies::Features> x;
+  std::vector<bool> y;
+  // Reuse depends on log_key_demands (feature 3) alone; the others are noise.
+  for (int i = 0; i < 4000; ++i) {
+    policies::Features f{};
+    f[0] = 1;
+    for (std::size_t j = 1; j < f.size(); ++j)
+      f[j] = noise(rng);
+    const double p = 1 / (1 + std::exp(-(2.0 * f[3] - 0.5)));
+    x.push_back(f);
+    y.push_back(std::uniform_real_distribution<double>(0, 1)(rng) < p);
+  }
+  const policies::LearnedModel m = policies::fit_logistic(x, y, 60);
+  EXPECT_EQ(m.examples, 4000u);
+  EXPECT_NEAR(m.weights[3], 2.0, 0.3);
+  for (std::size_t j : {1u, 2u, 4u, 5u, 6u, 7u, 8u, 9u})
+    EXPECT_LT(std::abs(m.weights[j]), 0.25) << "feature " << j << " is noise";
+  EXPECT_LT(m.train_log_loss, 0.6);
+  // The JSON round trip keeps the model.
+  const std::string path = ::testing::TempDir() + "/learned-model.json";
+  std::ofstream(path) << m.to_json();
+  const policies::LearnedModel back = policies::LearnedModel::load(path);
+  for (std::size_t j = 0; j < policies::kLearnedFeatures; ++j)
+    EXPECT_DOUBLE_EQ(back.weights[j], m.weights[j]);
+  EXPECT_DOUBLE_EQ(back.probability(x[0]), m.probability(x[0]));
+}
+
+TEST(LearnedPolicy, ABadModelFileIsRefusedNamingTheField) {
+  const std::string path = ::testing::TempDir() + "/bad-model.json";
+  auto refused = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    try {
+      policies::make_orphan_policy("learned:model=" + path);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refused("{").find("not JSON"), std::string::npos);
+  EXPECT_NE(refused(R"({"format": "other"})").find(": format:"), std::string::npos);
+  policies::LearnedModel m = constant_model(0.5);
+  auto j = nlohmann::json::parse(m.to_json());
+  j["scale"][2] = 0;
+  EXPECT_NE(refused(j.dump()).find("scale[2]: must be positive"), std::string::npos);
+  j = nlohmann::json::parse(m.to_json());
+  j["features"][4] = "something_else";
+  EXPECT_NE(refused(j.dump()).find("features"), std::string::npos);
+  EXPECT_EQ(refused(m.to_json()), "accepted") << "a well-formed model loads";
+  EXPECT_THROW(policies::make_orphan_policy("learned"), std::invalid_argument)
+      << "model= is required";
 }
 
 // --- keep_partial: the engine keeps the offset past the task ------------------

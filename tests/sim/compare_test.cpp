@@ -189,5 +189,52 @@ TEST(Compare, BadInputIsRefusedBeforeAnyRunWithExitCode2) {
   EXPECT_EQ(bad_model.exit_code, 2);
 }
 
+// --- train and learned ---------------------------------------------------------
+
+TEST(Train, FitsTheLearnedPolicyOnTracesAndTheSimulatorRunsIt) {
+  // Two generated training traces (seeds 1 and 2)...
+  const CliRun gen1 = run_cli("", {"gen", "session_churn", "--seed", "1", "--demands", "1500"});
+  const CliRun gen2 = run_cli("", {"gen", "session_churn", "--seed", "2", "--demands", "1500"});
+  ASSERT_EQ(gen1.exit_code, 0);
+  ASSERT_EQ(gen2.exit_code, 0);
+  const std::string train1 = gen1.dir + "/stdout", train2 = gen2.dir + "/stdout";
+  const CliRun train = run_cli("", {"train", train1, train2, "--out", "DIR/model.json"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_NE(train.out.find("orphanings"), std::string::npos) << train.out;
+  const auto model = nlohmann::json::parse(read_file(train.dir + "/model.json"));
+  EXPECT_EQ(model["format"], "demandflight-learned-policy");
+  EXPECT_GT(model["examples"].get<int>(), 20) << "session churn orphans many transfers";
+  EXPECT_GT(model["positives"].get<int>(), 0);
+  EXPECT_LT(model["positives"].get<int>(), model["examples"].get<int>());
+  EXPECT_EQ(model["weights"].size(), 10u);
+  // ...and a trace of another seed (3) to run it on, against always-abort.
+  const CliRun eval = run_cli("", {"gen", "session_churn", "--seed", "3", "--demands", "1500"});
+  const std::string spec = "learned:model=" + train.dir + "/model.json";
+  const CliRun learned = run_cli(read_file(eval.dir + "/stdout"),
+                                 {"sim", "TRACE", "--policy", spec, "--out", "OUT", "--quiet"});
+  ASSERT_EQ(learned.exit_code, 0) << learned.err;
+  EXPECT_EQ(learned.result["policy"], spec);
+  const CliRun complete = run_cli(read_file(eval.dir + "/stdout"),
+                                  {"sim", "TRACE", "--policy", "always-complete", "--out", "OUT",
+                                   "--quiet"});
+  // It completes only what it expects back: less waste than completing everything.
+  EXPECT_LT(learned.result["summary"]["bytes_wasted"].get<double>(),
+            complete.result["summary"]["bytes_wasted"].get<double>());
+}
+
+TEST(Train, ALearnedPolicyWithoutAModelOrWithABadOneIsRefused) {
+  const CliRun none = run_cli(small_trace(), {"sim", "TRACE", "--policy", "learned"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("model=FILE"), std::string::npos) << none.err;
+  const CliRun missing =
+      run_cli(small_trace(), {"sim", "TRACE", "--policy", "learned:model=DIR/nothing.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("nothing.json: cannot read"), std::string::npos) << missing.err;
+  const CliRun bad_trace = run_cli(header() + "{\"op\": \"subscribe\"}\n",
+                                   {"train", "TRACE", "--out", "DIR/m.json"});
+  EXPECT_EQ(bad_trace.exit_code, 2);
+  EXPECT_NE(bad_trace.err.find("trace.jsonl:2:"), std::string::npos) << bad_trace.err;
+}
+
 }  // namespace
 }  // namespace dfl::testing

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +37,10 @@ class OraclePolicy final : public OrphanPolicy {
   void observe_request(const ArtifactKey& key, double now_s) override;
   std::string_view name() const override { return "oracle"; }
   bool uses_key_history() const override { return true; }  // To follow the trace.
+
+  // When `key` is subscribed next (after every subscribe observed so far),
+  // or nullopt if never again.
+  std::optional<double> next_request_s(const ArtifactKey& key) const;
 
  private:
   // The subscribes of the trace in order: which key, and for each key the

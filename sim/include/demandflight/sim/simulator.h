@@ -13,11 +13,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "demandflight/engine/config.h"
+#include "demandflight/engine/orphan_policy.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/result.h"
 #include "demandflight/sim/trace.h"
@@ -33,6 +35,9 @@ struct SimOptions {
   std::optional<NetworkModel> network_model;  // Overrides platform.network_model.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   std::string transfer_log_path;              // One line per transfer started (for bench/).
+  // A policy object to use instead of `policy` (which then only names it in
+  // the result): Python-defined policies, `demandflight train`'s recorder.
+  std::shared_ptr<OrphanPolicy> policy_object;
 };
 
 Result simulate(const Trace& trace, const SimOptions& options);
