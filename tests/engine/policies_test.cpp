@@ -28,6 +28,14 @@ OrphanDecision decide(const std::string& spec, const OrphanView& v) {
   return policies::make_orphan_policy(spec)->decide(v);
 }
 
+TEST(SimplePolicies, AlwaysAbortAlwaysCompleteAndKeepPartialAnswerTheSameToEveryView) {
+  for (const OrphanView& v : {view(1'000'000, 0), view(1'000'000, 999'999), view(0, 5'000)}) {
+    EXPECT_EQ(decide("always-abort", v), OrphanDecision::abort);
+    EXPECT_EQ(decide("always-complete", v), OrphanDecision::complete);
+    EXPECT_EQ(decide("keep-partial", v), OrphanDecision::keep_partial);
+  }
+}
+
 TEST(SquidPolicy, WithSquidsDefaultsOnlyTheLast16KiBAreWorthFinishing) {
   EXPECT_EQ(decide("squid", view(1'000'000, 1'000'000 - 16 * 1024)), OrphanDecision::complete);
   EXPECT_EQ(decide("squid", view(1'000'000, 1'000'000 - 16 * 1024 - 1)), OrphanDecision::abort);
