@@ -1,0 +1,161 @@
+"""compare() and sweep(): many simulations, as one DataFrame."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+
+from ._simulate import PolicyLike, simulate
+from ._trace import Trace, TraceLike, as_trace
+
+if TYPE_CHECKING:  # pandas is imported when first needed: children start fast.
+    import pandas as pd
+
+CLI = Path(__file__).resolve().parent / "_bin" / "demandflight"
+
+# The cost score's default weights, as `demandflight compare` documents them.
+DEFAULT_WEIGHTS: Dict[str, float] = {"gb": 1.0, "p95_critical_s": 1.0, "deadline_miss": 0.1,
+                                     "pollution_s": 0.01, "wasted_gb": 0.0}
+
+
+def _cli() -> str:
+    cli = os.environ.get("DEMANDFLIGHT_CLI", str(CLI))
+    if not os.access(cli, os.X_OK):
+        raise FileNotFoundError(f"the demandflight command is not at {cli} (set DEMANDFLIGHT_CLI)")
+    return cli
+
+
+def compare(traces: Union[TraceLike, Sequence[TraceLike]],
+            policies: Union[str, Sequence[str]] = "all",
+            models: Union[str, Sequence[str]] = ("demand",), seeds: int = 1, *,
+            first_seed: int = 1, weights: Optional[Mapping[str, float]] = None,
+            jobs: Optional[int] = None) -> pd.DataFrame:
+    """Runs ``demandflight compare`` and returns its table: one row per trace × model ×
+    policy with the mean over seeds and ``*_sd`` columns (the CLI's ``--csv``).
+
+    ``traces`` are :class:`Trace` objects, paths, or ``"gen:KIND[:demands=N]"`` (generated
+    afresh per seed). ``policies`` is ``"all"`` or a list of policy specs; the oracle
+    always runs, and ``regret`` is each row's score minus the oracle's.
+    """
+    if isinstance(traces, (str, os.PathLike, Trace)):
+        traces = [traces]
+    models = [models] if isinstance(models, str) else list(models)
+    spec = policies if isinstance(policies, str) else ",".join(
+        p.replace(",", ";") for p in policies)
+    with tempfile.TemporaryDirectory(prefix="dfl-compare-py-") as work:
+        args: List[str] = [_cli(), "compare"]
+        for i, t in enumerate(traces):
+            if isinstance(t, Trace):
+                path = os.path.join(work, f"{t.name or 'trace'}.jsonl")
+                if os.path.exists(path):
+                    path = os.path.join(work, f"{t.name or 'trace'}-{i}.jsonl")
+                t.save(path)
+                args.append(path)
+            else:
+                args.append(os.fspath(t))
+        csv = os.path.join(work, "compare.csv")
+        args += ["--models", ",".join(models), "--policies", spec, "--seeds", str(seeds),
+                 "--first-seed", str(first_seed), "--csv", csv]
+        if weights:
+            args += ["--weights", ",".join(f"{k}={v}" for k, v in weights.items())]
+        if jobs:
+            args += ["--jobs", str(jobs)]
+        import pandas as pd
+
+        proc = subprocess.run(args, capture_output=True, text=True, check=False)
+        if proc.returncode == 2:
+            raise ValueError(proc.stderr.strip())
+        if proc.returncode != 0:
+            raise RuntimeError(f"demandflight compare failed: {proc.stderr.strip()}")
+        return pd.read_csv(csv, na_values=["-"])
+
+
+def metrics(raw: Mapping[str, Any], weights: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
+    """The figures ``compare`` reports for one result JSON (same definitions and score)."""
+    w = dict(DEFAULT_WEIGHTS, **(weights or {}))
+    s = raw["summary"]
+
+    def pct(p: Optional[Mapping[str, Any]], which: str) -> float:
+        value = None if p is None else p.get(which)
+        return math.nan if value is None else float(value)
+
+    priorities = [d["priority"] for d in raw["demands"]]
+    critical = max(priorities) if priorities else None
+    crit = s.get("latency_s_by_priority", {}).get(str(critical)) if critical is not None else None
+    out = {
+        "gb": s["bytes_transferred"] / 1e9,
+        "wasted_gb": s["bytes_wasted"] / 1e9,
+        "p50_s": pct(s["latency_s"], "p50"),
+        "p95_s": pct(s["latency_s"], "p95"),
+        "p99_s": pct(s["latency_s"], "p99"),
+        "critical_p50_s": pct(crit, "p50"),
+        "critical_p95_s": pct(crit, "p95"),
+        "critical_p99_s": pct(crit, "p99"),
+        "deadline_misses": float(s["outcomes"]["timed_out"]),
+        "cache_hits": float(s["cache_hits"]),
+        "pollution_s": float(s["priority_pollution_s"]),
+    }
+    p95 = 0.0 if math.isnan(out["critical_p95_s"]) else out["critical_p95_s"]
+    out["score"] = (w["gb"] * out["gb"] + w["wasted_gb"] * out["wasted_gb"] +
+                    w["p95_critical_s"] * p95 + w["deadline_miss"] * out["deadline_misses"] +
+                    w["pollution_s"] * out["pollution_s"])
+    return out
+
+
+def _sweep_point(point: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs one grid point (in a fresh process, wherever this function runs)."""
+    params = dict(point["params"])
+    trace = Trace(point["trace_text"], point["trace_name"])
+    model = params.pop("model", "demand")
+    policy = params.pop("policy", "always-abort")
+    seed = params.pop("seed", 0)
+    result = simulate(trace, model=model, policy=policy, seed=seed, **params)
+    row = {"trace": point["trace_name"], **point["labels"]}
+    row.update(metrics(result.raw, point["weights"]))
+    return row
+
+
+def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
+          weights: Optional[Mapping[str, float]] = None,
+          jobs: Optional[int] = None) -> pd.DataFrame:
+    """Runs every combination of ``grid`` and returns one row per combination.
+
+    ``grid`` maps names to the values to try: ``trace`` (required: traces or paths),
+    ``model``, ``policy`` (names or OrphanPolicy instances), ``seed``, and any override of
+    :func:`simulate` (``client_bandwidth_Bps``, ``cache_bytes``, ``max_transfers``, ...).
+    Each row has the grid's values and the figures of :func:`compare` (``gb``,
+    ``wasted_gb``, latency percentiles, ``score``, ...).
+
+    Without ``client`` the points run as parallel local processes (``jobs`` at a time,
+    default: the CPUs); with a ``dask.distributed.Client`` they run on its cluster (each
+    point still in a fresh process on its worker). Both give the same numbers.
+    """
+    grid = {k: list(v) for k, v in grid.items()}
+    if "trace" not in grid:
+        raise ValueError("sweep: the grid needs a 'trace' entry")
+    traces = [as_trace(t) for t in grid.pop("trace")]
+    keys = list(grid)
+    points = []
+    for trace in traces:
+        for values in itertools.product(*(grid[k] for k in keys)):
+            params = dict(zip(keys, values))
+            labels = {k: (v if isinstance(v, (str, int, float)) else
+                          getattr(v, "name", type(v).__name__)) for k, v in params.items()}
+            points.append({"trace_text": trace.text, "trace_name": trace.name,
+                           "params": params, "labels": labels, "weights": dict(weights or {})})
+    import pandas as pd
+
+    if client is not None:
+        futures = client.map(_sweep_point, points, pure=False)
+        rows = client.gather(futures)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            rows = list(pool.map(_sweep_point, points))
+    return pd.DataFrame(rows)

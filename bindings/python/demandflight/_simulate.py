@@ -1,0 +1,163 @@
+"""simulate(): one simulation, in a fresh process, as pandas DataFrames."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+
+
+from . import _core
+from ._policy import OrphanPolicy
+from ._trace import OVERRIDE_KEYS, Trace, TraceError, TraceLike, as_trace
+
+if TYPE_CHECKING:  # pandas is imported when first needed: children start fast.
+    import pandas as pd
+
+# Overrides that are simulator options rather than header values.
+_OPTION_KEYS = ("max_transfers", "max_per_origin", "network_model")
+
+PolicyLike = Union[str, OrphanPolicy]
+
+
+class SimulationError(RuntimeError):
+    """The simulation's process failed for a reason that is not bad input."""
+
+
+def _dumps(obj: Any) -> bytes:
+    try:
+        import cloudpickle  # Classes defined in a notebook are pickled by value.
+        return cloudpickle.dumps(obj)
+    except ImportError:
+        return pickle.dumps(obj)
+
+
+def _child_env() -> Dict[str, str]:
+    """The child sees the modules this process sees (test files, notebooks' folders)."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + paths)
+    return env
+
+
+def _raise_child_error(stderr: str, returncode: int) -> None:
+    lines = [line for line in stderr.strip().splitlines() if line.startswith("{")]
+    error: Dict[str, Any] = {}
+    if lines:
+        try:
+            error = json.loads(lines[-1])
+        except ValueError:
+            error = {}
+    kind, message = error.get("type"), error.get("message", stderr.strip())
+    if kind == "TraceError":
+        e = TraceError(message)
+        e.file, e.line, e.field = error.get("file"), error.get("line"), error.get("field")
+        raise e
+    if kind in ("ValueError", "TypeError", "KeyError", "NotImplementedError"):
+        raise {"ValueError": ValueError, "TypeError": TypeError, "KeyError": KeyError,
+               "NotImplementedError": NotImplementedError}[kind](message)
+    raise SimulationError(f"the simulation's process failed (exit {returncode}): {message}\n"
+                          f"{error.get('traceback', '')}")
+
+
+def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
+         options: Dict[str, Any], out: str, timeline: str = "") -> str:
+    """Runs one simulation in a fresh Python process; returns the printed summary."""
+    if isinstance(policy, str):
+        _core.check_policy(policy)  # Bad input is refused here, before any process.
+        policy_name, policy_obj = policy, policy
+    elif isinstance(policy, OrphanPolicy) or hasattr(policy, "decide"):
+        policy_name, policy_obj = str(getattr(policy, "name", type(policy).__name__)), policy
+    else:
+        raise TypeError("policy must be a policy name or an OrphanPolicy instance")
+    job = {"path": trace.path, "text": None if trace.path else trace.text, "name": trace.name,
+           "model": model, "policy": policy_obj, "policy_name": policy_name, "seed": seed,
+           "max_transfers": options.get("max_transfers"),
+           "max_per_origin": options.get("max_per_origin"),
+           "network_model": options.get("network_model"), "out": out, "timeline": timeline}
+    proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
+                          capture_output=True, env=_child_env(), check=False)
+    if proc.returncode != 0:
+        _raise_child_error(proc.stderr.decode(errors="replace"), proc.returncode)
+    return proc.stdout.decode()
+
+
+class Result:
+    """What one simulation produced (the result JSON of the trace format).
+
+    ``demands`` and ``tasks`` are DataFrames (one row per subscribe, per physical task);
+    ``summary`` is the summary dict; ``raw`` is the whole JSON document.
+    """
+
+    def __init__(self, raw: Dict[str, Any], summary_text: str, rerun: Any) -> None:
+        import pandas as pd
+
+        self.raw = raw
+        self.summary: Dict[str, Any] = raw["summary"]
+        self.demands = pd.DataFrame(raw["demands"])
+        self.tasks = pd.DataFrame(raw["tasks"])
+        self.summary_text = summary_text
+        self._rerun = rerun
+
+    @property
+    def model(self) -> str:
+        """The model that ran."""
+        return self.raw["model"]
+
+    @property
+    def policy(self) -> str:
+        """The orphan policy's name."""
+        return self.raw["policy"]
+
+    def timeline(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the Chrome/Perfetto trace-event JSON of this run to ``path`` (the run is
+        repeated in a fresh process with the timeline on: simulations are deterministic)."""
+        self._rerun(os.fspath(path))
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"Result({self.raw['trace']!r}, model={self.model!r}, policy={self.policy!r}, "
+                f"{len(self.demands)} demands, {s['bytes_transferred']} bytes, "
+                f"{s['bytes_wasted']} wasted)")
+
+
+def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "always-abort",
+             seed: int = 0, **overrides: Any) -> Result:
+    """Simulates ``trace`` on SimGrid and returns its :class:`Result`.
+
+    ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
+    :class:`OrphanPolicy` instance. ``overrides`` change the trace's header or the
+    simulator: ``max_transfers``, ``max_per_origin``, ``network_model`` ("default" or
+    "cm02"), ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``,
+    ``disk_write_Bps``, ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``,
+    ``retry_cap_s``, ``retry_jitter``.
+
+    Each call runs in a fresh process (SimGrid allows one simulation per process), so a
+    notebook may call it any number of times. Raises :class:`TraceError` for a bad trace
+    and ``ValueError`` for a bad model or policy.
+    """
+    trace = as_trace(trace)
+    unknown = sorted(set(overrides) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise TypeError(f"unknown override {unknown[0]!r} (known: {', '.join(OVERRIDE_KEYS)})")
+    if model not in ("demand", "callbacks", "independent"):
+        raise ValueError(f"model must be demand, callbacks or independent, not {model!r}")
+    options = {k: v for k, v in overrides.items() if k in _OPTION_KEYS}
+    header = {k: v for k, v in overrides.items() if k not in _OPTION_KEYS}
+    trace = trace.with_overrides(**header)
+    with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
+        out = os.path.join(work, "result.json")
+        text = _run(trace, model, policy, seed, options, out)
+        raw = json.loads(Path(out).read_text())
+
+    def rerun(path: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="dfl-sim-") as again:
+            _run(trace, model, policy, seed, options, os.path.join(again, "result.json"), path)
+
+    return Result(raw, text, rerun)

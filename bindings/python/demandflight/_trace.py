@@ -1,0 +1,201 @@
+"""Traces: load, save, build in Python, and override header values."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+from . import _core
+
+TraceError = _core.TraceError
+
+# Header overrides: keyword -> (section, field) of the trace header.
+_PLATFORM_KEYS = ("client_bandwidth_Bps", "client_latency_s", "disk_write_Bps", "hash_Bps",
+                  "network_model")
+_SCHEDULER_KEYS = ("max_transfers", "max_per_origin", "cache_bytes")
+_RETRY_KEYS = {"retry_max_attempts": "max_attempts", "retry_base_s": "base_s",
+               "retry_cap_s": "cap_s", "retry_jitter": "jitter"}
+OVERRIDE_KEYS = _PLATFORM_KEYS + _SCHEDULER_KEYS + tuple(_RETRY_KEYS)
+
+
+class Trace:
+    """A validated trace (``../shared/trace-format.md``).
+
+    Make one with :meth:`Trace.load`, :class:`TraceBuilder` or ``Trace(text)``; a bad
+    trace raises :class:`TraceError` with the file, line and field, as the CLI says.
+    """
+
+    def __init__(self, text: str, name: str = "<trace>", *, _path: Optional[str] = None,
+                 _parsed: Any = None) -> None:
+        self._text = text
+        self._path = _path
+        self._parsed = _parsed if _parsed is not None else _core.parse_trace(text, name)
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> "Trace":
+        """Reads and validates a ``.jsonl`` trace file."""
+        path = os.fspath(path)
+        parsed = _core.load_trace(path)
+        return cls(Path(path).read_text(), path, _path=path, _parsed=parsed)
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the trace as JSON Lines."""
+        Path(path).write_text(self._text)
+
+    @property
+    def text(self) -> str:
+        """The trace's JSON Lines text."""
+        return self._text
+
+    @property
+    def path(self) -> Optional[str]:
+        """The file it was loaded from, if any."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """The header's ``name``."""
+        return self._parsed.name
+
+    @property
+    def demands(self) -> int:
+        """The number of subscribe records."""
+        return self._parsed.demands
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The parsed content: effective header values (defaults applied), artifacts and
+        records with their names. Two traces are equal when these are."""
+        return self._parsed.to_dict()
+
+    def header(self) -> Dict[str, Any]:
+        """The header line as written (not the defaults)."""
+        return json.loads(self._text.split("\n", 1)[0])
+
+    def with_overrides(self, **overrides: Any) -> "Trace":
+        """A copy whose header has these values: ``client_bandwidth_Bps``,
+        ``client_latency_s``, ``disk_write_Bps``, ``hash_Bps``, ``network_model``,
+        ``max_transfers``, ``max_per_origin``, ``cache_bytes``, ``retry_max_attempts``,
+        ``retry_base_s``, ``retry_cap_s``, ``retry_jitter``."""
+        if not overrides:
+            return self
+        unknown = sorted(set(overrides) - set(OVERRIDE_KEYS))
+        if unknown:
+            raise TypeError(f"unknown override {unknown[0]!r} (known: {', '.join(OVERRIDE_KEYS)})")
+        first, _, rest = self._text.partition("\n")
+        header = json.loads(first)
+        for key, value in overrides.items():
+            if key in _PLATFORM_KEYS:
+                header.setdefault("platform", {})[key] = value
+            elif key in _SCHEDULER_KEYS:
+                header.setdefault("scheduler", {})[key] = value
+            else:
+                header.setdefault("scheduler", {}).setdefault("retry", {})[_RETRY_KEYS[key]] = value
+        return Trace(json.dumps(header) + "\n" + rest, self._path or self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Trace) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return (f"Trace({self.name!r}, {self._parsed.artifacts} artifacts, "
+                f"{self._parsed.records} records, {self._parsed.demands} demands)")
+
+
+class TraceBuilder:
+    """Builds a trace record by record; :meth:`build` validates it into a :class:`Trace`.
+
+    Every method returns the builder, so calls chain::
+
+        trace = (TraceBuilder("demo", seed=7, max_transfers=2)
+                 .artifact("rock", "props/rock.mesh", "r3", 25_000_000)
+                 .subscribe(0.0, "d1", "streaming", "rock", priority=0)
+                 .cancel(1.0, "d1")
+                 .build())
+    """
+
+    def __init__(self, name: str = "trace", seed: int = 0, *,
+                 client_bandwidth_Bps: Optional[float] = None,
+                 client_latency_s: Optional[float] = None,
+                 origins: Optional[Dict[str, Dict[str, float]]] = None,
+                 disk_write_Bps: Optional[float] = None, hash_Bps: Optional[float] = None,
+                 network_model: Optional[str] = None, max_transfers: Optional[int] = None,
+                 max_per_origin: Optional[int] = None, cache_bytes: Optional[int] = None,
+                 retry: Optional[Dict[str, float]] = None) -> None:
+        platform: Dict[str, Any] = {}
+        for key, value in (("client_bandwidth_Bps", client_bandwidth_Bps),
+                           ("client_latency_s", client_latency_s), ("origins", origins),
+                           ("disk_write_Bps", disk_write_Bps), ("hash_Bps", hash_Bps),
+                           ("network_model", network_model)):
+            if value is not None:
+                platform[key] = value
+        scheduler: Dict[str, Any] = {}
+        for key, value in (("max_transfers", max_transfers), ("max_per_origin", max_per_origin),
+                           ("cache_bytes", cache_bytes), ("retry", retry)):
+            if value is not None:
+                scheduler[key] = value
+        header: Dict[str, Any] = {"format": "demandflight-trace", "version": 1, "name": name,
+                                  "seed": seed}
+        if platform:
+            header["platform"] = platform
+        if scheduler:
+            header["scheduler"] = scheduler
+        self._name = name
+        self._lines: List[str] = [json.dumps(header)]
+
+    def _add(self, record: Dict[str, Any]) -> "TraceBuilder":
+        self._lines.append(json.dumps({k: v for k, v in record.items() if v is not None}))
+        return self
+
+    def artifact(self, id: str, resource: str, revision: str, size: int, *, target: str = "pc",
+                 generation: int = 0, origin: str = "cdn",
+                 sha256: Optional[str] = None) -> "TraceBuilder":
+        """Declares an artifact (``id`` is the trace-local alias of its key)."""
+        return self._add({"op": "artifact", "id": id, "resource": resource, "revision": revision,
+                          "target": target, "generation": generation, "size": size,
+                          "origin": origin, "sha256": sha256})
+
+    def subscribe(self, t: float, demand: str, owner: str, artifact: str, priority: int = 1, *,
+                  owner_generation: Optional[int] = None,
+                  timeout_s: Optional[float] = None) -> "TraceBuilder":
+        """A caller asks for an artifact at time ``t``."""
+        return self._add({"op": "subscribe", "t": t, "demand": demand, "owner": owner,
+                          "artifact": artifact, "priority": priority,
+                          "owner_generation": owner_generation, "timeout_s": timeout_s})
+
+    def cancel(self, t: float, demand: str) -> "TraceBuilder":
+        """That caller withdraws its own demand."""
+        return self._add({"op": "cancel", "t": t, "demand": demand})
+
+    def set_priority(self, t: float, demand: str, priority: int) -> "TraceBuilder":
+        """That caller raises or lowers its demand."""
+        return self._add({"op": "set_priority", "t": t, "demand": demand, "priority": priority})
+
+    def end_owner(self, t: float, owner: str,
+                  owner_generation: Optional[int] = None) -> "TraceBuilder":
+        """The owner is destroyed (all generations, or those up to ``owner_generation``)."""
+        return self._add({"op": "end_owner", "t": t, "owner": owner,
+                          "owner_generation": owner_generation})
+
+    def fault(self, t: float, kind: str, **fields: Any) -> "TraceBuilder":
+        """Injects a fault: ``transfer_error`` (artifact, count, after_fraction,
+        retryable), ``corrupt`` (artifact, count) or ``origin_down`` (origin, duration_s)."""
+        return self._add({"op": "fault", "t": t, "kind": kind, **fields})
+
+    def text(self) -> str:
+        """The JSON Lines written so far."""
+        return "\n".join(self._lines) + "\n"
+
+    def build(self) -> Trace:
+        """Validates the records into a :class:`Trace` (raises :class:`TraceError`)."""
+        return Trace(self.text(), f"<TraceBuilder {self._name}>")
+
+
+TraceLike = Union[Trace, str, os.PathLike]
+
+
+def as_trace(trace: TraceLike) -> Trace:
+    """A :class:`Trace`, or a path to load one from."""
+    if isinstance(trace, Trace):
+        return trace
+    return Trace.load(trace)

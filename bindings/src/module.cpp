@@ -1,0 +1,544 @@
+// demandflight._core: the C++ core for Python (pybind11).
+//
+// The public Python API is the package around it (bindings/python/demandflight):
+// this module only exposes what that package needs: trace parsing, one
+// simulation (in the calling process: the package runs each in a fresh one),
+// the orphan view and a bridge for Python-defined policies, and the engine.
+// Long C++ work runs with the GIL released; a Python policy takes it back for
+// each decision.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "demandflight/engine/scheduler.h"
+#include "demandflight/policies/registry.h"
+#include "demandflight/sim/oracle.h"
+#include "demandflight/sim/result.h"
+#include "demandflight/sim/simulator.h"
+#include "demandflight/sim/trace.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace dfl::python {
+namespace {
+
+// --- Policies defined in Python ----------------------------------------------
+
+OrphanDecision to_decision(const py::handle& answer) {
+  if (py::isinstance<OrphanDecision>(answer)) return answer.cast<OrphanDecision>();
+  if (py::isinstance<py::str>(answer)) {
+    const std::string text = answer.cast<std::string>();
+    if (text == "abort") return OrphanDecision::abort;
+    if (text == "complete") return OrphanDecision::complete;
+    if (text == "keep_partial") return OrphanDecision::keep_partial;
+  }
+  throw py::value_error("an orphan policy's decide() must return Decision.ABORT, COMPLETE or "
+                        "KEEP_PARTIAL (or \"abort\", \"complete\", \"keep_partial\"), not " +
+                        py::repr(answer).cast<std::string>());
+}
+
+// An OrphanPolicy whose decide() calls a Python object's decide(view). The
+// engine calls it with the GIL released; it takes the GIL for each call.
+class PythonPolicy final : public OrphanPolicy {
+ public:
+  explicit PythonPolicy(py::object policy) : policy_(std::move(policy)) {
+    py::gil_scoped_acquire gil;
+    name_ = py::str(policy_.attr("name")).cast<std::string>();
+    history_ = py::bool_(policy_.attr("uses_key_history")).cast<bool>();
+    observes_ = py::hasattr(policy_, "observe_request");
+  }
+  ~PythonPolicy() override {
+    py::gil_scoped_acquire gil;
+    policy_ = py::object();
+  }
+
+  OrphanDecision decide(const OrphanView& view) override {
+    py::gil_scoped_acquire gil;
+    // The view is only valid during the call: Python gets a copy.
+    return to_decision(policy_.attr("decide")(view));
+  }
+  void observe_request(const ArtifactKey& key, double now_s) override {
+    if (!observes_) return;
+    py::gil_scoped_acquire gil;
+    policy_.attr("observe_request")(key, now_s);
+  }
+  std::string_view name() const override { return name_; }
+  bool uses_key_history() const override { return history_; }
+
+ private:
+  py::object policy_;
+  std::string name_;
+  bool history_ = false;
+  bool observes_ = false;
+};
+
+std::shared_ptr<OrphanPolicy> policy_from(const py::object& policy) {
+  if (policy.is_none()) return nullptr;
+  if (py::isinstance<py::str>(policy)) {
+    return policies::make_orphan_policy(policy.cast<std::string>());
+  }
+  return std::make_shared<PythonPolicy>(policy);
+}
+
+// --- Traces ------------------------------------------------------------------
+
+using TracePtr = std::shared_ptr<const sim::Trace>;
+
+TracePtr parse_trace(const std::string& text, const std::string& name) {
+  py::gil_scoped_release release;
+  std::istringstream in(text);
+  return std::make_shared<const sim::Trace>(sim::read_trace(in, name));
+}
+
+TracePtr load_trace(const std::string& path) {
+  py::gil_scoped_release release;
+  return std::make_shared<const sim::Trace>(sim::read_trace(path));
+}
+
+// A plain description of a parsed trace, for equality and inspection: the
+// header's effective values (defaults applied) and every record with names.
+py::dict trace_to_dict(const sim::Trace& t) {
+  py::dict platform("client_bandwidth_Bps"_a = t.platform.client_bandwidth_Bps,
+                    "client_latency_s"_a = t.platform.client_latency_s,
+                    "disk_write_Bps"_a = t.platform.disk_write_Bps,
+                    "hash_Bps"_a = t.platform.hash_Bps);
+  py::dict origins;
+  for (const auto& o : t.platform.origins) {
+    origins[py::str(o.name)] =
+        py::dict("bandwidth_Bps"_a = o.bandwidth_Bps, "latency_s"_a = o.latency_s);
+  }
+  platform["origins"] = origins;
+  py::dict scheduler("max_transfers"_a = t.scheduler.max_transfers,
+                     "max_per_origin"_a = t.scheduler.max_per_origin,
+                     "cache_bytes"_a = t.scheduler.cache_bytes,
+                     "retry_max_attempts"_a = t.scheduler.retry_max_attempts,
+                     "retry_base_s"_a = t.scheduler.retry_base_s,
+                     "retry_cap_s"_a = t.scheduler.retry_cap_s,
+                     "retry_jitter"_a = t.scheduler.retry_jitter);
+  py::list artifacts;
+  for (const auto& a : t.artifacts) {
+    artifacts.append(py::dict("id"_a = a.id, "resource"_a = a.key.resource,
+                              "revision"_a = a.key.revision, "target"_a = a.key.target,
+                              "generation"_a = a.key.generation, "size"_a = a.size_bytes,
+                              "origin"_a = t.platform.origins[a.origin].name,
+                              "sha256"_a = a.sha256));
+  }
+  static const char* const kOps[] = {"subscribe", "cancel", "set_priority", "end_owner", "fault"};
+  static const char* const kFaults[] = {"transfer_error", "corrupt", "origin_down"};
+  py::list records;
+  for (const auto& r : t.records) {
+    py::dict d("op"_a = kOps[static_cast<int>(r.op)], "t"_a = r.t);
+    switch (r.op) {
+      case sim::Op::subscribe:
+        d["demand"] = t.demand_ids[r.demand];
+        d["owner"] = t.owners[r.owner];
+        d["artifact"] = t.artifacts[r.artifact].id;
+        d["priority"] = r.priority;
+        d["owner_generation"] = r.owner_generation;
+        d["timeout_s"] = r.has_timeout() ? py::object(py::float_(r.timeout_s)) : py::none();
+        break;
+      case sim::Op::cancel:
+        d["demand"] = t.demand_ids[r.demand];
+        break;
+      case sim::Op::set_priority:
+        d["demand"] = t.demand_ids[r.demand];
+        d["priority"] = r.priority;
+        break;
+      case sim::Op::end_owner:
+        d["owner"] = t.owners[r.owner];
+        d["owner_generation"] =
+            r.has_generation ? py::object(py::int_(r.owner_generation)) : py::none();
+        break;
+      case sim::Op::fault: {
+        const sim::FaultSpec& f = t.faults[r.fault];
+        d["kind"] = kFaults[static_cast<int>(f.kind)];
+        if (f.kind == sim::FaultKind::origin_down) {
+          d["origin"] = t.platform.origins[f.origin].name;
+          d["duration_s"] = f.duration_s;
+        } else {
+          d["artifact"] = t.artifacts[r.artifact].id;
+          d["count"] = f.count;
+          if (f.kind == sim::FaultKind::transfer_error) {
+            d["after_fraction"] = f.after_fraction;
+            d["retryable"] = f.retryable;
+          }
+        }
+        break;
+      }
+    }
+    records.append(d);
+  }
+  return py::dict("name"_a = t.name, "seed"_a = t.seed, "platform"_a = platform,
+                  "scheduler"_a = scheduler, "artifacts"_a = artifacts, "records"_a = records);
+}
+
+// --- One simulation ------------------------------------------------------------
+
+// Runs the simulation in this process (once per process: SimGrid) and writes
+// the result JSON to `out_path`. Returns the printed summary.
+std::string simulate(const TracePtr& trace, const std::string& model, const py::object& policy,
+                     const std::string& policy_name, std::optional<std::uint64_t> seed,
+                     std::optional<std::uint32_t> max_transfers,
+                     std::optional<std::uint32_t> max_per_origin,
+                     std::optional<std::string> network_model, const std::string& out_path,
+                     const std::string& timeline_path) {
+  sim::SimOptions options;
+  options.model = model == "demand"      ? Model::demand
+                  : model == "callbacks" ? Model::callbacks
+                  : model == "independent"
+                      ? Model::independent
+                      : throw py::value_error("model must be demand, callbacks or independent, not \"" +
+                                              model + "\"");
+  options.policy = policy_name;
+  if (!py::isinstance<py::str>(policy) && !policy.is_none()) {
+    options.policy_object = policy_from(policy);
+  } else {
+    sim::check_sim_policy(policy_name);
+  }
+  options.seed = seed;
+  options.max_transfers = max_transfers;
+  options.max_per_origin = max_per_origin;
+  if (network_model) {
+    if (*network_model != "default" && *network_model != "cm02" && *network_model != "CM02") {
+      throw py::value_error("network_model must be \"default\" or \"cm02\"");
+    }
+    options.network_model =
+        *network_model == "default" ? sim::NetworkModel::simgrid_default : sim::NetworkModel::cm02;
+  }
+  options.timeline_path = timeline_path;
+  sim::Result result;
+  {
+    py::gil_scoped_release release;
+    result = sim::simulate(*trace, options);
+    std::ofstream out(out_path);
+    sim::write_result_json(result, *trace, out);
+    if (!out) throw std::runtime_error("cannot write " + out_path);
+  }
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  FILE* memory = ::open_memstream(&buffer, &size);
+  sim::print_summary(result, *trace, "simulated", memory);
+  std::fclose(memory);
+  std::string summary(buffer, size);
+  std::free(buffer);
+  return summary;
+}
+
+// --- The engine ------------------------------------------------------------------
+
+py::dict command_to_dict(const Command& command) {
+  return std::visit(
+      [](const auto& c) -> py::dict {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, StartTransfer>) {
+          return py::dict("type"_a = "start_transfer", "task"_a = c.task.value,
+                          "transfer"_a = c.transfer.value, "key"_a = c.key, "origin"_a = c.origin,
+                          "resume_offset_bytes"_a = c.resume_offset_bytes,
+                          "size_bytes"_a = c.size_bytes, "attempt"_a = c.attempt);
+        } else if constexpr (std::is_same_v<T, AbortTransfer>) {
+          return py::dict("type"_a = "abort_transfer", "task"_a = c.task.value,
+                          "transfer"_a = c.transfer.value, "keep_partial"_a = c.keep_partial,
+                          "kept_bytes"_a = c.kept_bytes);
+        } else if constexpr (std::is_same_v<T, StartFinalize>) {
+          return py::dict("type"_a = "start_finalize", "task"_a = c.task.value,
+                          "finalize"_a = c.finalize.value, "key"_a = c.key,
+                          "size_bytes"_a = c.size_bytes);
+        } else if constexpr (std::is_same_v<T, Deliver>) {
+          return py::dict("type"_a = "deliver", "demand"_a = c.demand,
+                          "outcome"_a = std::string(to_string(c.outcome)),
+                          "task"_a = c.task.value);
+        } else if constexpr (std::is_same_v<T, EvictArtifact>) {
+          return py::dict("type"_a = "evict_artifact", "key"_a = c.key,
+                          "size_bytes"_a = c.size_bytes);
+        } else if constexpr (std::is_same_v<T, DropPartial>) {
+          return py::dict("type"_a = "drop_partial", "key"_a = c.key, "bytes"_a = c.bytes);
+        } else if constexpr (std::is_same_v<T, TaskCreated>) {
+          return py::dict("type"_a = "task_created", "task"_a = c.task.value);
+        } else if constexpr (std::is_same_v<T, TaskPriorityChanged>) {
+          return py::dict("type"_a = "task_priority_changed", "task"_a = c.task.value,
+                          "priority"_a = c.priority);
+        } else {
+          static_assert(std::is_same_v<T, TaskEnded>);
+          return py::dict("type"_a = "task_ended", "task"_a = c.task.value,
+                          "outcome"_a = std::string(to_string(c.outcome)),
+                          "attempts"_a = c.attempts, "bytes_transferred"_a = c.bytes_transferred);
+        }
+      },
+      command);
+}
+
+class Engine {
+ public:
+  Engine(const std::string& model, std::uint32_t max_transfers, std::uint32_t max_per_origin,
+         std::uint64_t cache_bytes, std::uint64_t seed, const py::object& policy)
+      : scheduler_(config(model, max_transfers, max_per_origin, cache_bytes, seed),
+                   policy_from(policy)) {}
+
+  py::tuple subscribe(double now, const ArtifactKey& key, OwnerId owner, Priority priority,
+                      std::optional<double> deadline_s, OwnerGeneration owner_generation,
+                      OriginId origin, std::uint64_t size_bytes) {
+    DemandOptions o;
+    o.owner = owner;
+    o.owner_generation = owner_generation;
+    o.priority = priority;
+    o.deadline_s = deadline_s.value_or(kNoDeadline);
+    o.origin = origin;
+    o.size_bytes = size_bytes;
+    DemandHandle h;
+    {
+      py::gil_scoped_release release;  // A Python policy may be asked (it takes the GIL back).
+      h = scheduler_.subscribe(now, key, o);
+    }
+    return py::make_tuple(h, commands());
+  }
+  py::list cancel(double now, DemandHandle h) {
+    return call([&] { scheduler_.cancel(now, h); });
+  }
+  py::list set_priority(double now, DemandHandle h, Priority p) {
+    return call([&] { scheduler_.set_priority(now, h, p); });
+  }
+  py::list end_owner(double now, OwnerId owner, std::optional<OwnerGeneration> generation) {
+    return call([&] { scheduler_.end_owner(now, owner, generation); });
+  }
+  py::list transfer_progress(double now, std::uint64_t transfer, std::uint64_t bytes) {
+    return call([&] { scheduler_.on_transfer_progress(now, TransferId{transfer}, bytes); });
+  }
+  py::list transfer_finished(double now, std::uint64_t transfer, const std::string& status,
+                             std::uint64_t bytes, std::optional<double> retry_after_s) {
+    const TransferStatus s = status == "ok"                ? TransferStatus::ok
+                             : status == "retryable_error" ? TransferStatus::retryable_error
+                             : status == "permanent_error"
+                                 ? TransferStatus::permanent_error
+                                 : throw py::value_error("status must be ok, retryable_error or "
+                                                         "permanent_error");
+    return call([&] {
+      scheduler_.on_transfer_finished(now, TransferId{transfer}, s, bytes, retry_after_s);
+    });
+  }
+  py::list finalize_finished(double now, std::uint64_t finalize, const std::string& status) {
+    const FinalizeStatus s = status == "installed"       ? FinalizeStatus::installed
+                             : status == "verify_failed" ? FinalizeStatus::verify_failed
+                             : status == "error"
+                                 ? FinalizeStatus::error
+                                 : throw py::value_error(
+                                       "status must be installed, verify_failed or error");
+    return call([&] { scheduler_.on_finalize_finished(now, FinalizeId{finalize}, s); });
+  }
+  py::list timer(double now) {
+    return call([&] { scheduler_.on_timer(now); });
+  }
+  std::optional<double> next_wakeup_s() const { return scheduler_.next_wakeup_s(); }
+  py::list tasks() const {
+    py::list out;
+    for (const TaskInfo& t : scheduler_.tasks()) {
+      out.append(py::dict("task"_a = t.id.value, "key"_a = t.key,
+                          "state"_a = std::string(to_string(t.state)),
+                          "effective_priority"_a = t.effective_priority,
+                          "active_demands"_a = t.active_demands, "attempts"_a = t.attempts,
+                          "resume_offset_bytes"_a = t.resume_offset_bytes,
+                          "bytes_transferred"_a = t.bytes_transferred));
+    }
+    return out;
+  }
+  py::dict stats() const {
+    const SchedulerStats& s = scheduler_.stats();
+    return py::dict("demands_subscribed"_a = s.demands_subscribed,
+                    "tasks_created"_a = s.tasks_created,
+                    "transfers_started"_a = s.transfers_started, "installs"_a = s.installs,
+                    "cache_hits"_a = s.cache_hits, "orphan_aborts"_a = s.orphan_aborts,
+                    "orphan_completes"_a = s.orphan_completes,
+                    "partials_kept"_a = s.partials_kept,
+                    "partials_resumed"_a = s.partials_resumed);
+  }
+  double now_s() const { return scheduler_.now_s(); }
+
+ private:
+  static SchedulerConfig config(const std::string& model, std::uint32_t max_transfers,
+                                std::uint32_t max_per_origin, std::uint64_t cache_bytes,
+                                std::uint64_t seed) {
+    SchedulerConfig c;
+    if (model == "demand") {
+      c.model = Model::demand;
+    } else if (model == "callbacks") {
+      c.model = Model::callbacks;
+    } else if (model == "independent") {
+      c.model = Model::independent;
+    } else {
+      throw py::value_error("model must be demand, callbacks or independent");
+    }
+    if (max_transfers == 0 || max_per_origin == 0) {
+      throw py::value_error("max_transfers and max_per_origin must be at least 1");
+    }
+    c.max_transfers = max_transfers;
+    c.max_per_origin = max_per_origin;
+    c.cache_bytes = cache_bytes;
+    c.seed = seed;
+    c.emit_task_events = true;
+    return c;
+  }
+
+  template <class F>
+  py::list call(F&& f) {
+    {
+      py::gil_scoped_release release;
+      f();
+    }
+    return commands();
+  }
+
+  py::list commands() {
+    scheduler_.take_commands(buffer_);
+    py::list out;
+    for (const Command& c : buffer_)
+      out.append(command_to_dict(c));
+    return out;
+  }
+
+  Scheduler scheduler_;
+  std::vector<Command> buffer_;
+};
+
+}  // namespace
+}  // namespace dfl::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace dfl;
+  using namespace dfl::python;
+  m.doc() = "demandflight's C++ core (use the demandflight package, not this module)";
+
+  static py::exception<sim::TraceError> trace_error(m, "TraceError", PyExc_ValueError);
+  trace_error.attr("__doc__") =
+      "A trace that is not valid. str(e) is 'FILE:LINE: field: message', as the CLI prints "
+      "it; e.file, e.line and e.field hold the parts.";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const sim::TraceError& e) {
+      py::object error = py::reinterpret_borrow<py::object>(trace_error.ptr())(py::str(e.what()));
+      error.attr("file") = e.file();
+      error.attr("line") = e.line();
+      error.attr("field") = e.field();
+      PyErr_SetObject(trace_error.ptr(), error.ptr());
+    }
+  });
+
+  py::enum_<OrphanDecision>(m, "Decision",
+                            "What to do with a transfer nobody waits for any more: ABORT (stop; "
+                            "the bytes are lost), COMPLETE (finish below every real priority and "
+                            "install), KEEP_PARTIAL (stop but keep the bytes for the next "
+                            "request to resume).")
+      .value("ABORT", OrphanDecision::abort)
+      .value("COMPLETE", OrphanDecision::complete)
+      .value("KEEP_PARTIAL", OrphanDecision::keep_partial);
+
+  py::class_<ArtifactKey>(m, "ArtifactKey", "The identity of an immutable artifact.")
+      .def(py::init<std::string, std::string, std::string, std::int64_t>(), "resource"_a,
+           "revision"_a, "target"_a = "pc", "generation"_a = 0)
+      .def_readonly("resource", &ArtifactKey::resource)
+      .def_readonly("revision", &ArtifactKey::revision)
+      .def_readonly("target", &ArtifactKey::target)
+      .def_readonly("generation", &ArtifactKey::generation)
+      .def("__eq__", [](const ArtifactKey& a, const ArtifactKey& b) { return a == b; })
+      .def("__hash__", [](const ArtifactKey& a) { return std::hash<ArtifactKey>{}(a); })
+      .def("__repr__", [](const ArtifactKey& k) {
+        return "ArtifactKey(" + k.resource + "@" + k.revision + "/" + k.target + "#" +
+               std::to_string(k.generation) + ")";
+      });
+
+  py::class_<DemandHandle>(m, "DemandHandle", "A demand, as the engine names it.")
+      .def_readonly("slot", &DemandHandle::slot)
+      .def_readonly("generation", &DemandHandle::generation)
+      .def("__eq__", [](const DemandHandle& a, const DemandHandle& b) { return a == b; })
+      .def("__hash__",
+           [](const DemandHandle& h) { return (std::uint64_t{h.slot} << 32) | h.generation; })
+      .def("__repr__", [](const DemandHandle& h) {
+        return "DemandHandle(" + std::to_string(h.slot) + "/" + std::to_string(h.generation) + ")";
+      });
+
+  py::class_<OrphanView>(m, "OrphanView",
+                         "What an orphan policy sees (a copy, valid after decide() returns).")
+      .def_property_readonly("now_s", [](const OrphanView& v) { return v.now_s; })
+      .def_property_readonly("key",
+                             [](const OrphanView& v) -> std::optional<ArtifactKey> {
+                               if (v.key == nullptr) return std::nullopt;
+                               return *v.key;
+                             })
+      .def_readonly("size_bytes", &OrphanView::size_bytes)
+      .def_readonly("bytes_done", &OrphanView::bytes_done)
+      .def_readonly("bytes_remaining", &OrphanView::bytes_remaining)
+      .def_readonly("elapsed_s", &OrphanView::elapsed_s)
+      .def_readonly("throughput_Bps", &OrphanView::throughput_Bps)
+      .def_readonly("queued_tasks", &OrphanView::queued_tasks)
+      .def_readonly("queued_bytes", &OrphanView::queued_bytes)
+      .def_readonly("queued_top_priority", &OrphanView::queued_top_priority)
+      .def_readonly("free_slots", &OrphanView::free_slots)
+      .def_readonly("first_decision", &OrphanView::first_decision)
+      .def_readonly("key_demands", &OrphanView::key_demands)
+      .def_readonly("since_last_demand_s", &OrphanView::since_last_demand_s)
+      .def_readonly("previous_gap_s", &OrphanView::previous_gap_s)
+      .def_readonly("cache_capacity_bytes", &OrphanView::cache_capacity_bytes)
+      .def_readonly("cache_used_bytes", &OrphanView::cache_used_bytes)
+      .def_readonly("partial_capacity_bytes", &OrphanView::partial_capacity_bytes)
+      .def_readonly("partial_used_bytes", &OrphanView::partial_used_bytes);
+
+  py::class_<sim::Trace, std::shared_ptr<sim::Trace>>(m, "ParsedTrace",
+                                                       "A validated trace (C++).")
+      .def_property_readonly("name", [](const sim::Trace& t) { return t.name; })
+      .def_property_readonly("seed", [](const sim::Trace& t) { return t.seed; })
+      .def_property_readonly("records", [](const sim::Trace& t) { return t.records.size(); })
+      .def_property_readonly("artifacts", [](const sim::Trace& t) { return t.artifacts.size(); })
+      .def_property_readonly("demands", [](const sim::Trace& t) { return t.demand_ids.size(); })
+      .def("to_dict", [](const sim::Trace& t) { return trace_to_dict(t); });
+
+  m.def("parse_trace", [](const std::string& text, const std::string& name) {
+    return std::const_pointer_cast<sim::Trace>(parse_trace(text, name));
+  }, "text"_a, "name"_a, "Parses and validates trace text; raises TraceError (file:line: field).");
+  m.def("load_trace", [](const std::string& path) {
+    return std::const_pointer_cast<sim::Trace>(load_trace(path));
+  }, "path"_a, "Reads and validates a trace file; raises TraceError.");
+  m.def("simulate", [](const std::shared_ptr<sim::Trace>& trace, const std::string& model,
+                       const py::object& policy, const std::string& policy_name,
+                       std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
+                       std::optional<std::uint32_t> mpo, std::optional<std::string> network,
+                       const std::string& out, const std::string& timeline) {
+    return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline);
+  }, "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
+        "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a,
+        "Runs one simulation in this process (once per process) and writes the result JSON.");
+  m.def("check_policy", [](const std::string& spec) { sim::check_sim_policy(spec); }, "spec"_a,
+        "Raises ValueError for a policy spec the simulator does not know.");
+  m.def("policy_names", [] {
+    std::vector<std::pair<std::string, std::string>> out = policies::list_orphan_policies();
+    return out;
+  });
+
+  py::class_<Engine>(m, "Engine")
+      .def(py::init<const std::string&, std::uint32_t, std::uint32_t, std::uint64_t,
+                    std::uint64_t, const py::object&>(),
+           "model"_a = "demand", "max_transfers"_a = 4, "max_per_origin"_a = 4,
+           "cache_bytes"_a = 2'000'000'000, "seed"_a = 1, "policy"_a = py::none())
+      .def("subscribe", &Engine::subscribe, "now"_a, "key"_a, "owner"_a, "priority"_a = 0,
+           "deadline_s"_a = py::none(), "owner_generation"_a = 0, "origin"_a = 0,
+           "size_bytes"_a = 0)
+      .def("cancel", &Engine::cancel, "now"_a, "demand"_a)
+      .def("set_priority", &Engine::set_priority, "now"_a, "demand"_a, "priority"_a)
+      .def("end_owner", &Engine::end_owner, "now"_a, "owner"_a, "owner_generation"_a = py::none())
+      .def("transfer_progress", &Engine::transfer_progress, "now"_a, "transfer"_a, "bytes"_a)
+      .def("transfer_finished", &Engine::transfer_finished, "now"_a, "transfer"_a, "status"_a,
+           "bytes"_a, "retry_after_s"_a = py::none())
+      .def("finalize_finished", &Engine::finalize_finished, "now"_a, "finalize"_a, "status"_a)
+      .def("timer", &Engine::timer, "now"_a)
+      .def_property_readonly("next_wakeup_s", &Engine::next_wakeup_s)
+      .def_property_readonly("now_s", &Engine::now_s)
+      .def("tasks", &Engine::tasks)
+      .def("stats", &Engine::stats);
+}

@@ -1,0 +1,203 @@
+"""The Python API: traces in and out, simulate() against the CLI, errors, the engine."""
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+
+import demandflight as dfl
+
+
+def build_like(path):
+    """Rebuilds a trace file record by record through TraceBuilder."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    h = lines[0]
+    p, s = h.get("platform", {}), h.get("scheduler", {})
+    b = dfl.TraceBuilder(h["name"], h["seed"], origins=p.get("origins"),
+                         client_bandwidth_Bps=p.get("client_bandwidth_Bps"),
+                         client_latency_s=p.get("client_latency_s"),
+                         disk_write_Bps=p.get("disk_write_Bps"), hash_Bps=p.get("hash_Bps"),
+                         max_transfers=s.get("max_transfers"),
+                         max_per_origin=s.get("max_per_origin"),
+                         cache_bytes=s.get("cache_bytes"), retry=s.get("retry"))
+    for r in lines[1:]:
+        op = r.pop("op")
+        if op == "artifact":
+            b.artifact(r.pop("id"), r.pop("resource"), r.pop("revision"), r.pop("size"), **r)
+        elif op == "subscribe":
+            b.subscribe(r.pop("t"), r.pop("demand"), r.pop("owner"), r.pop("artifact"),
+                        r.pop("priority"), **r)
+        elif op == "fault":
+            b.fault(r.pop("t"), r.pop("kind"), **r)
+        else:
+            getattr(b, op)(**r)
+    return b.build()
+
+
+@pytest.mark.parametrize("name", ["three_callers", "flaky_network"])
+def test_a_trace_built_in_python_equals_the_same_trace_loaded_from_file(scenarios, name, tmp_path):
+    loaded = dfl.Trace.load(scenarios / f"{name}.jsonl")
+    built = build_like(scenarios / f"{name}.jsonl")
+    assert built == loaded
+    assert built.to_dict()["records"] == loaded.to_dict()["records"]
+    # Saved and loaded again, it is still the same trace.
+    built.save(tmp_path / "again.jsonl")
+    assert dfl.Trace.load(tmp_path / "again.jsonl") == loaded
+    # A different trace is not equal.
+    other = dfl.TraceBuilder("x").artifact("a", "a.bin", "r1", 10).build()
+    assert other != loaded
+
+
+def test_result_fields_match_the_clis_json(scenarios, cli, tmp_path):
+    trace = scenarios / "session_churn.jsonl"
+    out = tmp_path / "cli.json"
+    subprocess.run([cli, "sim", str(trace), "--policy", "squid", "--seed", "5", "--out", str(out),
+                    "--quiet"], check=True)
+    expected = json.loads(out.read_text())
+    result = dfl.simulate(trace, policy="squid", seed=5)
+    assert result.raw == expected
+    assert result.summary == expected["summary"]
+    assert list(result.demands.columns) == list(expected["demands"][0].keys())
+    assert len(result.demands) == len(expected["demands"])
+    assert (result.demands["outcome"] == [d["outcome"] for d in expected["demands"]]).all()
+    assert len(result.tasks) == len(expected["tasks"])
+    assert isinstance(result.demands, pd.DataFrame) and isinstance(result.tasks, pd.DataFrame)
+
+
+def test_simulate_runs_twenty_times_in_one_process(scenarios):
+    trace = dfl.Trace.load(scenarios / "three_callers.jsonl")
+    seen = {}
+    for i in range(20):
+        model = ["demand", "callbacks", "independent", "demand"][i % 4]
+        policy = ["always-abort", "always-complete", "keep-partial", "oracle", "squid"][i % 5]
+        r = dfl.simulate(trace, model=model, policy=policy, seed=i % 2)
+        key = (model, policy, i % 2)
+        if key in seen:
+            assert r.raw == seen[key], "a simulation is deterministic, however many ran before"
+        seen[key] = r.raw
+        assert r.model == model
+    # The three models differ on this trace as design.md §1 says.
+    assert seen[("demand", "always-abort", 0)]["summary"] != seen[("callbacks", "always-complete", 1)]["summary"]
+
+
+def test_overrides_change_the_platform_and_the_scheduler(scenarios):
+    trace = dfl.Trace.load(scenarios / "three_callers.jsonl")
+    base = dfl.simulate(trace)
+    slow = dfl.simulate(trace, client_bandwidth_Bps=1_000_000)
+    assert slow.summary["makespan_s"] > 5 * base.summary["makespan_s"]
+    three = dfl.simulate(trace, max_transfers=3, max_per_origin=3)  # The header says 1 and 1.
+    assert (three.demands["t_end"] != base.demands["t_end"]).any(), "three slots: no queueing"
+    assert three.raw == dfl.simulate(trace.with_overrides(max_transfers=3, max_per_origin=3)).raw
+    with pytest.raises(TypeError, match="unknown override 'bandwidth'"):
+        dfl.simulate(trace, bandwidth=1)
+
+
+def test_bad_traces_raise_the_clis_file_line_field_message(tmp_path, cli):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "demandflight-trace", "version": 1, "name": "b", "seed": 1}\n'
+                   '{"op": "subscribe", "t": 0, "demand": "d1", "owner": "o", "artifact": "nope", "priority": 1}\n')
+    with pytest.raises(dfl.TraceError) as e:
+        dfl.Trace.load(bad)
+    cli_says = subprocess.run([cli, "validate", str(bad)], capture_output=True, text=True)
+    assert cli_says.returncode == 2
+    assert str(e.value) == cli_says.stderr.strip()
+    assert (e.value.file, e.value.line, e.value.field) == (str(bad), 2, "artifact")
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(dfl.TraceError, match=r"<TraceBuilder t>:2: artifact"):
+        dfl.TraceBuilder("t").subscribe(0, "d1", "o", "missing").build()
+    with pytest.raises(dfl.TraceError, match=r"<TraceBuilder t>:4: t: goes backwards"):
+        (dfl.TraceBuilder("t").artifact("a", "a.bin", "r1", 5)
+         .subscribe(1, "d1", "o", "a").cancel(0.5, "d1").build())
+
+
+def test_bad_models_and_policies_are_value_errors(scenarios):
+    trace = scenarios / "three_callers.jsonl"
+    with pytest.raises(ValueError, match="model"):
+        dfl.simulate(trace, model="magic")
+    with pytest.raises(ValueError, match='unknown policy "sometimes"'):
+        dfl.simulate(trace, policy="sometimes")
+    with pytest.raises(ValueError, match="learned needs model=FILE"):
+        dfl.simulate(trace, policy="learned")
+
+
+def test_timeline_writes_the_perfetto_file(scenarios, tmp_path):
+    result = dfl.simulate(scenarios / "three_callers.jsonl")
+    result.timeline(tmp_path / "t.json")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert any(e.get("ph") == "C" for e in events), "a counter track per task"
+    assert any(e.get("ph") == "X" for e in events), "slices for transfers and demands"
+
+
+def test_the_engine_shares_one_transfer_and_delivers_one_terminal_each():
+    engine = dfl.Engine(max_transfers=2)
+    a, commands = engine.subscribe(0.0, "rock", owner=1, priority=0, size_bytes=1000)
+    starts = [c for c in commands if c["type"] == "start_transfer"]
+    assert len(starts) == 1 and starts[0]["key"] == dfl.Engine.key("rock")
+    b, commands = engine.subscribe(0.1, "rock", owner=2, priority=3)
+    assert not [c for c in commands if c["type"] == "start_transfer"], "joined, not a second transfer"
+    assert engine.tasks()[0]["effective_priority"] == 3
+    commands = engine.cancel(0.2, b)
+    assert [c["outcome"] for c in commands if c["type"] == "deliver"] == ["cancelled"]
+    assert engine.tasks()[0]["effective_priority"] == 0, "back to the remaining demand's"
+    commands = engine.transfer_finished(1.0, starts[0]["transfer"], "ok", 1000)
+    finalize = [c for c in commands if c["type"] == "start_finalize"][0]
+    commands = engine.finalize_finished(1.1, finalize["finalize"], "installed")
+    delivered = [c for c in commands if c["type"] == "deliver"]
+    assert [(d["demand"], d["outcome"]) for d in delivered] == [(a, "succeeded")]
+    assert engine.stats()["installs"] == 1
+
+
+def test_compare_returns_the_clis_table(scenarios, cli, tmp_path):
+    trace = scenarios / "flaky_network.jsonl"
+    csv = tmp_path / "c.csv"
+    subprocess.run([cli, "compare", str(trace), "--policies", "always-abort,keep-partial",
+                    "--csv", str(csv)], check=True, capture_output=True)
+    expected = pd.read_csv(csv, na_values=["-"])
+    got = dfl.compare(trace, policies=["always-abort", "keep-partial"])
+    pd.testing.assert_frame_equal(got, expected)
+    assert set(got["policy"]) == {"always-abort", "keep-partial", "oracle"}
+    # A Trace object works as well as a path.
+    from_object = dfl.compare(dfl.Trace.load(trace), policies=["always-abort", "keep-partial"])
+    pd.testing.assert_frame_equal(from_object.drop(columns="trace"), expected.drop(columns="trace"))
+
+
+def test_cmake_install_puts_a_working_package_into_dist_packages(tmp_path, scenarios):
+    import os
+    import sys
+    build = os.environ.get("DFL_BUILD_DIR")
+    if not build:
+        pytest.skip("DFL_BUILD_DIR is set by CTest")
+    prefix = tmp_path / "prefix"
+    subprocess.run([os.environ.get("DFL_CMAKE", "cmake"), "--install", build, "--prefix",
+                    str(prefix)], check=True, capture_output=True)
+    site = prefix / "lib" / f"python3.{sys.version_info.minor}" / "dist-packages"
+    assert (site / "demandflight" / "__init__.py").exists()
+    code = ("import demandflight as d, sys; "
+            f"r = d.simulate({str(scenarios / 'three_callers.jsonl')!r}); "
+            "t = d.compare(" + repr(str(scenarios / "three_callers.jsonl")) +
+            ", policies=['always-abort']); "
+            "print(d.__file__, r.summary['installs'], len(t))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env=env, cwd=tmp_path).stdout.split()
+    assert out[0].startswith(str(site)), "imported from the installed tree"
+    assert out[1:] == ["3", "2"]
+
+
+def test_the_readmes_quick_start_works_as_written(tmp_path, scenarios):
+    import os
+    import sys
+    from pathlib import Path
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    text = readme.read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "scenarios").symlink_to(scenarios)  # It runs from the repository root.
+    (tmp_path / "quick.py").write_text(code)
+    env = dict(os.environ, MPLBACKEND="Agg")
+    proc = subprocess.run([sys.executable, "quick.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "wasted.png").stat().st_size > 1000
+    assert "keep-partial" in proc.stdout

@@ -1,0 +1,89 @@
+"""Orphan policies written in Python change what the simulator does."""
+
+import json
+
+import pytest
+
+import demandflight as dfl
+
+
+class FinishEverything(dfl.OrphanPolicy):
+    """Defined at module level: pickled by reference, imported by the child."""
+
+    name = "finish-everything"
+
+    def decide(self, view):
+        return dfl.Decision.COMPLETE
+
+
+class KeepAsString(dfl.OrphanPolicy):
+    name = "keep-as-string"
+
+    def decide(self, view):
+        return "keep_partial"
+
+
+def summary(result):
+    s = dict(result.summary)
+    return {k: s[k] for k in ("bytes_transferred", "bytes_wasted", "installs", "cache_hits",
+                              "outcomes")}
+
+
+def test_a_python_policy_changes_outcomes_as_the_builtin_with_the_same_rule(scenarios):
+    trace = dfl.Trace.load(scenarios / "session_churn.jsonl")
+    abort = dfl.simulate(trace, policy="always-abort")
+    complete = dfl.simulate(trace, policy="always-complete")
+    mine = dfl.simulate(trace, policy=FinishEverything())
+    assert mine.policy == "finish-everything"
+    assert summary(mine) == summary(complete), "the same decisions as always-complete"
+    assert summary(mine) != summary(abort)
+    assert mine.summary["bytes_wasted"] > abort.summary["bytes_wasted"]
+    keep = dfl.simulate(trace, policy=KeepAsString())
+    assert summary(keep) == summary(dfl.simulate(trace, policy="keep-partial"))
+
+
+def test_a_policy_sees_the_view_and_its_state_stays_in_the_simulations_process(scenarios, tmp_path):
+    log = tmp_path / "views.jsonl"
+
+    class HalfDone(dfl.OrphanPolicy):  # A local class: cloudpickle sends it by value.
+        name = "half-done"
+        uses_key_history = True
+
+        def __init__(self, path):
+            self.path = str(path)
+            self.requests = 0
+
+        def observe_request(self, key, now_s):
+            self.requests += 1
+
+        def decide(self, view):
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"done": view.bytes_done, "size": view.size_bytes,
+                                    "resource": view.key.resource, "demands": view.key_demands,
+                                    "requests": self.requests, "first": view.first_decision,
+                                    "free": view.free_slots}) + "\n")
+            return "complete" if view.bytes_done * 2 > view.size_bytes else "abort"
+
+    policy = HalfDone(log)
+    result = dfl.simulate(scenarios / "session_churn.jsonl", policy=policy)
+    views = [json.loads(line) for line in log.read_text().splitlines()]
+    assert views, "the policy was asked"
+    assert all(0 <= v["done"] <= v["size"] for v in views)
+    assert all(v["demands"] >= 1 and v["requests"] >= v["demands"] for v in views)
+    assert policy.requests == 0, "the parent's instance is untouched"
+    completed = sum(1 for v in views if v["first"] and v["done"] * 2 > v["size"])
+    aborted_first = sum(1 for v in views if v["first"] and v["done"] * 2 <= v["size"])
+    assert completed > 0 and aborted_first > 0, "both answers were given"
+    aborted_tasks = (result.tasks["outcome"] == "aborted").sum()
+    assert aborted_tasks >= aborted_first
+
+
+def test_a_policy_that_answers_nonsense_is_a_value_error(scenarios):
+    class Nonsense(dfl.OrphanPolicy):
+        name = "nonsense"
+
+        def decide(self, view):
+            return 42
+
+    with pytest.raises(ValueError, match="must return Decision"):
+        dfl.simulate(scenarios / "session_churn.jsonl", policy=Nonsense())
