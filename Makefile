@@ -7,9 +7,15 @@
 # make bench-fetch  only demandflight fetch against curl and aria2c on nginx
 # make asan   the engine tests under AddressSanitizer + UBSan
 # make tsan   the backend's tests (threads) under ThreadSanitizer
+# make fuzz   the libFuzzer targets (trace reader, engine sequences), FUZZ_SECONDS each
+# make soak   the backend fault soak for SOAK_SECONDS (default 300)
+# make fidelity  bundled scenarios replayed over a shaped real network vs simulated
 
 JOBS ?= 2
-.PHONY: deps demo demo-engine test bench bench-fetch asan tsan format clean
+.PHONY: deps demo demo-engine test bench bench-fetch asan tsan fuzz soak fidelity format clean
+FUZZ_SECONDS ?= 60
+SOAK_SECONDS ?= 300
+FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/open_world_streaming.jsonl scenarios/session_churn.jsonl
 
 deps:
 	@bash scripts/install-deps
@@ -55,6 +61,21 @@ tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j$(JOBS) --target backend_tests install_crash_helper engine_tests
 	ctest --preset tsan -j$(JOBS) -L "backend" -E backend_loopback_server
+
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build build/fuzz -j$(JOBS) --target trace_fuzz engine_fuzz
+	/usr/bin/python3 tests/fuzz/run.py build/fuzz $(FUZZ_SECONDS)
+
+soak: deps
+	cmake --preset default >/dev/null
+	cmake --build --preset default -j$(JOBS) --target backend_tests
+	DFL_SOAK_SECONDS=$(SOAK_SECONDS) ./build/default/tests/backend/backend_tests --gtest_filter='BackendSoak.*'
+
+fidelity: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j$(JOBS) --target demandflight
+	/usr/bin/python3 bench/fidelity.py build/release/sim/demandflight $(FIDELITY_TRACES) --markdown build/release/fidelity.md
 
 format:
 	git ls-files '*.h' '*.cpp' | xargs clang-format -i

@@ -83,7 +83,8 @@ class FieldReader {
   void finish() const {
     for (const auto& [name, value] : object_.items()) {
       if (used_.contains(name) || name.rfind("x-", 0) == 0) continue;
-      fail(name, "unknown field (extensions must start with \"x-\")");
+      // An empty key is named as it is written, so that the message names a field.
+      fail(name.empty() ? "\"\"" : name, "unknown field (extensions must start with \"x-\")");
     }
   }
 

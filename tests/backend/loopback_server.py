@@ -2,7 +2,9 @@
 """A loopback HTTP/1.1 file server for the backend's tests: Range, ETag and
 If-Range, throttling, and fault injection. Standard library only.
 
-Serves the files under --root at their relative paths, on 127.0.0.1 only.
+Serves the files under --root at their relative paths, on 127.0.0.1 (or the
+address given with --bind: bench/fidelity.py binds it inside a network
+namespace of its own).
 Prints "PORT <n>" on stdout once listening (port 0 picks a free one).
 
 Control endpoints (JSON):
@@ -14,7 +16,11 @@ Control endpoints (JSON):
           wrong_bytes  flip one byte at `after_bytes` (same length)
           stall        stop for `stall_s` seconds after `after_bytes`, then go on
           ignore_range answer 200 with the whole body even to a Range request
-  POST /_control/rate    {"rate_Bps": N}  throttle bodies (0: unlimited)
+  POST /_control/rate    {"rate_Bps": N}  throttle each body to N bytes/s (0: unlimited);
+                         {"shared_rate_Bps": N} throttle all bodies together, as one
+                         link of N bytes/s would; {"latency_s": X} wait X before each
+                         response (bench/fidelity.py's fallback when it cannot shape
+                         a real link)
   POST /_control/reset   clear faults and statistics
   GET  /_control/stats   {"/a.bin": {"requests": n, "bytes_sent": n,
                            "statuses": [...], "ranges": [...]}, ...}
@@ -42,6 +48,9 @@ class State:
     def __init__(self, root, rate_bps):
         self.root = os.path.realpath(root)
         self.rate_bps = rate_bps
+        self.shared_rate_bps = 0  # One link for every connection.
+        self.link_free_at = 0.0   # When that link has sent what is queued on it.
+        self.latency_s = 0.0
         self.lock = threading.Lock()
         self.faults = {}  # path -> list of pending faults
         self.stats = {}
@@ -141,8 +150,12 @@ class Handler(BaseHTTPRequestHandler):
                     self.state.faults.setdefault(fault["path"], []).append(fault)
             return self.send_json(200, {"queued": len(body)})
         if self.path == "/_control/rate":
-            self.state.rate_bps = int(body.get("rate_Bps", 0))
-            return self.send_json(200, {"rate_Bps": self.state.rate_bps})
+            self.state.rate_bps = int(body.get("rate_Bps", self.state.rate_bps))
+            self.state.shared_rate_bps = int(body.get("shared_rate_Bps", self.state.shared_rate_bps))
+            self.state.latency_s = float(body.get("latency_s", self.state.latency_s))
+            return self.send_json(200, {"rate_Bps": self.state.rate_bps,
+                                        "shared_rate_Bps": self.state.shared_rate_bps,
+                                        "latency_s": self.state.latency_s})
         if self.path == "/_control/reset":
             with self.state.lock:
                 self.state.faults.clear()
@@ -170,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
         self.serve(head=False)
 
     def serve(self, head):
+        if self.state.latency_s > 0:
+            time.sleep(self.state.latency_s)  # A round trip before the answer.
         path = self.path.split("?", 1)[0]
         real = os.path.realpath(os.path.join(self.state.root, path.lstrip("/")))
         if not real.startswith(self.state.root + os.sep) or not os.path.isfile(real):
@@ -239,6 +254,15 @@ class Handler(BaseHTTPRequestHandler):
                         fault = None
                         continue
                 self.state.count_sent(path, len(block))
+                if self.state.shared_rate_bps > 0:
+                    # Queue the block on the one shared link, and send it when it is due.
+                    with self.state.lock:
+                        start = max(self.state.link_free_at, time.monotonic())
+                        self.state.link_free_at = start + len(block) / self.state.shared_rate_bps
+                        due = self.state.link_free_at
+                    delay = due - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
                 try:
                     self.wfile.write(block)
                 except (BrokenPipeError, ConnectionResetError):
@@ -272,8 +296,9 @@ def main():
     parser.add_argument("--root", required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate-Bps", type=int, default=0)
+    parser.add_argument("--bind", default="127.0.0.1")
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.bind, args.port), Handler)
     server.daemon_threads = True
     server.state = State(args.root, args.rate_Bps)
     print(f"PORT {server.server_address[1]}", flush=True)

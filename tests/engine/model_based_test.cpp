@@ -93,21 +93,52 @@ struct Violation : std::runtime_error {
     }                                                                    \
   } while (0)
 
-// What a random orphan policy answers comes from the sequence's RNG.
+// Where a sequence's choices come from: a seeded mt19937_64 (this test), or
+// the bytes of a fuzz input (tests/fuzz/engine_fuzz.cpp), one byte per
+// choice, zeros once they run out. Bytes are mapped directly (the standard
+// distributions reject and redraw, which never ends on a run of zeros).
+class Entropy {
+ public:
+  explicit Entropy(std::uint64_t seed) : rng_(seed) {}
+  Entropy(const std::uint8_t* data, std::size_t size) : data_(data), size_(size), bytes_(true) {}
+  std::uint64_t bits() {
+    if (!bytes_) return rng_();
+    return next() * 0x0101010101010101ull;
+  }
+  int uniform(int lo, int hi) {
+    if (!bytes_) return std::uniform_int_distribution<int>(lo, hi)(rng_);
+    return lo + static_cast<int>(next() % static_cast<unsigned>(hi - lo + 1));
+  }
+  double unit() {  // In [0, 1).
+    if (!bytes_) return std::uniform_real_distribution<double>(0, 1)(rng_);
+    return next() / 256.0;
+  }
+
+ private:
+  std::uint8_t next() { return pos_ < size_ ? data_[pos_++] : 0; }
+
+ private:
+  std::mt19937_64 rng_;
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t pos_ = 0;
+  bool bytes_ = false;
+};
+
+// What a random orphan policy answers comes from the sequence's entropy.
 class RandomOrphanPolicy final : public OrphanPolicy {
  public:
-  explicit RandomOrphanPolicy(std::mt19937_64& rng, double abort_probability)
+  explicit RandomOrphanPolicy(Entropy& rng, double abort_probability)
       : rng_(rng), abort_probability_(abort_probability) {}
   OrphanDecision decide(const OrphanView& view) override {
     if (view.key == nullptr) throw Violation("orphan view without a key");
-    std::uniform_real_distribution<double> u(0, 1);
-    if (u(rng_) >= abort_probability_) return OrphanDecision::complete;
-    return u(rng_) < 0.5 ? OrphanDecision::abort : OrphanDecision::keep_partial;
+    if (rng_.unit() >= abort_probability_) return OrphanDecision::complete;
+    return rng_.unit() < 0.5 ? OrphanDecision::abort : OrphanDecision::keep_partial;
   }
   std::string_view name() const override { return "random"; }
 
  private:
-  std::mt19937_64& rng_;
+  Entropy& rng_;
   double abort_probability_;
 };
 
@@ -131,6 +162,7 @@ struct Running {
 class Sequence {
  public:
   Sequence(std::uint64_t seed, Model model) : rng_(seed), model_(model) {}
+  Sequence(Entropy entropy, Model model) : rng_(entropy), model_(model) {}
 
   void run() {
     configure();
@@ -157,7 +189,7 @@ class Sequence {
     config_.retry.base_s = 0.1 * uniform(1, 5);
     config_.retry.cap_s = 2.0;
     config_.retry.jitter = 0.2;
-    config_.seed = rng_();
+    config_.seed = rng_.bits();
     origins_ = static_cast<OriginId>(uniform(1, 2));
     const int resources = uniform(1, 3);
     for (int r = 0; r < resources; ++r) {
@@ -612,7 +644,8 @@ class Sequence {
       }
     }
     // Every active demand is served by a live task of its key.
-    for (const auto& [h, d] : ref_) {
+    for (const auto& entry : ref_) {
+      const RefDemand& d = entry.second;  // Not a structured binding: clang's lambdas.
       if (!d.active) continue;
       REQUIRE(std::any_of(tasks.begin(), tasks.end(),
                           [&](const TaskInfo& t) { return same(t.key, d.key); }),
@@ -699,8 +732,8 @@ class Sequence {
 
   // --- Helpers ---------------------------------------------------------------
 
-  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
-  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  int uniform(int lo, int hi) { return rng_.uniform(lo, hi); }
+  bool chance(double p) { return rng_.unit() < p; }
 
   DemandHandle pick_handle() {
     return handles_[static_cast<std::size_t>(uniform(0, static_cast<int>(handles_.size()) - 1))];
@@ -716,7 +749,7 @@ class Sequence {
     if (log_.size() < 400) log_.push_back(std::to_string(now_) + " " + std::move(line));
   }
 
-  std::mt19937_64 rng_;
+  Entropy rng_;
   Model model_;
   SchedulerConfig config_;
   std::shared_ptr<RandomOrphanPolicy> policy_;
@@ -748,6 +781,7 @@ class Sequence {
 }  // namespace
 }  // namespace dfl
 
+#ifndef DFL_MODEL_SEQUENCE_ONLY  // The fuzzer includes this file for Sequence alone.
 int main(int argc, char** argv) {
   std::uint64_t sequences = 200000;
   std::uint64_t shard = 0;
@@ -817,3 +851,4 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(failures));
   return failures == 0 ? 0 : 1;
 }
+#endif  // DFL_MODEL_SEQUENCE_ONLY

@@ -1,0 +1,62 @@
+// libFuzzer target: the trace reader on any bytes. It must give a clean error
+// (TraceError naming the file, a line and a field) or a valid trace, never a
+// crash, a hang, a leak or another exception (ASan/UBSan and libFuzzer's
+// timeout and leak checks do the rest).
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "demandflight/sim/trace.h"
+
+namespace {
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "trace_fuzz: %s\n", what);
+  std::abort();
+}
+
+// What every trace the reader accepts must satisfy.
+void check(const dfl::sim::Trace& t) {
+  double last = 0;
+  for (const dfl::sim::Record& r : t.records) {
+    if (!(r.t >= last)) fail("records out of time order");
+    last = r.t;
+    switch (r.op) {
+      case dfl::sim::Op::subscribe:
+        if (r.artifact >= t.artifacts.size() || r.owner >= t.owners.size() ||
+            r.demand >= t.demand_ids.size()) {
+          fail("a subscribe names something out of range");
+        }
+        break;
+      case dfl::sim::Op::cancel:
+      case dfl::sim::Op::set_priority:
+        if (r.demand >= t.demand_ids.size()) fail("a demand out of range");
+        break;
+      case dfl::sim::Op::end_owner:
+        if (r.owner >= t.owners.size()) fail("an owner out of range");
+        break;
+      case dfl::sim::Op::fault:
+        if (r.fault >= t.faults.size()) fail("a fault out of range");
+        break;
+    }
+  }
+  for (const dfl::sim::Artifact& a : t.artifacts) {
+    if (a.origin >= t.platform.origins.size()) fail("an artifact's origin out of range");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  try {
+    check(dfl::sim::read_trace(in, "fuzz.jsonl"));
+  } catch (const dfl::sim::TraceError& e) {
+    if (e.file() != "fuzz.jsonl" || e.line() == 0 || e.field().empty()) {
+      fail("a TraceError without file, line or field");
+    }
+    if (std::string(e.what()).rfind("fuzz.jsonl:", 0) != 0) fail("a message not FILE:LINE: ...");
+  }
+  return 0;  // Any other exception escapes and libFuzzer reports it.
+}
