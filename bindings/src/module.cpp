@@ -208,11 +208,15 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   options.max_transfers = max_transfers;
   options.max_per_origin = max_per_origin;
   if (network_model) {
-    if (*network_model != "default" && *network_model != "cm02" && *network_model != "CM02") {
-      throw py::value_error("network_model must be \"default\" or \"cm02\"");
+    if (*network_model == "default") {
+      options.network_model = sim::NetworkModel::calibrated;
+    } else if (*network_model == "cm02" || *network_model == "CM02") {
+      options.network_model = sim::NetworkModel::cm02;
+    } else if (*network_model == "lv08" || *network_model == "LV08") {
+      options.network_model = sim::NetworkModel::lv08;
+    } else {
+      throw py::value_error("network_model must be \"default\", \"cm02\" or \"lv08\"");
     }
-    options.network_model =
-        *network_model == "default" ? sim::NetworkModel::simgrid_default : sim::NetworkModel::cm02;
   }
   options.timeline_path = timeline_path;
   sim::Result result;

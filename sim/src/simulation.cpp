@@ -29,6 +29,7 @@
 
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/policies/registry.h"
+#include "demandflight/sim/defaults.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/recorder.h"
 #include "demandflight/sim/simulator.h"
@@ -137,10 +138,24 @@ class Simulation {
     static char arg1[] = "--log=root.thresh:critical";
     static char* argv[] = {arg0, arg1, nullptr};
     engine_ = std::make_unique<sg4::Engine>(&argc, argv);
-    if (options_.network_model.value_or(trace_.platform.network_model) == NetworkModel::cm02) {
-      engine_->set_config("network/model:CM02");
-      engine_->set_config("network/crosstraffic:0");
+    switch (options_.network_model.value_or(trace_.platform.network_model)) {
+      case NetworkModel::calibrated:
+        // Calibration: README "Fidelity" (bench/fidelity.py against the backend).
+        engine_->set_config("network/model:CM02");
+        engine_->set_config("network/crosstraffic:0");
+        engine_->set_config("network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor));
+        engine_->set_config("network/bandwidth-factor:" +
+                            std::to_string(defaults::calibrated_bandwidth_factor));
+        break;
+      case NetworkModel::cm02:
+        engine_->set_config("network/model:CM02");
+        engine_->set_config("network/crosstraffic:0");
+        break;
+      case NetworkModel::lv08:
+        break;  // SimGrid's own default.
     }
+    for (const std::string& setting : options_.simgrid_config)
+      engine_->set_config(setting);
     const Platform& p = trace_.platform;
     auto* zone = sg4::create_full_zone("world");
     client_ = zone->create_host("client", p.hash_Bps);

@@ -172,8 +172,12 @@ class Reader {
         const std::string model = pf.string("network_model");
         if (model == "CM02") {
           p.network_model = NetworkModel::cm02;
+        } else if (model == "LV08") {
+          p.network_model = NetworkModel::lv08;
         } else if (model != "default") {
-          pf.fail("network_model", "must be \"default\" (SimGrid's LV08) or \"CM02\"");
+          pf.fail("network_model",
+                  "must be \"default\" (CM02 calibrated on the real backend), \"CM02\" or "
+                  "\"LV08\"");
         }
       }
       if (pf.has("origins")) {

@@ -33,6 +33,7 @@ struct SimOptions {
   std::optional<std::uint32_t> max_transfers;  // Override the trace header.
   std::optional<std::uint32_t> max_per_origin;
   std::optional<NetworkModel> network_model;  // Overrides platform.network_model.
+  std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   std::string transfer_log_path;              // One line per transfer started (for bench/).
   // A policy object to use instead of `policy` (which then only names it in
