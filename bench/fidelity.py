@@ -83,8 +83,8 @@ def port_named_trace(trace, ports, path):
                 r["platform"]["origins"] = {str(ports[n]): v for n, v in origins.items()}
         elif r.get("op") == "artifact":
             r["origin"] = str(ports[r["origin"]])
-        elif r.get("op") == "fault" and "origin" in r:
-            r["origin"] = str(ports[r["origin"]])
+        elif r.get("op") == "fault":
+            continue  # A client cannot make a server fail: both worlds run without faults.
         out.append(json.dumps(r))
     Path(path).write_text("\n".join(out) + "\n")
 
@@ -252,9 +252,15 @@ def main():
                 return 1
             real = json.loads((work / "real.json").read_text())
             for model in models:
+                # The simulator runs the same fault-free trace (with the real names).
+                if trace["faults"]:
+                    Path(work / "sim-trace.jsonl").write_text("".join(
+                        line for line in Path(trace_path).read_text().splitlines(keepends=True)
+                        if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
+                sim_trace = str(work / "sim-trace.jsonl") if trace["faults"] else trace_path
                 name, *settings = model.split("+")
                 extra = [x for setting in settings for x in ("--cfg", setting)]
-                subprocess.run([args.cli, "sim", trace_path, "--network-model", name, *extra,
+                subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra,
                                 "--out", str(work / "sim.json"), "--quiet"], check=True)
                 sim = json.loads((work / "sim.json").read_text())
                 if args.keep:

@@ -68,7 +68,7 @@ LearnedModel LearnedModel::load(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or a number out of range.
     throw std::invalid_argument(path + ": not JSON: " + e.what());
   }
   auto fail = [&](const std::string& field, const std::string& what) {

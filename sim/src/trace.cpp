@@ -115,7 +115,8 @@ class Reader {
       json object;
       try {
         object = json::parse(text);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {
+        // parse_error, and out_of_range for a number no double holds (found by trace_fuzz).
         throw TraceError(trace_.file, line, "-", std::string("not valid JSON: ") + e.what());
       }
       if (!object.is_object()) throw TraceError(trace_.file, line, "-", "must be a JSON object");

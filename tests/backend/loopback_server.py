@@ -291,6 +291,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client that hangs up mid-body (an abort, a dropped transfer) is normal here.
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True)
@@ -298,8 +308,7 @@ def main():
     parser.add_argument("--rate-Bps", type=int, default=0)
     parser.add_argument("--bind", default="127.0.0.1")
     args = parser.parse_args()
-    server = ThreadingHTTPServer((args.bind, args.port), Handler)
-    server.daemon_threads = True
+    server = Server((args.bind, args.port), Handler)
     server.state = State(args.root, args.rate_Bps)
     print(f"PORT {server.server_address[1]}", flush=True)
     try:

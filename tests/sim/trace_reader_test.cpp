@@ -105,6 +105,8 @@ std::vector<BadInput> bad_inputs() {
            "\n",
        3, "after_fraction", "at most"},
       {"EmptyTrace", "", 1, "format", "empty trace"},
+      // Found by trace_fuzz: a number too large for a double is bad JSON, not a crash.
+      {"NumberOverflow", h + "{\"op\": \"cancel\", \"t\": 3e500000}\n", 2, "-", "not valid JSON"},
       // Found by trace_fuzz: an empty key is still named.
       {"EmptyFieldName",
        h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "cdn", "": 1})"

@@ -133,10 +133,11 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
     :class:`OrphanPolicy` instance. ``overrides`` change the trace's header or the
-    simulator: ``max_transfers``, ``max_per_origin``, ``network_model`` ("default" or
-    "cm02"), ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``,
-    ``disk_write_Bps``, ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``,
-    ``retry_cap_s``, ``retry_jitter``.
+    simulator: ``max_transfers``, ``max_per_origin``, ``network_model`` ("default":
+    CM02 calibrated on the real backend, "cm02": exact, "lv08": SimGrid's own),
+    ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``, ``disk_write_Bps``,
+    ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``,
+    ``retry_jitter``.
 
     Each call runs in a fresh process (SimGrid allows one simulation per process), so a
     notebook may call it any number of times. Raises :class:`TraceError` for a bad trace
