@@ -13,7 +13,6 @@
 // file the seed varies only the retry jitter.
 #include <fcntl.h>
 #include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>

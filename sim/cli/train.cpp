@@ -6,7 +6,6 @@
 // the view the policy would have seen, labelled by the trace's future: is the
 // key subscribed again within the horizon? A logistic regression is fitted on
 // all examples with Eigen and written as JSON.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,7 +14,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -182,14 +182,7 @@ class ResultRecorder {
   }
 
   void on(double, const EvictArtifact& c) {
-    if (pending_orphan_installs_ == 0) return;  // Nothing to charge: skip the lookup.
-    auto it = key_index_.find(c.key);
-    if (it == key_index_.end()) return;
-    std::uint64_t& pending = orphan_install_size_[it->second];
-    if (pending == 0) return;
-    result_.summary.bytes_wasted += pending;
-    pending = 0;
-    --pending_orphan_installs_;
+    charge_pending(c.key, orphan_install_size_, pending_orphan_installs_);
   }
 
   const TaskResult& on(double t, const TaskCreated& c) {
@@ -244,14 +237,7 @@ class ResultRecorder {
   }
   void on(double, const AbortTransfer& c) { track(c.task).keep_partial = c.keep_partial; }
   void on(double, const DropPartial& c) {
-    if (pending_partials_ == 0) return;
-    auto it = key_index_.find(c.key);
-    if (it == key_index_.end()) return;
-    std::uint64_t& pending = partial_pending_[it->second];
-    if (pending == 0) return;
-    result_.summary.bytes_wasted += pending;
-    pending = 0;
-    --pending_partials_;
+    charge_pending(c.key, partial_pending_, pending_partials_);
   }
 
   // Commands that change no result field.
@@ -310,6 +296,21 @@ class ResultRecorder {
     Priority priority = 0;     // The priority it last asked for.
     std::uint64_t task = 0;    // The TaskId serving it; 0 for none.
   };
+
+  // Charges the bytes `table` holds for `key` as wasted (a completed orphan
+  // evicted unused, a kept partial dropped unresumed); `nonzero` counts the
+  // table's non-zero entries, so that an empty table costs no lookup.
+  void charge_pending(const ArtifactKey& key, std::vector<std::uint64_t>& table,
+                      std::size_t& nonzero) {
+    if (nonzero == 0) return;
+    auto it = key_index_.find(key);
+    if (it == key_index_.end()) return;
+    std::uint64_t& pending = table[it->second];
+    if (pending == 0) return;
+    result_.summary.bytes_wasted += pending;
+    pending = 0;
+    --nonzero;
+  }
 
   void close_pollution(double t, TaskTrack& task) {
     if (task.polluted_since < 0) return;
