@@ -1,16 +1,14 @@
 // The baseline for the simulator's overhead: a bare SimGrid replay of the
-// same transfers (same sizes, start times and origins, hence the same
-// concurrency) on the same platform, with no engine, no trace records, no
-// finalize and no results.
+// same transfers (same sizes, start times, origins and cancellations, hence
+// the same concurrency) on the same platform, with no engine, no finalize, no
+// trace records and no results.
 //
-// Usage: sim_bare_replay TRACE TRANSFER_LOG [--finalize] [--network-model cm02]
+// Usage: sim_bare_replay TRACE TRANSFER_LOG [cm02]
 // TRACE supplies only its header (the platform); TRANSFER_LOG is what
-// `demandflight sim --transfer-log` wrote: "T t origin bytes" per transfer
-// started and "F t bytes" per finalize started. With --finalize the replay
-// also runs each finalize as the simulator models it (hashing on the client's
-// CPU, then a write on its disk), so that both run the same SimGrid
-// activities. Prints what it replayed and the wall time of the replay itself
-// (after loading its input), comparable to `demandflight sim --profile`.
+// `demandflight sim --transfer-log` wrote: "T t id origin bytes" per comm
+// started, "A t id" per comm cancelled (an abort, an origin going down).
+// Prints what it replayed and the wall time of the replay itself (after
+// loading its input), comparable to `demandflight sim --profile`'s simulate.
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
@@ -31,9 +29,10 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-struct Start {
+struct Event {
   double t;
-  bool finalize;
+  bool cancel;
+  std::uint64_t id;
   std::uint32_t origin;
   std::uint64_t bytes;
 };
@@ -42,35 +41,27 @@ struct Start {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s TRACE TRANSFER_LOG [--finalize] [--network-model cm02]\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s TRACE TRANSFER_LOG [cm02]\n", argv[0]);
     return 2;
   }
-  bool cm02 = false, with_finalize = false;
-  for (int i = 3; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--finalize") == 0) with_finalize = true;
-    if (std::strcmp(argv[i], "cm02") == 0) cm02 = true;
-  }
+  const bool cm02 = argc > 3 && std::strcmp(argv[3], "cm02") == 0;
   std::ifstream trace_file(argv[1]);
   std::string header_line;
   std::getline(trace_file, header_line);
   std::istringstream header(header_line + "\n");
   const dfl::sim::Trace trace = dfl::sim::read_trace(header, argv[1]);
 
-  std::vector<Start> starts;
+  std::vector<Event> events;  // In the simulator's order.
   {
     std::ifstream log(argv[2]);
     std::string kind;
     while (log >> kind) {
-      Start s{};
-      if (kind == "T") {
-        log >> s.t >> s.origin >> s.bytes;
-      } else {
-        s.finalize = true;
-        log >> s.t >> s.bytes;
-      }
+      Event e{};
+      e.cancel = kind == "A";
+      log >> e.t >> e.id;
+      if (!e.cancel) log >> e.origin >> e.bytes;
       if (!log) break;
-      if (!s.finalize || with_finalize) starts.push_back(s);
+      events.push_back(e);
     }
   }
 
@@ -95,7 +86,7 @@ int main(int argc, char** argv) {
   // the header) get the defaults, in the order the simulator would add them.
   auto* zone = sg4::create_full_zone("world");
   auto* client = zone->create_host("client", trace.platform.hash_Bps);
-  auto* disk = zone->create_host("client-disk", trace.platform.disk_write_Bps);
+  zone->create_host("client-disk", trace.platform.disk_write_Bps);  // As in the simulator.
   auto* client_link = zone->create_link("client-link", trace.platform.client_bandwidth_Bps);
   client_link->set_latency(trace.platform.client_latency_s)->seal();
   std::vector<sg4::Host*> origins;
@@ -109,61 +100,69 @@ int main(int argc, char** argv) {
   }
   zone->seal();
 
-  // Activities are released by a timer, never inside their own completion
-  // callback (SimGrid still reads them afterwards), as in the simulator.
-  std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> running;
-  std::unordered_map<const sg4::Activity*, std::uint64_t> hashing;  // -> bytes to write
+  // Activities are released at a later virtual time, never inside their own
+  // completion callback (SimGrid still reads them afterwards), as in the
+  // simulator; a cancelled comm reports twice and must live until the second.
+  std::unordered_map<std::uint64_t, sg4::CommPtr> running;  // By transfer id.
+  std::unordered_map<const sg4::Activity*, std::pair<sg4::CommPtr, int>> cancelled;
   std::vector<sg4::ActivityPtr> graveyard;
-  std::size_t done = 0;
+  double graveyard_s = 0;
+  std::size_t completed = 0, cancels = 0;
   auto retire = [&](sg4::ActivityPtr a) {
-    if (graveyard.empty())
-      simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock(), [&] { graveyard.clear(); });
+    if (sg4::Engine::get_clock() > graveyard_s) {
+      graveyard.clear();
+      graveyard_s = sg4::Engine::get_clock();
+    }
     graveyard.push_back(std::move(a));
   };
   sg4::Activity::on_completion_cb([&](const sg4::Activity& a) {
-    auto it = running.find(&a);
+    const auto id = reinterpret_cast<std::uintptr_t>(a.get_data<void>());
+    if (auto c = cancelled.find(&a); c != cancelled.end()) {
+      if (++c->second.second >= 2) {
+        retire(std::move(c->second.first));
+        cancelled.erase(c);
+      }
+      return;
+    }
+    if (a.get_state() != sg4::Activity::State::FINISHED) return;
+    auto it = running.find(id);
     if (it == running.end()) return;
     retire(std::move(it->second));
     running.erase(it);
-    if (auto h = hashing.find(&a); h != hashing.end()) {
-      auto write = sg4::Exec::init();
-      write->set_flops_amount(static_cast<double>(h->second))->set_host(disk);
-      hashing.erase(h);
-      running.emplace(write.get(), write);
-      write->start();
-      return;
-    }
-    ++done;
+    ++completed;
   });
   std::size_t next = 0;
-  std::function<void()> start_due = [&] {
+  std::function<void()> due = [&] {
     const double now = sg4::Engine::get_clock();
-    while (next < starts.size() && starts[next].t <= now) {
-      const Start& s = starts[next++];
-      if (s.finalize) {
-        auto hash = sg4::Exec::init();
-        hash->set_flops_amount(static_cast<double>(s.bytes))->set_host(client);
-        hashing.emplace(hash.get(), s.bytes);
-        running.emplace(hash.get(), hash);
-        hash->start();
+    while (next < events.size() && events[next].t <= now) {
+      const Event& e = events[next++];
+      if (e.cancel) {
+        auto it = running.find(e.id);
+        if (it == running.end()) continue;  // Already complete here: no ordering is exact.
+        sg4::Comm* raw = it->second.get();
+        cancelled.emplace(raw, std::make_pair(std::move(it->second), 0));
+        running.erase(it);
+        raw->cancel();
+        ++cancels;
         continue;
       }
-      if (s.origin >= origins.size()) continue;
-      auto comm = sg4::Comm::sendto_init(origins[s.origin], client);
-      comm->set_payload_size(s.bytes);
-      running.emplace(comm.get(), comm);
+      if (e.origin >= origins.size()) continue;
+      auto comm = sg4::Comm::sendto_init(origins[e.origin], client);
+      comm->set_payload_size(e.bytes);
+      comm->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(e.id)));
       comm->start();
+      running.emplace(e.id, std::move(comm));
     }
-    if (next < starts.size()) simgrid::kernel::timer::Timer::set(starts[next].t, start_due);
+    if (next < events.size()) simgrid::kernel::timer::Timer::set(events[next].t, due);
   };
-  if (!starts.empty()) simgrid::kernel::timer::Timer::set(starts.front().t, start_due);
+  if (!events.empty()) simgrid::kernel::timer::Timer::set(events.front().t, due);
   const auto wall_start = std::chrono::steady_clock::now();
   engine.run();
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   std::printf(
-      "%zu activities replayed (%s), %zu completed, virtual end %.3f s, replay wall %.3f s\n",
-      starts.size(), with_finalize ? "transfers + finalizes" : "transfers", done,
-      sg4::Engine::get_clock(), wall_s);
+      "%zu events replayed, %zu comms completed, %zu cancelled, virtual end %.3f s, "
+      "replay wall %.3f s\n",
+      events.size(), completed, cancels, sg4::Engine::get_clock(), wall_s);
   return 0;
 }

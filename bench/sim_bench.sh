@@ -5,9 +5,9 @@
 #   2. the simulator's overhead over a bare SimGrid replay: the simulate phase
 #      of `demandflight sim --profile` (engine + runtime + SimGrid, after the
 #      trace is read, before the result is written) against `sim_bare_replay`
-#      running the same SimGrid activities (every transfer, same sizes, start
-#      times and origins, and every finalize's hash + disk write) with no
-#      engine; and, for reference, against a replay of the transfers alone.
+#      running the same transfers (every comm the simulator started, with its
+#      size, start time and origin, cancelled when the simulator cancelled it,
+#      hence the same concurrency) on the same platform, with no engine.
 # Each comparison runs back to back, REPEAT times (default 3); medians.
 # Usage: bench/sim_bench.sh [BUILD_DIR]   (default build/release; N from DEMANDS)
 set -euo pipefail
@@ -25,24 +25,22 @@ t0=$(seconds)
 "$build/sim/demandflight" gen open_world_streaming --seed "$seed" --demands "$demands" > "$work/trace.jsonl"
 gen_s=$(awk -v a="$t0" -v b="$(seconds)" 'BEGIN { printf "%.2f", b - a }')
 
-# The transfer log feeds the bare replay; writing it costs the simulator time,
-# so it is written by a run of its own, not by the timed ones.
+# The transfer log (comms started and cancelled) feeds the bare replay; writing
+# it costs the simulator time, so a run of its own writes it.
 "$build/sim/demandflight" sim "$work/trace.jsonl" --quiet --transfer-log "$work/transfers.log"
 
-: > "$work/e2e"; : > "$work/sim"; : > "$work/bare"; : > "$work/bare_transfers"
+: > "$work/e2e"; : > "$work/sim"; : > "$work/bare"
 for _ in $(seq "$repeat"); do
   t1=$(seconds)
   "$build/sim/demandflight" sim "$work/trace.jsonl" --out "$work/result.json" --profile \
     > "$work/summary.txt" 2> "$work/profile.txt"
   awk -v a="$t1" -v b="$(seconds)" 'BEGIN { printf "%.3f\n", b - a }' >> "$work/e2e"
   sed -n 's/.*simulate \([0-9.]*\) s.*/\1/p' "$work/profile.txt" >> "$work/sim"
-  "$build/bench/sim_bare_replay" "$work/trace.jsonl" "$work/transfers.log" --finalize > "$work/bare.txt"
+  "$build/bench/sim_bare_replay" "$work/trace.jsonl" "$work/transfers.log" > "$work/bare.txt"
   sed -n 's/.*replay wall \([0-9.]*\) s.*/\1/p' "$work/bare.txt" >> "$work/bare"
-  "$build/bench/sim_bare_replay" "$work/trace.jsonl" "$work/transfers.log" > "$work/bare_t.txt"
-  sed -n 's/.*replay wall \([0-9.]*\) s.*/\1/p' "$work/bare_t.txt" >> "$work/bare_transfers"
 done
 e2e=$(median < "$work/e2e"); sim=$(median < "$work/sim")
-bare=$(median < "$work/bare"); bare_t=$(median < "$work/bare_transfers")
+bare=$(median < "$work/bare")
 
 echo "trace: open_world_streaming, $demands demands, seed $seed ($(du -h "$work/trace.jsonl" | cut -f1)), generated in $gen_s s"
 sed 's/^/  /' "$work/summary.txt"
@@ -53,9 +51,7 @@ echo "| measurement (median of $repeat) | wall s |"
 echo "|---|---|"
 echo "| demandflight sim, end to end (read + simulate + write) | $e2e |"
 echo "| demandflight sim, simulate phase | $sim |"
-echo "| bare SimGrid replay, same transfers + finalizes | $bare |"
-echo "| bare SimGrid replay, transfers only | $bare_t |"
-awk -v e="$e2e" -v s="$sim" -v b="$bare" -v t="$bare_t" 'BEGIN {
+echo "| bare SimGrid replay of the same transfers | $bare |"
+awk -v e="$e2e" -v s="$sim" -v b="$bare" 'BEGIN {
   printf "\nend to end: %.1f s (limit 60 s)\n", e
-  printf "simulator / bare replay of the same activities: %.2fx (limit 1.5x)\n", s / b
-  printf "simulator / bare replay of the transfers alone: %.2fx\n", s / t }'
+  printf "simulator / bare replay of the same transfers: %.2fx (limit 1.5x)\n", s / b }'

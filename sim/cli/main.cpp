@@ -74,7 +74,11 @@ int main(int argc, char** argv) {
   sim->add_option("--out", out_path, "write the result JSON here");
   sim->add_option("--timeline", timeline_path, "write a Chrome/Perfetto trace-event JSON here");
   sim->add_option("--transfer-log", transfer_log_path,
-                  "write one line per transfer started: t origin bytes (for bench/)");
+                  "write the network activities for bench/sim_bare_replay: a line per comm "
+                  "started (T t id origin bytes) and cancelled (A t id)");
+  sim->add_flag("--finalize-execs", options.finalize_execs,
+                "run every finalize as SimGrid Execs, also a lone one (the same times, slower; "
+                "for checking the lone-finalize timers)");
   sim->add_flag("--quiet", quiet, "print nothing on success");
   bool profile = false;
   sim->add_flag("--profile", profile,

@@ -6,9 +6,11 @@
 //   engine next_wakeup()   -> a SimGrid timer; a stale one just calls on_timer
 //   StartTransfer          -> Comm origin->client of the bytes still missing
 //   AbortTransfer          -> Comm::cancel(); bytes done read before cancelling
-//   StartFinalize          -> Exec of size "flops" on the client host (speed
-//                             hash_Bps), then Exec on the disk host (speed
-//                             disk_write_Bps): both shared fairly when concurrent
+//   StartFinalize          -> hashing on the client host (speed hash_Bps), then
+//                             a write on the disk host (speed disk_write_Bps),
+//                             each shared fairly by the finalizes on it: an
+//                             Exec per finalize, or a timer while one is alone
+//                             (Stage below)
 // Faults: transfer_error shortens the next attempts' comms to after_fraction of
 // their bytes and reports an error; corrupt makes the next completed transfers
 // fail verification; origin_down fails that origin's running transfers at once
@@ -58,10 +60,30 @@ struct Finalize {
   TaskId task;
   std::uint64_t size = 0;
   bool corrupt = false;
-  bool hashing = true;
-  sg4::ExecPtr exec;
+  bool hashing = true;  // Else writing.
+  sg4::ExecPtr exec;    // Null while alone on its stage (a timer runs it).
+  double hash_end_s = -1;  // Pipelined (see Simulation::enter_stage): hashing ends here.
   double started_s = 0;
   int lane = -1;
+};
+
+// A resource a finalize passes through (the CPU that hashes, the disk that
+// writes), shared fairly by the finalizes on it. SimGrid shares it between
+// one Exec per finalize; a finalize alone on an idle stage needs no sharing
+// and runs as a timer at now + bytes / speed instead, a fraction of an Exec's
+// cost to SimGrid (README "Simulator"). When a second finalize arrives, the
+// lone one's remaining bytes move into an Exec, and the stage uses Execs
+// until it is idle again. The virtual times are the same either way
+// (SimFidelity.ConcurrentFinalizes*); SimOptions::finalize_execs turns the
+// timers off.
+struct Stage {
+  sg4::Host* host = nullptr;
+  double speed = 0;
+  std::size_t users = 0;
+  bool has_solo = false;  // A finalize runs alone on a timer:
+  std::uint64_t solo = 0;  // its id,
+  double solo_start = 0;   // when it began on this stage,
+  Timer* solo_timer = nullptr;
 };
 
 struct KeyFaults {
@@ -94,6 +116,7 @@ class Simulation {
     if (!options_.transfer_log_path.empty()) {
       transfer_log_.open(options_.transfer_log_path);
       if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
+      transfer_log_.precision(17);  // Exact start times: the replay must match them.
     }
 
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { on_completion(a); });
@@ -160,6 +183,10 @@ class Simulation {
     auto* zone = sg4::create_full_zone("world");
     client_ = zone->create_host("client", p.hash_Bps);
     disk_ = zone->create_host("client-disk", p.disk_write_Bps);
+    hashing_.host = client_;
+    hashing_.speed = p.hash_Bps;
+    writing_.host = disk_;
+    writing_.speed = p.disk_write_Bps;
     auto* client_link = zone->create_link("client-link", p.client_bandwidth_Bps);
     client_link->set_latency(p.client_latency_s);
     client_link->seal();
@@ -257,7 +284,7 @@ class Simulation {
         for (std::uint64_t id : victims) {
           Transfer& transfer = transfers_.at(id);
           const std::uint64_t done = bytes_done(transfer);
-          cancel_comm(transfer);
+          cancel_comm(id, transfer);
           end_transfer(id, TransferStatus::retryable_error, done, "origin down");
         }
         break;
@@ -300,9 +327,6 @@ class Simulation {
     recorder_.transfer_started();
     transfer.slot = timeline_.transfer_started();
     const std::uint64_t id = c.transfer.value;
-    if (transfer_log_) {
-      transfer_log_ << "T " << now() << ' ' << origin << ' ' << transfer.payload << '\n';
-    }
     if (origin_down_until_[origin] > now()) {
       // A refused connection: fails after one round trip, nothing received.
       const double rtt =
@@ -314,6 +338,10 @@ class Simulation {
         drain();
       });
       return;
+    }
+    if (transfer_log_) {
+      transfer_log_ << "T " << now() << ' ' << id << ' ' << origin << ' ' << transfer.payload
+                    << '\n';
     }
     transfer.comm = sg4::Comm::sendto_init(origin_hosts_[origin], client_);
     transfer.comm->set_payload_size(transfer.payload);
@@ -329,7 +357,7 @@ class Simulation {
     const std::uint64_t done = bytes_done(transfer);
     recorder_.on(now(), c);
     recorder_.attempt_aborted(c.task, done);
-    cancel_comm(transfer);
+    cancel_comm(c.transfer.value, transfer);
     transfer.comm = nullptr;  // Kept alive by cancelled_ until its reports.
     recorder_.transfer_bytes(transfer.task, done);
     timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
@@ -339,7 +367,6 @@ class Simulation {
 
   void handle(StartFinalize& c) {
     const std::uint32_t key = recorder_.key_of_task(c.task);
-    if (transfer_log_) transfer_log_ << "F " << now() << ' ' << c.size_bytes << '\n';
     Finalize f;
     f.id = c.finalize;
     f.task = c.task;
@@ -351,11 +378,8 @@ class Simulation {
       --faults.corrupt;
       f.corrupt = true;
     }
-    f.exec = sg4::Exec::init();
-    f.exec->set_flops_amount(static_cast<double>(f.size))->set_host(client_);
-    tag(*f.exec, Tag::finalize, c.finalize.value);
     auto& stored = finalizes_.emplace(c.finalize.value, std::move(f)).first->second;
-    stored.exec->start();
+    enter_stage(hashing_, c.finalize.value, stored);
   }
 
   void handle(Deliver& c) {
@@ -382,19 +406,23 @@ class Simulation {
 
   // SimGrid still reads an activity after its completion callback returns, so
   // an activity is never released inside one: it is retired here and released
-  // by a timer at the same instant, which runs after SimGrid is done with it.
+  // by the first retirement at a later virtual time, when SimGrid is done with
+  // every step of the earlier one. (A timer at the same instant would do too,
+  // but costs SimGrid a step of its own, per retirement.)
   void retire(sg4::ActivityPtr activity) {
     if (!activity) return;
-    if (graveyard_.empty()) {
-      Timer::set(now(), [this] { graveyard_.clear(); });
+    if (now() > graveyard_s_) {
+      graveyard_.clear();
+      graveyard_s_ = now();
     }
     graveyard_.push_back(std::move(activity));
   }
 
   // SimGrid reports a cancelled comm twice (CANCELED, then FAILED) and reads
   // it each time: it must stay alive until the second report.
-  void cancel_comm(Transfer& transfer) {
+  void cancel_comm(std::uint64_t id, Transfer& transfer) {
     if (!transfer.comm) return;
+    if (transfer_log_) transfer_log_ << "A " << now() << ' ' << id << '\n';
     sg4::Comm* raw = transfer.comm.get();
     tag(*raw, Tag::cancelled, 0);
     cancelled_.emplace(raw, CancelledComm{transfer.comm, 0});
@@ -433,27 +461,96 @@ class Simulation {
     }
     if (kind == Tag::finalize) {
       if (activity.get_state() != sg4::Activity::State::FINISHED) return;
-      Finalize& f = finalizes_.at(id);
-      if (f.hashing) {
-        // Hashing done; now the disk write of the verified bytes.
-        f.hashing = false;
-        retire(std::move(f.exec));
-        f.exec = sg4::Exec::init();
-        f.exec->set_flops_amount(static_cast<double>(f.size))->set_host(disk_);
-        tag(*f.exec, Tag::finalize, id);
-        f.exec->start();
-        return;
-      }
-      const FinalizeStatus status =
-          f.corrupt ? FinalizeStatus::verify_failed : FinalizeStatus::installed;
-      if (f.corrupt) recorder_.wasted(f.size);
-      timeline_.finalize_ended(f.lane, "verify+install", f.started_s, now(), to_string(status));
-      const FinalizeId finalize = f.id;
-      retire(std::move(f.exec));
-      finalizes_.erase(id);
-      scheduler_.on_finalize_finished(now(), finalize, status);
-      drain();
+      stage_done(id);
     }
+  }
+
+  // --- Finalize stages (see Stage) -------------------------------------------
+
+  void enter_stage(Stage& stage, std::uint64_t id, Finalize& f) {
+    settle_pipelined();
+    const auto bytes = static_cast<double>(f.size);
+    if (stage.users++ == 0 && !options_.finalize_execs) {
+      stage.has_solo = true;
+      stage.solo = id;
+      stage.solo_start = now();
+      double end = now() + bytes / stage.speed;
+      if (&stage == &hashing_ && writing_.users == 0) {
+        // Nothing can reach the idle disk before this finalize (another would
+        // have to hash first, and share the CPU with it): one timer for both
+        // stages; it moves to the disk stage at hash_end_s (settle_pipelined).
+        f.hash_end_s = end;
+        end += bytes / writing_.speed;
+        pipelined_ = id;
+      }
+      stage.solo_timer = Timer::set(end, [this, id] { stage_done(id); });
+      return;
+    }
+    if (stage.has_solo) {
+      // Share from now on: the lone finalize's remaining bytes become an Exec.
+      // One due at this very instant just finishes on its timer.
+      Finalize& lone = finalizes_.at(stage.solo);
+      const double remaining =
+          static_cast<double>(lone.size) - (now() - stage.solo_start) * stage.speed;
+      if (remaining > 0) {
+        stage.solo_timer->remove();
+        stage.has_solo = false;
+        if (pipelined_ == stage.solo) {
+          pipelined_ = 0;
+          lone.hash_end_s = -1;
+        }
+        start_exec(stage, stage.solo, lone, remaining);
+      }
+    }
+    start_exec(stage, id, f, bytes);
+  }
+
+  // A pipelined finalize past its hashing is on the disk stage now (alone:
+  // see enter_stage), still on its one timer.
+  void settle_pipelined() {
+    if (pipelined_ == 0) return;
+    Finalize& f = finalizes_.at(pipelined_);
+    if (now() < f.hash_end_s) return;
+    --hashing_.users;
+    hashing_.has_solo = false;
+    f.hashing = false;
+    ++writing_.users;
+    writing_.has_solo = true;
+    writing_.solo = pipelined_;
+    writing_.solo_start = f.hash_end_s;
+    writing_.solo_timer = hashing_.solo_timer;
+    f.hash_end_s = -1;
+    pipelined_ = 0;
+  }
+
+  void start_exec(const Stage& stage, std::uint64_t id, Finalize& f, double bytes) {
+    f.exec = sg4::Exec::init();
+    f.exec->set_flops_amount(bytes)->set_host(stage.host);
+    tag(*f.exec, Tag::finalize, id);
+    f.exec->start();
+  }
+
+  void stage_done(std::uint64_t id) {
+    settle_pipelined();
+    Finalize& f = finalizes_.at(id);
+    Stage& stage = f.hashing ? hashing_ : writing_;
+    --stage.users;
+    if (stage.has_solo && stage.solo == id) stage.has_solo = false;
+    retire(std::move(f.exec));
+    if (f.hashing) {
+      // Hashing done; now the disk write of the verified bytes.
+      f.hashing = false;
+      enter_stage(writing_, id, f);
+      return;
+    }
+    const FinalizeStatus status =
+        f.corrupt ? FinalizeStatus::verify_failed : FinalizeStatus::installed;
+    if (f.corrupt) recorder_.wasted(f.size);
+    timeline_.finalize_ended(f.lane, "verify+install", f.started_s, now(), to_string(status));
+    const FinalizeId finalize = f.id;
+    finalizes_.erase(id);
+    scheduler_.on_finalize_finished(now(), finalize, status);
+    drain();
   }
 
   void end_transfer(std::uint64_t id, TransferStatus status, std::uint64_t bytes, const char* how) {
@@ -518,7 +615,10 @@ class Simulation {
   };
   std::unordered_map<const sg4::Activity*, CancelledComm> cancelled_;
   std::vector<sg4::ActivityPtr> graveyard_;
+  double graveyard_s_ = 0;  // When graveyard_'s activities were retired.
   std::unordered_map<std::uint64_t, Finalize> finalizes_;
+  Stage hashing_, writing_;
+  std::uint64_t pipelined_ = 0;  // The finalize on one timer for both stages, if any.
   std::multiset<double> armed_;
   std::vector<Command> commands_;
 

@@ -4,6 +4,9 @@
 // at exact virtual times.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "cli_runner.h"
 
 namespace dfl::testing {
@@ -44,6 +47,90 @@ TEST(SimFidelity, FinalizeCostsHashingThenADiskWrite) {
   const CliRun run = simulate(h + artifact("rock", 20'000'000) + sub(0, "d1", "rock"));
   // Transfer 2.05 s, hash 20 MB at 10 MB/s = 2 s, write at 20 MB/s = 1 s.
   EXPECT_NEAR(demand_record(run.result, "d1")["t_end"].get<double>(), 2.05 + 2.0 + 1.0, 1e-6);
+}
+
+// A platform where transfers take ~nothing, so finalizes start when asked.
+std::string finalize_header(const std::string& hash_Bps, const std::string& disk_Bps,
+                            const std::string& scheduler = R"({"max_transfers": 8})") {
+  return R"({"format": "demandflight-trace", "version": 1, "platform": {"client_bandwidth_Bps": 1e12, "client_latency_s": 0, )"
+         R"("origins": {"cdn": {"bandwidth_Bps": 1e12, "latency_s": 0}}, "hash_Bps": )" +
+         hash_Bps + R"(, "disk_write_Bps": )" + disk_Bps + R"(}, "scheduler": )" + scheduler +
+         "}\n";
+}
+
+// d1 and d2 end at these times, with lone finalizes on timers (the default)
+// and with every finalize an Exec.
+void expect_ends(const std::string& trace, double d1, double d2) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, {std::string("--finalize-execs")}}) {
+    SCOPED_TRACE(extra.empty() ? "lone finalizes on timers" : "--finalize-execs");
+    const CliRun run = simulate(trace, extra);
+    EXPECT_NEAR(demand_record(run.result, "d1")["t_end"].get<double>(), d1, 1e-4);
+    EXPECT_NEAR(demand_record(run.result, "d2")["t_end"].get<double>(), d2, 1e-4);
+  }
+}
+
+TEST(SimFidelity, ConcurrentFinalizesShareTheCpuAndTheDiskFairly) {
+  // Hash and disk at 10 MB/s. a hashes alone until b arrives at 0.5 s, then at
+  // half speed: a hashed at 1.5, b at 2.0. a writes alone until b joins at 2.0,
+  // then both at half speed: a installed at 3.0, b alone again until 3.5.
+  // (A lone finalize runs on a timer; the arrival moves it into a SimGrid Exec.)
+  const std::string trace = finalize_header("1e7", "1e7") + artifact("a", 10'000'000) +
+                            artifact("b", 10'000'000) + sub(0, "d1", "a") + sub(0.5, "d2", "b");
+  expect_ends(trace, 3.0, 3.5);
+}
+
+TEST(SimFidelity, ConcurrentFinalizesShareTheDiskAfterALoneHash) {
+  // Hash 10 MB/s, disk 1 MB/s. a alone: hashed at 1, writing until 11. b
+  // hashes alone 2..3 and joins the disk at 3, when a has 8 MB left: both at
+  // 0.5 MB/s until a is installed at 19; b's last 2 MB alone, until 21.
+  const std::string trace = finalize_header("1e7", "1e6") + artifact("a", 10'000'000) +
+                            artifact("b", 10'000'000) + sub(0, "d1", "a") + sub(2, "d2", "b");
+  expect_ends(trace, 19.0, 21.0);
+}
+
+TEST(SimFidelity, LoneFinalizeTimersGiveTheSameResultsAsExecs) {
+  // Randomized: many finalizes on a slow CPU and disk, so that they queue,
+  // overlap in every combination and come and go alone; the timers of lone
+  // finalizes must give every demand the outcome and time Execs give it.
+  const unsigned base = ::testing::UnitTest::GetInstance()->random_seed();
+  for (unsigned round = 0; round < 8; ++round) {
+    const unsigned seed = base + round;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun: --gtest_random_seed=" +
+                 std::to_string(base) + ")");
+    std::mt19937 rng(seed);
+    // Either stage may be the bottleneck, or neither.
+    std::string trace = finalize_header(std::to_string(2 + rng() % 20) + "e6",
+                                        std::to_string(2 + rng() % 20) + "e6",
+                                        R"({"max_transfers": 4})");
+    for (int i = 0; i < 40; ++i)
+      trace += artifact("a" + std::to_string(i), 1'000'000 + rng() % 19'000'000);
+    std::vector<std::pair<double, std::string>> records;
+    for (int i = 0; i < 120; ++i) {
+      const double t = static_cast<double>(rng() % 60'000) / 1000.0;
+      const std::string d = "d" + std::to_string(i);
+      records.emplace_back(t, sub(t, d, "a" + std::to_string(rng() % 40)));
+      if (rng() % 4 == 0) {
+        const double end = t + static_cast<double>(rng() % 5'000) / 1000.0;
+        records.emplace_back(end, R"({"op": "cancel", "t": )" + std::to_string(end) +
+                                      R"(, "demand": ")" + d + "\"}\n");
+      }
+    }
+    std::stable_sort(records.begin(), records.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [t, line] : records) trace += line;
+    const CliRun timers = simulate(trace);
+    const CliRun execs = simulate(trace, {"--finalize-execs"});
+    ASSERT_EQ(timers.result["demands"].size(), 120u);
+    ASSERT_EQ(execs.result["demands"].size(), 120u);
+    for (std::size_t i = 0; i < 120; ++i) {
+      const auto& a = timers.result["demands"][i];
+      const auto& b = execs.result["demands"][i];
+      EXPECT_EQ(a["outcome"], b["outcome"]) << a["demand"];
+      EXPECT_NEAR(a["t_end"].get<double>(), b["t_end"].get<double>(), 1e-6) << a["demand"];
+    }
+    EXPECT_EQ(timers.result["summary"], execs.result["summary"]);
+  }
 }
 
 TEST(SimFidelity, TimersFireAtExactVirtualTimes) {

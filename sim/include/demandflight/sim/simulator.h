@@ -35,7 +35,10 @@ struct SimOptions {
   std::optional<NetworkModel> network_model;  // Overrides platform.network_model.
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
-  std::string transfer_log_path;              // One line per transfer started (for bench/).
+  std::string transfer_log_path;              // Comms started and cancelled (for bench/).
+  // Run every finalize stage as a SimGrid Exec, also when it is alone (the
+  // default runs a lone one on a timer; the times are the same): for tests.
+  bool finalize_execs = false;
   // A policy object to use instead of `policy` (which then only names it in
   // the result): Python-defined policies, `demandflight train`'s recorder.
   std::shared_ptr<OrphanPolicy> policy_object;
