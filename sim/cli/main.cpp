@@ -26,6 +26,7 @@
 #include "demandflight/sim/generator.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
+#include "sim_module.h"
 #include "demandflight/sim/trace.h"
 
 namespace {
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    const Result result = simulate(trace, options);
+    const Result result = cli::simulate(trace, options);
     const auto t_write = clock::now();
     if (out.is_open()) {
       write_result_json(result, trace, out);

@@ -24,6 +24,7 @@
 #include "demandflight/sim/simulator.h"
 #include "demandflight/sim/trace.h"
 #include "processes.h"
+#include "sim_module.h"
 #include "subcommand.h"
 
 namespace dfl::cli {
@@ -75,7 +76,7 @@ int collect(const std::string& trace_path, Model model, double horizon_s, const 
     sim::SimOptions options;
     options.model = model;
     options.policy_object = recorder;
-    sim::simulate(trace, options);
+    cli::simulate(trace, options);
     std::ofstream file(out);
     file.precision(17);
     for (std::size_t i = 0; i < recorder->x.size(); ++i) {

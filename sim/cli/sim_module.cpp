@@ -1,0 +1,31 @@
+#include "sim_module.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+// The module's entry point (sim/cli/sim_module_entry.cpp).
+using SimulateFn = dfl::sim::Result (*)(const dfl::sim::Trace&, const dfl::sim::SimOptions&);
+
+namespace dfl::cli {
+
+sim::Result simulate(const sim::Trace& trace, const sim::SimOptions& options) {
+  static SimulateFn fn = [] {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw std::runtime_error("cannot find this program (/proc/self/exe): " + ec.message());
+    const std::string module = (exe.parent_path() / "libdemandflight_simgrid.so").string();
+    void* handle = ::dlopen(module.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      throw std::runtime_error("cannot load the simulator (" + module + "): " + ::dlerror());
+    }
+    void* entry = ::dlsym(handle, "dfl_sim_simulate");
+    if (entry == nullptr) throw std::runtime_error(module + " has no dfl_sim_simulate");
+    return reinterpret_cast<SimulateFn (*)()>(entry)();
+  }();
+  return fn(trace, options);
+}
+
+}  // namespace dfl::cli

@@ -1,0 +1,16 @@
+// The simulator, loaded when a subcommand needs it. SimGrid (and the ns-3
+// libraries it links) costs every process that loads it ~20 ms at start-up,
+// which `fetch`, `replay`, `validate` and `gen` have no use for; so the CLI
+// does not link it: `simulate` is in a module next to the executable
+// (libdemandflight_simgrid.so, sim/CMakeLists.txt), opened on first use.
+#pragma once
+
+#include "demandflight/sim/simulator.h"
+
+namespace dfl::cli {
+
+// dfl::sim::simulate, from the module. Throws std::runtime_error when the
+// module cannot be loaded (the message names the file and why).
+sim::Result simulate(const sim::Trace& trace, const sim::SimOptions& options);
+
+}  // namespace dfl::cli
