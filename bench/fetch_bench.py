@@ -185,7 +185,8 @@ def main():
     parser.add_argument("--fetch-args", default="", help="more flags for demandflight fetch")
     parser.add_argument("--copies", default="1,3", help="callers per artifact, one row each")
     parser.add_argument("--drop-caches", action="store_true",
-                        help="sync and drop the kernel's caches before each set (root)")
+                        help="sync and drop the kernel's caches before each set, and sync "
+                             "before each run (root)")
     args = parser.parse_args()
     binary = os.path.abspath(args.demandflight)
     os.makedirs(args.work, exist_ok=True)
@@ -229,6 +230,10 @@ def main():
                         # thousands were deleted (it scans for recently deleted inodes),
                         # which would time the clean-up instead of the tool.
                         out = os.path.join(args.work, "out", f"{tool}-{copies}-{run}")
+                        if args.drop_caches:
+                            # No run pays for the writeback of an earlier run's
+                            # dirty pages (curl's and aria2c's files are not synced).
+                            subprocess.run(["sync"], check=True)
                         if tool == "curl":
                             wall, cpu, _ = run_curl(url, names, out, copies)
                         elif tool == "aria2c":
