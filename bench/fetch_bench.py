@@ -2,6 +2,7 @@
 """Times `demandflight fetch` against curl and aria2c on loopback nginx.
 
     bench/fetch_bench.py DEMANDFLIGHT [--work DIR] [--runs N] [--sets small,medium,large]
+                         [--baseline OTHER_DEMANDFLIGHT] [--drop-caches]
 
 nginx (own config, pid, logs and temp paths, 127.0.0.1 only, sendfile on)
 serves three sets: 2,000 x 64 KiB, 200 x 4 MiB and 1 x 1 GiB. Each set is
@@ -184,11 +185,17 @@ def main():
     parser.add_argument("--json", default=None, help="write the raw figures here")
     parser.add_argument("--fetch-args", default="", help="more flags for demandflight fetch")
     parser.add_argument("--copies", default="1,3", help="callers per artifact, one row each")
+    parser.add_argument("--baseline", default=None,
+                        help="another demandflight binary, run interleaved with the first "
+                             "(an A/B of two builds in the same conditions)")
     parser.add_argument("--drop-caches", action="store_true",
                         help="sync and drop the kernel's caches before each set, and sync "
                              "before each run (root)")
     args = parser.parse_args()
-    binary = os.path.abspath(args.demandflight)
+    binaries = {"demandflight": os.path.abspath(args.demandflight)}
+    if args.baseline:
+        binaries["baseline"] = os.path.abspath(args.baseline)
+    tools = ["curl", "aria2c"] + list(binaries)
     os.makedirs(args.work, exist_ok=True)
 
     sets = [s for s in args.sets.split(",") if s]
@@ -221,10 +228,10 @@ def main():
                         while f.read(1 << 22):
                             pass
             for copies in [int(c) for c in args.copies.split(",")]:
-                samples = {"demandflight": [], "curl": [], "aria2c": []}
+                samples = {t: [] for t in tools}
                 max_requests = 0
                 for run in range(args.runs):
-                    for tool in ("curl", "aria2c", "demandflight"):
+                    for tool in tools:
                         # A fresh directory per run. Many small files are deleted only
                         # after the set: ext4 creates files slowly for a while after
                         # thousands were deleted (it scans for recently deleted inodes),
@@ -240,8 +247,9 @@ def main():
                             wall, cpu, _ = run_aria2(url, names, out, copies)
                         else:
                             offset = os.path.getsize(access_log)
-                            wall, cpu, text = run_demandflight(binary, url, manifests[name], out,
-                                                               copies, args.fetch_args.split())
+                            wall, cpu, text = run_demandflight(binaries[tool], url,
+                                                               manifests[name], out, copies,
+                                                               args.fetch_args.split())
                             time.sleep(0.2)  # nginx writes its log line after the response.
                             counts = requests_per_file(access_log, offset)
                             max_requests = max([max_requests] + list(counts.values()))
@@ -279,6 +287,10 @@ def main():
         print(f"| {label} | {copies} | {cell('demandflight')} | {cell('curl')} | "
               f"{cell('aria2c')} | {med['curl'] / med['demandflight']:.2f}x | "
               f"{med['aria2c'] / med['demandflight']:.2f}x | {max_requests} |")
+        if "baseline" in med:
+            print(f"|   baseline binary | {copies} | {cell('baseline')} | | | "
+                  f"{med['curl'] / med['baseline']:.2f}x | "
+                  f"{med['aria2c'] / med['baseline']:.2f}x | |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
