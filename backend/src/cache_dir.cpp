@@ -22,43 +22,8 @@ std::string errno_text(const std::string& what, const fs::path& path) {
   return what + " " + path.string() + ": " + std::strerror(errno);
 }
 
-// A staging file: unnamed (O_TMPFILE in staging/) where the file system has
-// them and `unnamed` asks for it, else named `path`. An unnamed one never
-// shows in staging/, a crash leaves nothing of it, and its fdatasync writes
-// only its own data and inode: ext4 without a journal also writes the parent
-// directory of a newly named file at its first fsync, which for a small
-// artifact costs as much again (README "Fetch").
-int open_staging(const fs::path& path, bool unnamed, bool& named) {
-  if (unnamed) {
-    const int fd = ::open(path.parent_path().c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      named = false;
-      return fd;
-    }
-    // Not supported here (or failing: the named open says why).
-  }
-  named = true;
+int open_staging(const fs::path& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-}
-
-// Gives the unnamed file `fd` the name `target`, replacing an object of that
-// name if there is one (through the staging name `via`, then a rename).
-bool link_unnamed(int fd, const fs::path& target, const fs::path& via) {
-  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  auto link_to = [&](const fs::path& name) {
-    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-      return true;
-    }
-    // Without /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH).
-    return errno == ENOENT && ::linkat(fd, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0;
-  };
-  if (link_to(target)) return true;
-  if (errno != EEXIST || !link_to(via)) return false;
-  if (::rename(via.c_str(), target.c_str()) == 0) return true;
-  const int error = errno;
-  ::unlink(via.c_str());
-  errno = error;
-  return false;
 }
 
 bool is_object_name(const std::string& name) {
@@ -210,7 +175,7 @@ void CacheDir::Staging::discard() {
   if (core_->fd >= 0) {
     ::close(core_->fd);
     core_->fd = -1;
-    if (core_->named) ::unlink(core_->path.c_str());
+    ::unlink(core_->path.c_str());
   }
   core_.reset();
 }
@@ -219,7 +184,7 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
                                                     std::size_t size) {
   if (!core.opened) {
     core.opened = true;
-    core.fd = open_staging(core.path, core.unnamed, core.named);
+    core.fd = open_staging(core.path);
     if (core.fd < 0) return IoError{errno_text("cannot create", core.path)};
   }
   core.hash.update(data, size);
@@ -280,9 +245,8 @@ std::optional<IoError> CacheDir::Staging::flush() {
 
 // --- CacheDir --------------------------------------------------------------------
 
-CacheDir::CacheDir(fs::path root, bool write_behind, bool unnamed_staging)
-    : unnamed_staging_(unnamed_staging),
-      root_(std::move(root)), objects_(root_ / "objects"), staging_(root_ / "staging") {
+CacheDir::CacheDir(fs::path root, bool write_behind)
+    : root_(std::move(root)), objects_(root_ / "objects"), staging_(root_ / "staging") {
   std::error_code ec;
   fs::create_directories(objects_, ec);
   if (ec) throw std::runtime_error("cannot create " + objects_.string() + ": " + ec.message());
@@ -363,16 +327,11 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key)
     // Created by whichever thread first writes to it: the receiving thread
     // never waits on the staging directory (a rename out of it waits for the
     // objects/ fsync while holding it).
-    Staging staging(path, -1, std::move(name), writer_.get());
-    staging.core_->unnamed = unnamed_staging_;
-    return staging;
+    return Staging(path, -1, std::move(name), writer_.get());
   }
-  bool named = true;
-  const int fd = open_staging(path, unnamed_staging_, named);
+  const int fd = open_staging(path);
   if (fd < 0) return IoError{errno_text("cannot create", path)};
-  Staging staging(path, fd, std::move(name), nullptr);
-  staging.core_->named = named;
-  return staging;
+  return Staging(path, fd, std::move(name), nullptr);
 }
 
 std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint64_t> expected_size,
@@ -394,26 +353,15 @@ std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint
   // staging file, which the next start removes.
   // fdatasync: the data and the size; the timestamps need not be durable.
   if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
+  if (::close(std::exchange(core.fd, -1)) != 0) {
+    ::unlink(core.path.c_str());
+    return IoError{errno_text("cannot close", core.path)};
+  }
   const fs::path target = objects_ / core.object_name;
-  if (!core.named) {
-    if (!link_unnamed(core.fd, target, core.path)) {
-      return IoError{errno_text("cannot link into", target)};
-    }
-    if (::close(std::exchange(core.fd, -1)) != 0) {
-      const IoError error{errno_text("cannot close", core.path)};
-      ::unlink(target.c_str());
-      return error;
-    }
-  } else {
-    if (::close(std::exchange(core.fd, -1)) != 0) {
-      ::unlink(core.path.c_str());
-      return IoError{errno_text("cannot close", core.path)};
-    }
-    if (::rename(core.path.c_str(), target.c_str()) != 0) {
-      const IoError error{errno_text("cannot rename into", target)};
-      ::unlink(core.path.c_str());
-      return error;
-    }
+  if (::rename(core.path.c_str(), target.c_str()) != 0) {
+    const IoError error{errno_text("cannot rename into", target)};
+    ::unlink(core.path.c_str());
+    return error;
   }
   if (auto error = sync_objects_after_rename()) return error;
   std::lock_guard lock(mutex_);

@@ -5,15 +5,12 @@
 //                      ArtifactKey's canonical encoding, so no resource name,
 //                      however hostile ("../../etc/passwd"), can reach a path
 //                      outside the root;
-//   staging/           bytes still arriving or being verified: unnamed files
-//                      (Linux O_TMPFILE), or <...>.part where those are not
-//                      available or not wanted.
+//   staging/<...>.part bytes still arriving or being verified.
 //
 // Install protocol: bytes go to a staging file (buffered, hashed while they
-// stream; unnamed until commit where the file system allows, see the
-// constructor); commit() checks the size and digest, fsyncs the file, gives it
-// its name in objects/ (a link of the unnamed file, or a rename of the named
-// one: both atomic), then fsyncs objects/ so that the name itself is durable. A process killed at any point therefore leaves either no
+// stream); commit() checks the size and digest, fsyncs the file, renames it
+// into objects/ (atomic on POSIX), then fsyncs objects/ so that the rename
+// itself is durable. A process killed at any point therefore leaves either no
 // object or the complete, verified one: never a partial or corrupt object.
 // Opening a CacheDir removes staging leftovers and rebuilds the index from
 // objects/.
@@ -68,10 +65,7 @@ class CacheDir {
     // returned by this call or, with write-behind, by a later one.
     std::optional<IoError> write(const void* data, std::size_t size);
     std::uint64_t bytes() const { return bytes_; }
-    // Its name in staging/ (only the name it would have while unnamed).
     const std::filesystem::path& path() const { return core_->path; }
-    // True while the bytes are in a named file at path().
-    bool named() const { return core_->opened && core_->named; }
 
    private:
     friend class CacheDir;
@@ -79,11 +73,9 @@ class CacheDir {
     // What the writer thread may touch, on the heap so that a Staging can
     // move while writes are in flight.
     struct Core {
-      std::filesystem::path path;  // Its name; only a name to come while unnamed.
+      std::filesystem::path path;
       int fd = -1;
       bool opened = false;  // With write-behind the file is created by the first write_out.
-      bool unnamed = true;  // Asked for an unnamed file (CacheDir's unnamed_staging)...
-      bool named = true;    // ...and got a named one at `path` instead.
       std::string object_name;
       Sha256 hash;
       std::uint64_t written = 0;            // Bytes written to the file.
@@ -119,12 +111,7 @@ class CacheDir {
   // directories cannot be created or read (a configuration error at start-up).
   // With `write_behind`, staged bytes are hashed and written by a writer
   // thread of the cache, off the thread that receives them.
-  // With `unnamed_staging` (the default), staging files have no name until
-  // commit (Linux O_TMPFILE, where the file system has it): nothing shows in
-  // staging/, a crash leaves nothing behind, and the install's fsync is
-  // cheaper. Named staging files are the fallback, and a choice for tests.
-  explicit CacheDir(std::filesystem::path root, bool write_behind = false,
-                    bool unnamed_staging = true);
+  explicit CacheDir(std::filesystem::path root, bool write_behind = false);
   ~CacheDir();
   CacheDir(const CacheDir&) = delete;
   CacheDir& operator=(const CacheDir&) = delete;
@@ -155,7 +142,6 @@ class CacheDir {
   const std::filesystem::path& root() const { return root_; }
 
  private:
-  bool unnamed_staging_ = true;
   std::filesystem::path root_;
   std::filesystem::path objects_;
   std::filesystem::path staging_;
