@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
     std::ifstream log(argv[2]);
     std::string kind;
     while (log >> kind) {
+      if (kind != "T" && kind != "A") {
+        std::fprintf(stderr, "%s: unknown line kind '%s' (expected T or A)\n", argv[2],
+                     kind.c_str());
+        return 2;
+      }
       Event e{};
       e.cancel = kind == "A";
       log >> e.t >> e.id;

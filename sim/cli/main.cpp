@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "demandflight sim: --policy: %s\n", e.what());
       return 2;
     }
+    cli::load_simulator();  // Before the clock: loading SimGrid is not simulating.
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
     const Trace trace = read_trace(trace_path);

@@ -11,7 +11,9 @@ using SimulateFn = dfl::sim::Result (*)(const dfl::sim::Trace&, const dfl::sim::
 
 namespace dfl::cli {
 
-sim::Result simulate(const sim::Trace& trace, const sim::SimOptions& options) {
+namespace {
+
+SimulateFn simulate_fn() {
   static SimulateFn fn = [] {
     std::error_code ec;
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -25,7 +27,15 @@ sim::Result simulate(const sim::Trace& trace, const sim::SimOptions& options) {
     if (entry == nullptr) throw std::runtime_error(module + " has no dfl_sim_simulate");
     return reinterpret_cast<SimulateFn (*)()>(entry)();
   }();
-  return fn(trace, options);
+  return fn;
+}
+
+}  // namespace
+
+void load_simulator() { simulate_fn(); }
+
+sim::Result simulate(const sim::Trace& trace, const sim::SimOptions& options) {
+  return simulate_fn()(trace, options);
 }
 
 }  // namespace dfl::cli

@@ -9,8 +9,11 @@
 
 namespace dfl::cli {
 
-// dfl::sim::simulate, from the module. Throws std::runtime_error when the
-// module cannot be loaded (the message names the file and why).
+// Loads the module (once; later calls do nothing). Throws std::runtime_error
+// when it cannot be loaded (the message names the file and why).
+void load_simulator();
+
+// dfl::sim::simulate, from the module (loaded first if need be).
 sim::Result simulate(const sim::Trace& trace, const sim::SimOptions& options);
 
 }  // namespace dfl::cli

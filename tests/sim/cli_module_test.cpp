@@ -37,6 +37,12 @@ TEST(CliSimulatorModule, OnlyTheSubcommandsThatSimulateNeedIt) {
   const std::string cli = (dir / "demandflight").string();
   const std::string trace = std::string(DFL_SCENARIOS) + "/three_callers.jsonl";
 
+  // The executable does not name SimGrid (nor, through it, ns-3) among its libraries.
+  const Outcome needed = run("readelf -d " + cli);
+  ASSERT_EQ(needed.exit_code, 0) << needed.output;
+  EXPECT_NE(needed.output.find("(NEEDED)"), std::string::npos) << needed.output;
+  EXPECT_EQ(needed.output.find("libsimgrid"), std::string::npos) << needed.output;
+
   // Without the module next to it: everything but sim works.
   const Outcome validate = run(cli + " validate " + trace);
   EXPECT_EQ(validate.exit_code, 0) << validate.output;

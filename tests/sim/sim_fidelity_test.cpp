@@ -129,7 +129,9 @@ TEST(SimFidelity, LoneFinalizeTimersGiveTheSameResultsAsExecs) {
       EXPECT_EQ(a["outcome"], b["outcome"]) << a["demand"];
       EXPECT_NEAR(a["t_end"].get<double>(), b["t_end"].get<double>(), 1e-6) << a["demand"];
     }
-    EXPECT_EQ(timers.result["summary"], execs.result["summary"]);
+    for (const char* field : {"outcomes", "bytes_transferred", "bytes_wasted", "installs"}) {
+      EXPECT_EQ(timers.result["summary"][field], execs.result["summary"][field]) << field;
+    }
   }
 }
 
