@@ -25,7 +25,11 @@ SimulateFn simulate_fn() {
     }
     void* entry = ::dlsym(handle, "dfl_sim_simulate");
     if (entry == nullptr) throw std::runtime_error(module + " has no dfl_sim_simulate");
-    return reinterpret_cast<SimulateFn (*)()>(entry)();
+    const SimulateFn found = reinterpret_cast<SimulateFn (*)(const char*)>(entry)(DFL_BUILD_ID);
+    if (found == nullptr) {
+      throw std::runtime_error(module + " is from another build of demandflight (reinstall both)");
+    }
+    return found;
   }();
   return fn;
 }

@@ -3,6 +3,11 @@
 
 using SimulateFn = dfl::sim::Result (*)(const dfl::sim::Trace&, const dfl::sim::SimOptions&);
 
-extern "C" __attribute__((visibility("default"))) SimulateFn dfl_sim_simulate() {
-  return &dfl::sim::simulate;
+#include <cstring>
+
+// Null unless `build_id` is this module's: the types passed across are only
+// known to match when the CLI was compiled by the same build.
+extern "C" __attribute__((visibility("default"))) SimulateFn dfl_sim_simulate(
+    const char* build_id) {
+  return std::strcmp(build_id, DFL_BUILD_ID) == 0 ? &dfl::sim::simulate : nullptr;
 }

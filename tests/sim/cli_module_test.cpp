@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace dfl::testing {
@@ -56,8 +58,24 @@ TEST(CliSimulatorModule, OnlyTheSubcommandsThatSimulateNeedIt) {
   EXPECT_NE(missing.output.find("libdemandflight_simgrid.so"), std::string::npos)
       << missing.output;
 
-  // With it: sim runs.
-  fs::copy_file(DFL_SIM_MODULE, dir / fs::path(DFL_SIM_MODULE).filename());
+  // A module of another build (its build id differs) is refused.
+  std::string module;
+  {
+    std::ifstream in(DFL_SIM_MODULE, std::ios::binary);
+    module.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = module.find(DFL_BUILD_ID);
+  ASSERT_NE(at, std::string::npos) << "the module carries its build id";
+  std::string other = module;
+  other[at] = other[at] == '0' ? '1' : '0';
+  const fs::path module_path = dir / fs::path(DFL_SIM_MODULE).filename();
+  std::ofstream(module_path, std::ios::binary) << other;
+  const Outcome foreign = run(cli + " sim " + trace + " --quiet");
+  EXPECT_EQ(foreign.exit_code, 1);
+  EXPECT_NE(foreign.output.find("is from another build"), std::string::npos) << foreign.output;
+
+  // Its own: sim runs.
+  std::ofstream(module_path, std::ios::binary | std::ios::trunc) << module;
   const Outcome sim = run(cli + " sim " + trace + " --quiet --out " + (dir / "r.json").string());
   EXPECT_EQ(sim.exit_code, 0) << sim.output;
   EXPECT_TRUE(fs::exists(dir / "r.json"));
