@@ -22,7 +22,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "demandflight/sim/defaults.h"
 #include "demandflight/sim/trace.h"
 
 namespace sg4 = simgrid::s4u;
@@ -75,18 +74,10 @@ int main(int argc, char** argv) {
   char arg1[] = "--log=root.thresh:critical";
   char* sg_argv[] = {arg0, arg1, nullptr};
   sg4::Engine engine(&sg_argc, sg_argv);
-  // The same network model as the simulator's (sim/src/simulation.cpp).
-  const auto model = cm02 ? dfl::sim::NetworkModel::cm02 : trace.platform.network_model;
-  if (model != dfl::sim::NetworkModel::lv08) {
-    engine.set_config("network/model:CM02");
-    engine.set_config("network/crosstraffic:0");
-  }
-  if (model == dfl::sim::NetworkModel::calibrated) {
-    engine.set_config("network/latency-factor:" +
-                      std::to_string(dfl::sim::defaults::calibrated_latency_factor));
-    engine.set_config("network/bandwidth-factor:" +
-                      std::to_string(dfl::sim::defaults::calibrated_bandwidth_factor));
-  }
+  // The same network model as the simulator's.
+  for (const std::string& setting : dfl::sim::simgrid_settings(
+           cm02 ? dfl::sim::NetworkModel::cm02 : trace.platform.network_model))
+    engine.set_config(setting);
   // The platform, as in the simulator. Origins named only by artifacts (not in
   // the header) get the defaults, in the order the simulator would add them.
   auto* zone = sg4::create_full_zone("world");

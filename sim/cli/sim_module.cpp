@@ -6,9 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-// The module's entry point (sim/cli/sim_module_entry.cpp).
-using SimulateFn = dfl::sim::Result (*)(const dfl::sim::Trace&, const dfl::sim::SimOptions&);
-
 namespace dfl::cli {
 
 namespace {

@@ -7,6 +7,10 @@
 
 #include "demandflight/sim/simulator.h"
 
+// The module's one entry point, `dfl_sim_simulate(build_id)`, returns this
+// (dfl::sim::simulate), or null when the CLI is of another build.
+using SimulateFn = dfl::sim::Result (*)(const dfl::sim::Trace&, const dfl::sim::SimOptions&);
+
 namespace dfl::cli {
 
 // Loads the module (once; later calls do nothing). Throws std::runtime_error

@@ -1,9 +1,7 @@
 // The entry point of libdemandflight_simgrid.so: see sim_module.h.
-#include "demandflight/sim/simulator.h"
-
-using SimulateFn = dfl::sim::Result (*)(const dfl::sim::Trace&, const dfl::sim::SimOptions&);
-
 #include <cstring>
+
+#include "sim_module.h"
 
 // Null unless `build_id` is this module's: the types passed across are only
 // known to match when the CLI was compiled by the same build.

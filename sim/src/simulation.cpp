@@ -62,7 +62,6 @@ struct Finalize {
   bool corrupt = false;
   bool hashing = true;  // Else writing.
   sg4::ExecPtr exec;    // Null while alone on its stage (a timer runs it).
-  double hash_end_s = -1;  // Pipelined (see Simulation::enter_stage): hashing ends here.
   double started_s = 0;
   int lane = -1;
 };
@@ -161,22 +160,9 @@ class Simulation {
     static char arg1[] = "--log=root.thresh:critical";
     static char* argv[] = {arg0, arg1, nullptr};
     engine_ = std::make_unique<sg4::Engine>(&argc, argv);
-    switch (options_.network_model.value_or(trace_.platform.network_model)) {
-      case NetworkModel::calibrated:
-        // Calibration: README "Fidelity" (bench/fidelity.py against the backend).
-        engine_->set_config("network/model:CM02");
-        engine_->set_config("network/crosstraffic:0");
-        engine_->set_config("network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor));
-        engine_->set_config("network/bandwidth-factor:" +
-                            std::to_string(defaults::calibrated_bandwidth_factor));
-        break;
-      case NetworkModel::cm02:
-        engine_->set_config("network/model:CM02");
-        engine_->set_config("network/crosstraffic:0");
-        break;
-      case NetworkModel::lv08:
-        break;  // SimGrid's own default.
-    }
+    for (const std::string& setting :
+         simgrid_settings(options_.network_model.value_or(trace_.platform.network_model)))
+      engine_->set_config(setting);
     for (const std::string& setting : options_.simgrid_config)
       engine_->set_config(setting);
     const Platform& p = trace_.platform;
@@ -478,10 +464,11 @@ class Simulation {
       if (&stage == &hashing_ && writing_.users == 0) {
         // Nothing can reach the idle disk before this finalize (another would
         // have to hash first, and share the CPU with it): one timer for both
-        // stages; it moves to the disk stage at hash_end_s (settle_pipelined).
-        f.hash_end_s = end;
-        end += bytes / writing_.speed;
+        // stages; it moves to the disk stage at the end of its hashing
+        // (settle_pipelined).
         pipelined_ = id;
+        pipelined_hash_end_s_ = end;
+        end += bytes / writing_.speed;
       }
       stage.solo_timer = Timer::set(end, [this, id] { stage_done(id); });
       return;
@@ -495,10 +482,7 @@ class Simulation {
       if (remaining > 0) {
         stage.solo_timer->remove();
         stage.has_solo = false;
-        if (pipelined_ == stage.solo) {
-          pipelined_ = 0;
-          lone.hash_end_s = -1;
-        }
+        if (pipelined_ == stage.solo) pipelined_ = 0;
         start_exec(stage, stage.solo, lone, remaining);
       }
     }
@@ -508,18 +492,16 @@ class Simulation {
   // A pipelined finalize past its hashing is on the disk stage now (alone:
   // see enter_stage), still on its one timer.
   void settle_pipelined() {
-    if (pipelined_ == 0) return;
+    if (pipelined_ == 0 || now() < pipelined_hash_end_s_) return;
     Finalize& f = finalizes_.at(pipelined_);
-    if (now() < f.hash_end_s) return;
     --hashing_.users;
     hashing_.has_solo = false;
     f.hashing = false;
     ++writing_.users;
     writing_.has_solo = true;
     writing_.solo = pipelined_;
-    writing_.solo_start = f.hash_end_s;
+    writing_.solo_start = pipelined_hash_end_s_;
     writing_.solo_timer = hashing_.solo_timer;
-    f.hash_end_s = -1;
     pipelined_ = 0;
   }
 
@@ -618,7 +600,8 @@ class Simulation {
   double graveyard_s_ = 0;  // When graveyard_'s activities were retired.
   std::unordered_map<std::uint64_t, Finalize> finalizes_;
   Stage hashing_, writing_;
-  std::uint64_t pipelined_ = 0;  // The finalize on one timer for both stages, if any.
+  std::uint64_t pipelined_ = 0;  // The finalize on one timer for both stages, if any,
+  double pipelined_hash_end_s_ = 0;  // and when its hashing ends.
   std::multiset<double> armed_;
   std::vector<Command> commands_;
 

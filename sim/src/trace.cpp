@@ -405,6 +405,21 @@ TraceError::TraceError(std::string file, std::size_t line, std::string field,
       line_(line),
       field_(std::move(field)) {}
 
+std::vector<std::string> simgrid_settings(NetworkModel model) {
+  switch (model) {
+    case NetworkModel::calibrated:
+      // Calibration: README "Fidelity" (bench/fidelity.py against the backend).
+      return {"network/model:CM02", "network/crosstraffic:0",
+              "network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor),
+              "network/bandwidth-factor:" + std::to_string(defaults::calibrated_bandwidth_factor)};
+    case NetworkModel::cm02:
+      return {"network/model:CM02", "network/crosstraffic:0"};
+    case NetworkModel::lv08:
+      break;
+  }
+  return {};
+}
+
 Trace read_trace(std::istream& in, const std::string& name_for_errors) {
   return Reader(name_for_errors).read(in);
 }

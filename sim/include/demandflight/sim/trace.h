@@ -57,6 +57,10 @@ enum class NetworkModel : std::uint8_t {
   lv08,
 };
 
+// The SimGrid settings (KEY:VALUE, for Engine::set_config) that make `model`;
+// none for lv08, SimGrid's own default.
+std::vector<std::string> simgrid_settings(NetworkModel model);
+
 struct Platform {
   // platform.network_model: "default", "CM02" or "LV08" (an added optional field).
   NetworkModel network_model = NetworkModel::calibrated;
