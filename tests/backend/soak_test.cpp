@@ -16,7 +16,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,23 +67,32 @@ std::size_t files_in(const fs::path& dir) {
   return n;
 }
 
-// The terminals of every demand, numbered as they are subscribed.
+// The terminals of every demand, numbered as they are subscribed. One bit per
+// demand (told at least once) and a list of the demands told again, so that
+// the ledger itself hardly grows: the soak's resident-memory check measures
+// the client, not its own bookkeeping (a deque of counts grew by 3.4 MiB in
+// five minutes, the whole growth that run reported).
 class Ledger {
  public:
   int open() {
     std::lock_guard lock(mutex_);
-    counts_.push_back(0);
-    return static_cast<int>(counts_.size() - 1);
+    told_.push_back(false);
+    return static_cast<int>(told_.size() - 1);
   }
   void close(int n, DemandOutcome outcome) {
     std::lock_guard lock(mutex_);
-    ++counts_[static_cast<std::size_t>(n)];
+    const auto i = static_cast<std::size_t>(n);
+    if (told_[i]) {
+      told_again_.push_back(i);
+    } else {
+      told_[i] = true;
+    }
     ++outcomes_[outcome];
     ++delivered_;
   }
   std::size_t opened() const {
     std::lock_guard lock(mutex_);
-    return counts_.size();
+    return told_.size();
   }
   std::size_t delivered() const {
     std::lock_guard lock(mutex_);
@@ -92,9 +100,9 @@ class Ledger {
   }
   std::vector<std::size_t> not_exactly_one() const {
     std::lock_guard lock(mutex_);
-    std::vector<std::size_t> out;
-    for (std::size_t i = 0; i < counts_.size(); ++i)
-      if (counts_[i] != 1) out.push_back(i);
+    std::vector<std::size_t> out = told_again_;
+    for (std::size_t i = 0; i < told_.size(); ++i)
+      if (!told_[i]) out.push_back(i);
     return out;
   }
   std::map<DemandOutcome, std::size_t> outcomes() const {
@@ -104,7 +112,8 @@ class Ledger {
 
  private:
   mutable std::mutex mutex_;
-  std::deque<int> counts_;
+  std::vector<bool> told_;
+  std::vector<std::size_t> told_again_;
   std::map<DemandOutcome, std::size_t> outcomes_;
   std::size_t delivered_ = 0;
 };
@@ -319,7 +328,10 @@ TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothi
   // resident memory says nothing about leaks there (LeakSanitizer does).
   (void)rss_end;
 #else
-  EXPECT_LE(rss_end, rss_start + 32 * 1024) << "resident memory grew by more than 32 MiB";
+  // The ledger adds a bit per demand; the rest is the client's. Flat in runs
+  // of 15 s to 5 min (README "Fault soak"); 8 MiB leaves room for the
+  // allocator's arenas and still catches ~100 bytes kept per demand in 15 s.
+  EXPECT_LE(rss_end, rss_start + 8 * 1024) << "resident memory grew by more than 8 MiB";
 #endif
   EXPECT_LE(staging_idle, 4u) << "staging holds more than the kept partials";
   EXPECT_EQ(files_in(dir / "cache" / "staging"), 0u) << "staging leftovers after the client";
