@@ -1,8 +1,11 @@
 #include "demandflight/sim/result.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -54,43 +57,139 @@ void compute_latencies(Result& result) {
   }
 }
 
+namespace {
+
+// Appends JSON text to a buffer that is written out in large pieces, with
+// the exact formatting of nlohmann::json::dump(): a record is written directly
+// instead of being built as a JSON object first (a million of them took
+// seconds), and still reads back, and dumps, to the same bytes.
+class JsonOut {
+ public:
+  explicit JsonOut(std::ostream& out) : out_(out) { text_.reserve(kFlushAt + 4096); }
+  ~JsonOut() { flush(); }
+  JsonOut(const JsonOut&) = delete;
+  JsonOut& operator=(const JsonOut&) = delete;
+
+  JsonOut& raw(std::string_view text) {
+    text_.append(text);
+    if (text_.size() >= kFlushAt) flush();
+    return *this;
+  }
+  JsonOut& string(std::string_view value) {
+    text_.push_back('"');
+    for (const char c : value) {
+      switch (c) {
+        case '"': text_.append("\\\""); break;
+        case '\\': text_.append("\\\\"); break;
+        case '\b': text_.append("\\b"); break;
+        case '\f': text_.append("\\f"); break;
+        case '\n': text_.append("\\n"); break;
+        case '\r': text_.append("\\r"); break;
+        case '\t': text_.append("\\t"); break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+            text_.append(escaped);
+          } else {
+            text_.push_back(c);  // UTF-8 as it came (the trace reader checked it).
+          }
+      }
+    }
+    text_.push_back('"');
+    return *this;
+  }
+  JsonOut& number(double value) {
+    if (!std::isfinite(value)) return raw("null");
+    char buffer[64];
+    char* end = nlohmann::detail::to_chars(buffer, buffer + sizeof buffer, value);
+    return raw(std::string_view(buffer, static_cast<std::size_t>(end - buffer)));
+  }
+  template <typename Int>
+    requires std::is_integral_v<Int>
+  JsonOut& number(Int value) {
+    char buffer[24];
+    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return raw(std::string_view(buffer, static_cast<std::size_t>(end - buffer)));
+  }
+  // `"name":` (names are literals of this file: nothing to escape).
+  JsonOut& key(std::string_view name) {
+    text_.push_back('"');
+    text_.append(name);
+    return raw("\":");
+  }
+
+  void flush() {
+    out_.write(text_.data(), static_cast<std::streamsize>(text_.size()));
+    text_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kFlushAt = 1 << 16;
+  std::ostream& out_;
+  std::string text_;
+};
+
+}  // namespace
+
 // Streams one record per line, so a run of a million demands never builds a
-// million-element JSON tree in memory.
+// million-element JSON tree in memory; each line is what nlohmann's dump()
+// gives for that record (ResultJson.* checks it).
 void write_result_json(const Result& result, const Trace& trace, std::ostream& out) {
   ojson head{{"format", "demandflight-result"}, {"version", 1},
              {"trace", result.trace_name},      {"model", result.model},
              {"policy", result.policy},         {"seed", result.seed}};
   std::string text = head.dump();
   text.pop_back();  // Reopen the object.
-  out << text << ",\n\"demands\": [";
+  JsonOut json(out);
+  json.raw(text).raw(",\n\"demands\": [");
   bool first = true;
   for (const DemandResult& d : result.demands) {
-    ojson record{{"demand", trace.demand_ids[d.demand]},
-                 {"owner", trace.owners[d.owner]},
-                 {"artifact", trace.artifacts[d.artifact].id},
-                 {"priority", d.priority},
-                 {"t_subscribe", d.t_subscribe},
-                 {"t_end", d.ended ? ojson(d.t_end) : ojson(nullptr)},
-                 {"outcome", d.ended ? ojson(std::string(to_string(d.outcome))) : ojson(nullptr)}};
-    out << (first ? "\n " : ",\n ") << record.dump();
+    json.raw(first ? "\n {" : ",\n {");
+    json.key("demand").string(trace.demand_ids[d.demand]);
+    json.raw(",").key("owner").string(trace.owners[d.owner]);
+    json.raw(",").key("artifact").string(trace.artifacts[d.artifact].id);
+    json.raw(",").key("priority").number(d.priority);
+    json.raw(",").key("t_subscribe").number(d.t_subscribe);
+    json.raw(",").key("t_end");
+    if (d.ended) {
+      json.number(d.t_end);
+    } else {
+      json.raw("null");
+    }
+    json.raw(",").key("outcome");
+    if (d.ended) {
+      json.string(to_string(d.outcome));
+    } else {
+      json.raw("null");
+    }
+    json.raw("}");
     first = false;
   }
-  out << "],\n\"tasks\": [";
+  json.raw("],\n\"tasks\": [");
   first = true;
   for (const TaskResult& t : result.tasks) {
-    ojson timeline = ojson::array();
+    json.raw(first ? "\n {" : ",\n {");
+    json.key("artifact").string(trace.artifacts[t.artifact].id);
+    json.raw(",").key("t_start").number(t.t_start);
+    json.raw(",").key("t_end").number(t.t_end);
+    json.raw(",").key("outcome").string(to_string(t.outcome));
+    json.raw(",").key("attempts").number(t.attempts);
+    json.raw(",").key("bytes_transferred").number(t.bytes_transferred);
+    json.raw(",").key("installs").number(t.installs);
+    json.raw(",").key("priority_timeline").raw("[");
+    bool first_change = true;
     for (const auto& [at, priority] : t.priority_timeline) {
-      timeline.push_back(ojson::array({at, priority ? ojson(*priority) : ojson(nullptr)}));
+      json.raw(first_change ? "[" : ",[").number(at).raw(",");
+      if (priority) {
+        json.number(*priority);
+      } else {
+        json.raw("null");
+      }
+      json.raw("]");
+      first_change = false;
     }
-    ojson record{{"artifact", trace.artifacts[t.artifact].id},
-                 {"t_start", t.t_start},
-                 {"t_end", t.t_end},
-                 {"outcome", std::string(to_string(t.outcome))},
-                 {"attempts", t.attempts},
-                 {"bytes_transferred", t.bytes_transferred},
-                 {"installs", t.installs},
-                 {"priority_timeline", timeline}};
-    out << (first ? "\n " : ",\n ") << record.dump();
+    json.raw("]}");
     first = false;
   }
   const Summary& s = result.summary;
@@ -113,7 +212,7 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
                 {"latency_s_by_priority", by_priority},
                 {"priority_pollution_s", s.priority_pollution_s},
                 {"makespan_s", s.makespan_s}};
-  out << "],\n\"summary\": " << summary.dump() << "}\n";
+  json.raw("],\n\"summary\": ").raw(summary.dump()).raw("}\n");
 }
 
 namespace {
