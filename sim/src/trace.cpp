@@ -4,11 +4,13 @@
 // used, so an unknown field (a typo) is an error unless it starts with "x-".
 #include "demandflight/sim/trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <string_view>
+#include <vector>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <unordered_map>
 
 #include "demandflight/sim/defaults.h"
@@ -23,26 +25,27 @@ class FieldReader {
   FieldReader(const json& object, const std::string& file, std::size_t line, std::string prefix)
       : object_(object), file_(file), line_(line), prefix_(std::move(prefix)) {}
 
-  [[noreturn]] void fail(const std::string& field, const std::string& message) const {
-    throw TraceError(file_, line_, prefix_ + field, message);
+  [[noreturn]] void fail(std::string_view field, const std::string& message) const {
+    throw TraceError(file_, line_, prefix_ + std::string(field), message);
   }
 
-  bool has(const std::string& name) const { return object_.contains(name); }
+  bool has(std::string_view name) const { return object_.contains(name); }
 
-  const json& raw(const std::string& name) {
-    used_.insert(name);
+  // Names are string literals (or outlive the reader): only views are kept.
+  const json& raw(std::string_view name) {
+    if (std::find(used_.begin(), used_.end(), name) == used_.end()) used_.push_back(name);
     auto it = object_.find(name);
     if (it == object_.end()) fail(name, "missing field");
     return *it;
   }
 
-  std::string string(const std::string& name) {
+  std::string string(std::string_view name) {
     const json& v = raw(name);
     if (!v.is_string()) fail(name, "must be a string");
     return v.get<std::string>();
   }
 
-  std::int64_t integer(const std::string& name, std::int64_t lo, std::int64_t hi) {
+  std::int64_t integer(std::string_view name, std::int64_t lo, std::int64_t hi) {
     const json& v = raw(name);
     if (!v.is_number_integer()) fail(name, "must be an integer");
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
@@ -55,7 +58,7 @@ class FieldReader {
     return x;
   }
 
-  double number(const std::string& name, double lo, double hi, bool lo_open = false) {
+  double number(std::string_view name, double lo, double hi, bool lo_open = false) {
     const json& v = raw(name);
     if (!v.is_number()) fail(name, "must be a number");
     const double x = v.get<double>();
@@ -68,21 +71,23 @@ class FieldReader {
     return x;
   }
 
-  bool boolean(const std::string& name) {
+  bool boolean(std::string_view name) {
     const json& v = raw(name);
     if (!v.is_boolean()) fail(name, "must be true or false");
     return v.get<bool>();
   }
 
   template <class F>
-  auto optional(const std::string& name, F&& read, decltype(read()) fallback) {
+  auto optional(std::string_view name, F&& read, decltype(read()) fallback) {
     return has(name) ? read() : fallback;
   }
 
   // Every field must have been used, or be an "x-" extension.
   void finish() const {
+    if (used_.size() == object_.size()) return;  // Each used name is a field.
     for (const auto& [name, value] : object_.items()) {
-      if (used_.contains(name) || name.rfind("x-", 0) == 0) continue;
+      if (std::find(used_.begin(), used_.end(), name) != used_.end() || name.rfind("x-", 0) == 0)
+        continue;
       // An empty key is named as it is written, so that the message names a field.
       fail(name.empty() ? "\"\"" : name, "unknown field (extensions must start with \"x-\")");
     }
@@ -93,7 +98,7 @@ class FieldReader {
   const std::string& file_;
   std::size_t line_;
   std::string prefix_;
-  std::set<std::string> used_;
+  std::vector<std::string_view> used_;  // Fields read (found or not), a handful.
 };
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
@@ -252,12 +257,11 @@ class Reader {
     last_t_ = r.t;
     if (op == "subscribe") {
       r.op = Op::subscribe;
-      const std::string demand = f.string("demand");
-      if (demands_.contains(demand))
-        f.fail("demand", "demand id \"" + demand + "\" is already used");
+      std::string demand = f.string("demand");
       r.demand = static_cast<std::uint32_t>(trace_.demand_ids.size());
-      demands_.emplace(demand, r.demand);
-      trace_.demand_ids.push_back(demand);
+      if (!demands_.try_emplace(demand, r.demand).second)
+        f.fail("demand", "demand id \"" + demand + "\" is already used");
+      trace_.demand_ids.push_back(std::move(demand));
       r.owner = owner(f.string("owner"));
       r.artifact = artifact_ref(f, "artifact");
       r.priority = static_cast<Priority>(f.integer("priority", std::numeric_limits<Priority>::min(),
