@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -20,38 +21,221 @@ namespace {
 
 using json = nlohmann::json;
 
+// One record line's object, flat: a record's fields are scalars, and a nested
+// value (an extension's object or array) is only known to be there. Filled by
+// FlatParser from nlohmann's SAX events and reused from line to line, so a
+// record costs no allocation once the buffers have grown (a JSON tree per line
+// was most of the reading time). Reads like a json value where FieldReader
+// uses one; a key given twice keeps its last value, as json::parse does.
+class FlatObject {
+ public:
+  enum class Kind : std::uint8_t { null, boolean, integer, unsigned_integer, floating, string, nested };
+
+  struct Value {
+    Kind kind = Kind::null;
+    bool boolean = false;
+    std::int64_t integer = 0;
+    std::uint64_t unsigned_integer = 0;
+    double floating = 0;
+    std::string string;
+
+    bool is_string() const { return kind == Kind::string; }
+    bool is_boolean() const { return kind == Kind::boolean; }
+    bool is_number_unsigned() const { return kind == Kind::unsigned_integer; }
+    bool is_number_integer() const { return kind == Kind::integer || is_number_unsigned(); }
+    bool is_number() const { return is_number_integer() || kind == Kind::floating; }
+    bool is_object() const { return false; }  // Nested values are not read from records.
+
+    template <class T>
+    T get() const {
+      if constexpr (std::is_same_v<T, std::string>) {
+        return string;
+      } else if constexpr (std::is_same_v<T, bool>) {
+        return boolean;
+      } else {  // A number, converted as json::get converts it.
+        switch (kind) {
+          case Kind::integer: return static_cast<T>(integer);
+          case Kind::unsigned_integer: return static_cast<T>(unsigned_integer);
+          default: return static_cast<T>(floating);
+        }
+      }
+    }
+  };
+
+  struct Field {
+    std::string name;
+    Value value;
+  };
+
+  void clear() { size_ = 0; }
+  std::size_t size() const { return size_; }
+  const Field* begin() const { return fields_.data(); }
+  const Field* end() const { return fields_.data() + size_; }
+
+  const Value* find(std::string_view name) const {
+    for (const Field& field : *this)
+      if (field.name == name) return &field.value;
+    return nullptr;
+  }
+
+  // The value of `name`, reset: a new field, or the one given before.
+  Value& slot(const std::string& name) {
+    for (std::size_t i = 0; i < size_; ++i)
+      if (fields_[i].name == name) return reset(fields_[i].value);
+    if (size_ == fields_.size()) fields_.emplace_back();
+    Field& field = fields_[size_++];
+    field.name.assign(name);
+    return reset(field.value);
+  }
+
+ private:
+  static Value& reset(Value& value) {
+    value.kind = Kind::null;
+    return value;
+  }
+
+  std::vector<Field> fields_;  // The first size_ are this line's.
+  std::size_t size_ = 0;
+};
+
+// SAX events of one line into a FlatObject (see json::sax_parse).
+class FlatParser {
+ public:
+  explicit FlatParser(FlatObject& object) : object_(object) {}
+
+  // False on bad JSON (error() says why, in json::parse's words).
+  bool parse(const std::string& text) {
+    object_.clear();
+    depth_ = 0;
+    current_ = nullptr;
+    top_level_object_ = false;
+    error_.clear();
+    return json::sax_parse(text, this);
+  }
+  bool is_object() const { return top_level_object_; }
+  const std::string& error() const { return error_; }
+
+  bool null() { return scalar(FlatObject::Kind::null); }
+  bool boolean(bool value) {
+    if (FlatObject::Value* v = field(FlatObject::Kind::boolean)) v->boolean = value;
+    return true;
+  }
+  bool number_integer(json::number_integer_t value) {
+    if (FlatObject::Value* v = field(FlatObject::Kind::integer)) v->integer = value;
+    return true;
+  }
+  bool number_unsigned(json::number_unsigned_t value) {
+    if (FlatObject::Value* v = field(FlatObject::Kind::unsigned_integer)) v->unsigned_integer = value;
+    return true;
+  }
+  bool number_float(json::number_float_t value, const std::string&) {
+    if (FlatObject::Value* v = field(FlatObject::Kind::floating)) v->floating = value;
+    return true;
+  }
+  bool string(std::string& value) {
+    if (FlatObject::Value* v = field(FlatObject::Kind::string)) v->string.swap(value);
+    return true;
+  }
+  bool binary(json::binary_t&) { return scalar(FlatObject::Kind::nested); }  // Not in JSON text.
+  bool start_object(std::size_t) {
+    if (depth_ == 0) top_level_object_ = true;
+    return open();
+  }
+  bool key(std::string& name) {
+    if (depth_ == 1 && top_level_object_) current_ = &object_.slot(name);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) { return open(); }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+
+ private:
+  // The field a scalar at this depth fills, if any (a top-level scalar, or
+  // one inside a nested value, fills none).
+  FlatObject::Value* field(FlatObject::Kind kind) {
+    if (depth_ != 1 || !top_level_object_) return nullptr;  // Not a field of the line's object.
+    current_->kind = kind;
+    return current_;
+  }
+  bool scalar(FlatObject::Kind kind) {
+    field(kind);
+    return true;
+  }
+  bool open() {
+    if (depth_ == 1 && top_level_object_) current_->kind = FlatObject::Kind::nested;
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  FlatObject& object_;
+  std::size_t depth_ = 0;
+  FlatObject::Value* current_ = nullptr;
+  bool top_level_object_ = false;
+  std::string error_;
+};
+
+// Field access, the same for a json object (header lines) and a FlatObject.
+const json* find_field(const json& object, std::string_view name) {
+  auto it = object.find(name);
+  return it == object.end() ? nullptr : &*it;
+}
+const FlatObject::Value* find_field(const FlatObject& object, std::string_view name) {
+  return object.find(name);
+}
+template <class F>
+void for_each_name(const json& object, F&& f) {
+  for (const auto& [name, value] : object.items())
+    f(name);
+}
+template <class F>
+void for_each_name(const FlatObject& object, F&& f) {
+  for (const FlatObject::Field& field : object)
+    f(field.name);
+}
+
+template <class Object>
 class FieldReader {
  public:
-  FieldReader(const json& object, const std::string& file, std::size_t line, std::string prefix)
+  using Value = std::remove_cvref_t<decltype(*find_field(std::declval<const Object&>(), ""))>;
+
+  FieldReader(const Object& object, const std::string& file, std::size_t line, std::string prefix)
       : object_(object), file_(file), line_(line), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(std::string_view field, const std::string& message) const {
     throw TraceError(file_, line_, prefix_ + std::string(field), message);
   }
 
-  bool has(std::string_view name) const { return object_.contains(name); }
+  bool has(std::string_view name) const { return find_field(object_, name) != nullptr; }
 
   // Names are string literals (or outlive the reader): only views are kept.
-  const json& raw(std::string_view name) {
+  const Value& raw(std::string_view name) {
     if (std::find(used_.begin(), used_.end(), name) == used_.end()) used_.push_back(name);
-    auto it = object_.find(name);
-    if (it == object_.end()) fail(name, "missing field");
-    return *it;
+    const Value* value = find_field(object_, name);
+    if (value == nullptr) fail(name, "missing field");
+    return *value;
   }
 
   std::string string(std::string_view name) {
-    const json& v = raw(name);
+    const Value& v = raw(name);
     if (!v.is_string()) fail(name, "must be a string");
-    return v.get<std::string>();
+    return v.template get<std::string>();
   }
 
   std::int64_t integer(std::string_view name, std::int64_t lo, std::int64_t hi) {
-    const json& v = raw(name);
+    const Value& v = raw(name);
     if (!v.is_number_integer()) fail(name, "must be an integer");
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+    if (v.is_number_unsigned() && v.template get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
       fail(name, "must be at most " + std::to_string(hi));
     }
-    const std::int64_t x = v.get<std::int64_t>();
+    const std::int64_t x = v.template get<std::int64_t>();
     if (x < lo)
       fail(name, lo == 0 ? "must not be negative" : "must be at least " + std::to_string(lo));
     if (x > hi) fail(name, "must be at most " + std::to_string(hi));
@@ -59,9 +243,9 @@ class FieldReader {
   }
 
   double number(std::string_view name, double lo, double hi, bool lo_open = false) {
-    const json& v = raw(name);
+    const Value& v = raw(name);
     if (!v.is_number()) fail(name, "must be a number");
-    const double x = v.get<double>();
+    const double x = v.template get<double>();
     if (!std::isfinite(x)) fail(name, "must be finite");
     if (x < lo || (lo_open && x == lo)) {
       fail(name, std::string(lo == 0 ? (lo_open ? "must be positive" : "must not be negative")
@@ -72,9 +256,9 @@ class FieldReader {
   }
 
   bool boolean(std::string_view name) {
-    const json& v = raw(name);
+    const Value& v = raw(name);
     if (!v.is_boolean()) fail(name, "must be true or false");
-    return v.get<bool>();
+    return v.template get<bool>();
   }
 
   template <class F>
@@ -82,19 +266,24 @@ class FieldReader {
     return has(name) ? read() : fallback;
   }
 
-  // Every field must have been used, or be an "x-" extension.
+  // Every field must have been used, or be an "x-" extension. Of several
+  // unknown fields the first in sorted order is named (as it always was).
   void finish() const {
     if (used_.size() == object_.size()) return;  // Each used name is a field.
-    for (const auto& [name, value] : object_.items()) {
+    const std::string* unknown = nullptr;
+    for_each_name(object_, [&](const std::string& name) {
       if (std::find(used_.begin(), used_.end(), name) != used_.end() || name.rfind("x-", 0) == 0)
-        continue;
-      // An empty key is named as it is written, so that the message names a field.
-      fail(name.empty() ? "\"\"" : name, "unknown field (extensions must start with \"x-\")");
-    }
+        return;
+      if (unknown == nullptr || name < *unknown) unknown = &name;
+    });
+    if (unknown == nullptr) return;
+    // An empty key is named as it is written, so that the message names a field.
+    fail(unknown->empty() ? "\"\"" : *unknown,
+         "unknown field (extensions must start with \"x-\")");
   }
 
  private:
-  const json& object_;
+  const Object& object_;
   const std::string& file_;
   std::size_t line_;
   std::string prefix_;
@@ -114,22 +303,21 @@ class Reader {
     std::string text;
     std::size_t line = 0;
     bool header_seen = false;
+    FlatObject flat;
+    FlatParser parser(flat);
     while (std::getline(in, text)) {
       ++line;
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // Blank line.
-      json object;
-      try {
-        object = json::parse(text);
-      } catch (const json::exception& e) {
-        // parse_error, and out_of_range for a number no double holds (found by trace_fuzz).
-        throw TraceError(trace_.file, line, "-", std::string("not valid JSON: ") + e.what());
-      }
-      if (!object.is_object()) throw TraceError(trace_.file, line, "-", "must be a JSON object");
-      if (!header_seen && !(manifest_ && !object.contains("format"))) {
-        header(object, line);
+      // Errors: parse_error, and out_of_range for a number no double holds
+      // (found by trace_fuzz), in json::parse's words.
+      if (!parser.parse(text))
+        throw TraceError(trace_.file, line, "-", "not valid JSON: " + parser.error());
+      if (!parser.is_object()) throw TraceError(trace_.file, line, "-", "must be a JSON object");
+      if (!header_seen && !(manifest_ && flat.find("format") == nullptr)) {
+        header(json::parse(text), line);  // Once, with its nested objects.
         header_seen = true;
       } else {
-        record(object, line);
+        record(flat, line);
       }
     }
     if (manifest_) {
@@ -142,7 +330,7 @@ class Reader {
 
  private:
   void header(const json& object, std::size_t line) {
-    FieldReader f(object, trace_.file, line, "");
+    FieldReader<json> f(object, trace_.file, line, "");
     if (!f.has("format")) f.fail("format", "missing field: is this a demandflight trace?");
     if (f.string("format") != "demandflight-trace")
       f.fail("format", "must be \"demandflight-trace\"");
@@ -161,12 +349,12 @@ class Reader {
     if (f.has("platform")) {
       const json& platform = f.raw("platform");
       if (!platform.is_object()) f.fail("platform", "must be an object");
-      FieldReader pf(platform, trace_.file, line, "platform.");
-      auto bandwidth = [&](FieldReader& r, const char* n, double d) {
+      FieldReader<json> pf(platform, trace_.file, line, "platform.");
+      auto bandwidth = [&](FieldReader<json>& r, const char* n, double d) {
         return r.optional(
             n, [&] { return r.number(n, 0, 1e15, true); }, d);
       };
-      auto latency = [&](FieldReader& r, const char* n, double d) {
+      auto latency = [&](FieldReader<json>& r, const char* n, double d) {
         return r.optional(
             n, [&] { return r.number(n, 0, 1e3); }, d);
       };
@@ -192,7 +380,7 @@ class Reader {
         origins_declared_ = true;
         for (const auto& [name, spec] : origins.items()) {
           if (!spec.is_object()) pf.fail("origins." + name, "must be an object");
-          FieldReader of(spec, trace_.file, line, "platform.origins." + name + ".");
+          FieldReader<json> of(spec, trace_.file, line, "platform.origins." + name + ".");
           OriginSpec origin{name, bandwidth(of, "bandwidth_Bps", defaults::origin_bandwidth_Bps),
                             latency(of, "latency_s", defaults::origin_latency_s)};
           of.finish();
@@ -209,8 +397,8 @@ class Reader {
     if (f.has("scheduler")) {
       const json& scheduler = f.raw("scheduler");
       if (!scheduler.is_object()) f.fail("scheduler", "must be an object");
-      FieldReader sf(scheduler, trace_.file, line, "scheduler.");
-      auto count = [&](FieldReader& r, const char* n, std::uint32_t d, std::int64_t hi) {
+      FieldReader<json> sf(scheduler, trace_.file, line, "scheduler.");
+      auto count = [&](FieldReader<json>& r, const char* n, std::uint32_t d, std::int64_t hi) {
         return static_cast<std::uint32_t>(r.optional(
             n, [&] { return r.integer(n, 1, hi); }, d));
       };
@@ -223,7 +411,7 @@ class Reader {
       if (sf.has("retry")) {
         const json& retry = sf.raw("retry");
         if (!retry.is_object()) sf.fail("retry", "must be an object");
-        FieldReader rf(retry, trace_.file, line, "scheduler.retry.");
+        FieldReader<json> rf(retry, trace_.file, line, "scheduler.retry.");
         s.retry_max_attempts = count(rf, "max_attempts", s.retry_max_attempts, 1000);
         s.retry_base_s = rf.optional(
             "base_s", [&] { return rf.number("base_s", 0, 1e6); }, s.retry_base_s);
@@ -238,8 +426,8 @@ class Reader {
     f.finish();
   }
 
-  void record(const json& object, std::size_t line) {
-    FieldReader f(object, trace_.file, line, "");
+  void record(const FlatObject& object, std::size_t line) {
+    FieldReader<FlatObject> f(object, trace_.file, line, "");
     const std::string op = f.string("op");
     if (op == "artifact") {
       artifact(f);
@@ -326,7 +514,7 @@ class Reader {
     trace_.records.push_back(r);
   }
 
-  void artifact(FieldReader& f) {
+  void artifact(FieldReader<FlatObject>& f) {
     Artifact a;
     a.id = f.string("id");
     if (artifacts_.contains(a.id)) f.fail("id", "artifact id \"" + a.id + "\" is declared twice");
@@ -367,7 +555,7 @@ class Reader {
     return index;
   }
 
-  std::uint32_t artifact_ref(FieldReader& f, const char* field) {
+  std::uint32_t artifact_ref(FieldReader<FlatObject>& f, const char* field) {
     const std::string id = f.string(field);
     auto it = artifacts_.find(id);
     if (it == artifacts_.end()) {
@@ -376,7 +564,7 @@ class Reader {
     return it->second;
   }
 
-  std::uint32_t demand_ref(FieldReader& f) {
+  std::uint32_t demand_ref(FieldReader<FlatObject>& f) {
     const std::string id = f.string("demand");
     auto it = demands_.find(id);
     if (it == demands_.end()) f.fail("demand", "unknown demand \"" + id + "\"");

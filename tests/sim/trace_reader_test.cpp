@@ -107,6 +107,29 @@ std::vector<BadInput> bad_inputs() {
       {"EmptyTrace", "", 1, "format", "empty trace"},
       // Found by trace_fuzz: a number too large for a double is bad JSON, not a crash.
       {"NumberOverflow", h + "{\"op\": \"cancel\", \"t\": 3e500000}\n", 2, "-", "not valid JSON"},
+      // Records are read from SAX events into a flat object (not a JSON tree):
+      // what is not a flat object of scalars is still refused, in the same words.
+      {"RecordNotAnObject", h + "[1, {\"op\": \"cancel\"}]\n", 2, "-", "must be a JSON object"},
+      {"NestedValueWhereAStringBelongs",
+       h + a + sub +
+           R"({"op": "cancel", "t": 1, "demand": {"id": "d1"}})"
+           "\n",
+       4, "demand", "must be a string"},
+      {"NestedUnknownField",
+       h + a + sub +
+           R"({"op": "cancel", "t": 1, "demand": "d1", "notes": {"a": [1]}})"
+           "\n",
+       4, "notes", "unknown field"},
+      {"IntegerFieldGivenAFloat",
+       h + a +
+           R"({"op": "subscribe", "t": 1, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1.0})"
+           "\n",
+       3, "priority", "must be an integer"},
+      {"OfTwoUnknownFieldsTheFirstInSortedOrderIsNamed",
+       h + a + sub +
+           R"({"op": "cancel", "t": 1, "demand": "d1", "zeta": 1, "beta": 2})"
+           "\n",
+       4, "beta", "unknown field"},
       // Found by trace_fuzz: an empty key is still named.
       {"EmptyFieldName",
        h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "cdn", "": 1})"
@@ -144,6 +167,19 @@ TEST(TraceReader, UnknownRecordFieldsAreErrorsButExtensionsPass) {
   std::istringstream extension(kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "x-note": 2})"
                                        "\n");
   EXPECT_NO_THROW(sim::read_trace(extension, "t.jsonl"));
+}
+
+TEST(TraceReader, AKeyGivenTwiceKeepsItsLastValueAndNestedExtensionsPass) {
+  // As json::parse reads a line: the last of duplicate keys wins.
+  std::istringstream in(
+      header() + artifact("rock", 1000) +
+      R"({"op": "subscribe", "t": 0.5, "demand": "d1", "owner": "o", "artifact": "rock", )"
+      R"("priority": 1, "priority": 3, "x-meta": {"a": [1, {"b": null}], "c": "d"}})"
+      "\n");
+  const sim::Trace trace = sim::read_trace(in, "t.jsonl");
+  ASSERT_EQ(trace.records.size(), 1u);
+  EXPECT_EQ(trace.records[0].priority, 3);
+  EXPECT_EQ(trace.demand_ids, std::vector<std::string>{"d1"});
 }
 
 TEST(TraceReader, DefaultsApplyWhereTheHeaderIsSilent) {
