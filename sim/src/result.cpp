@@ -66,7 +66,6 @@ namespace {
 class JsonOut {
  public:
   explicit JsonOut(std::ostream& out) : out_(out) { text_.reserve(kFlushAt + 4096); }
-  ~JsonOut() { flush(); }
   JsonOut(const JsonOut&) = delete;
   JsonOut& operator=(const JsonOut&) = delete;
 
@@ -92,7 +91,9 @@ class JsonOut {
             std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
             text_.append(escaped);
           } else {
-            text_.push_back(c);  // UTF-8 as it came (the trace reader checked it).
+            // UTF-8 as it came: every Trace comes from read_trace, whose parser
+            // refuses invalid UTF-8 (dump() would throw on it; this would not).
+            text_.push_back(c);
           }
       }
     }
@@ -213,6 +214,7 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
                 {"priority_pollution_s", s.priority_pollution_s},
                 {"makespan_s", s.makespan_s}};
   json.raw("],\n\"summary\": ").raw(summary.dump()).raw("}\n");
+  json.flush();
 }
 
 namespace {

@@ -67,7 +67,10 @@ class FlatObject {
     Value value;
   };
 
-  void clear() { size_ = 0; }
+  void clear() {
+    size_ = 0;
+    if (!index_.empty()) index_.clear();
+  }
   std::size_t size() const { return size_; }
   const Field* begin() const { return fields_.data(); }
   const Field* end() const { return fields_.data() + size_; }
@@ -78,10 +81,21 @@ class FlatObject {
     return nullptr;
   }
 
-  // The value of `name`, reset: a new field, or the one given before.
+  // The value of `name`, reset: a new field, or the one given before. A
+  // record has a handful of fields; a line with very many (extensions) gets
+  // an index, so that reading it stays linear.
   Value& slot(const std::string& name) {
-    for (std::size_t i = 0; i < size_; ++i)
-      if (fields_[i].name == name) return reset(fields_[i].value);
+    if (size_ < kIndexFrom) {
+      for (std::size_t i = 0; i < size_; ++i)
+        if (fields_[i].name == name) return reset(fields_[i].value);
+    } else {
+      if (index_.empty()) {
+        for (std::size_t i = 0; i < size_; ++i)
+          index_.emplace(fields_[i].name, i);
+      }
+      if (auto it = index_.find(name); it != index_.end()) return reset(fields_[it->second].value);
+      index_.emplace(name, size_);
+    }
     if (size_ == fields_.size()) fields_.emplace_back();
     Field& field = fields_[size_++];
     field.name.assign(name);
@@ -94,8 +108,10 @@ class FlatObject {
     return value;
   }
 
+  static constexpr std::size_t kIndexFrom = 32;
   std::vector<Field> fields_;  // The first size_ are this line's.
   std::size_t size_ = 0;
+  std::unordered_map<std::string, std::size_t> index_;  // Name -> field, from kIndexFrom fields.
 };
 
 // SAX events of one line into a FlatObject (see json::sax_parse).
@@ -213,23 +229,23 @@ class FieldReader {
     throw TraceError(file_, line_, prefix_ + std::string(field), message);
   }
 
-  bool has(std::string_view name) const { return find_field(object_, name) != nullptr; }
+  bool has(const char* name) const { return find_field(object_, name) != nullptr; }
 
-  // Names are string literals (or outlive the reader): only views are kept.
-  const Value& raw(std::string_view name) {
+  // Names are string literals: only pointers to them are kept.
+  const Value& raw(const char* name) {
     if (std::find(used_.begin(), used_.end(), name) == used_.end()) used_.push_back(name);
     const Value* value = find_field(object_, name);
     if (value == nullptr) fail(name, "missing field");
     return *value;
   }
 
-  std::string string(std::string_view name) {
+  std::string string(const char* name) {
     const Value& v = raw(name);
     if (!v.is_string()) fail(name, "must be a string");
     return v.template get<std::string>();
   }
 
-  std::int64_t integer(std::string_view name, std::int64_t lo, std::int64_t hi) {
+  std::int64_t integer(const char* name, std::int64_t lo, std::int64_t hi) {
     const Value& v = raw(name);
     if (!v.is_number_integer()) fail(name, "must be an integer");
     if (v.is_number_unsigned() && v.template get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
@@ -242,7 +258,7 @@ class FieldReader {
     return x;
   }
 
-  double number(std::string_view name, double lo, double hi, bool lo_open = false) {
+  double number(const char* name, double lo, double hi, bool lo_open = false) {
     const Value& v = raw(name);
     if (!v.is_number()) fail(name, "must be a number");
     const double x = v.template get<double>();
@@ -255,14 +271,14 @@ class FieldReader {
     return x;
   }
 
-  bool boolean(std::string_view name) {
+  bool boolean(const char* name) {
     const Value& v = raw(name);
     if (!v.is_boolean()) fail(name, "must be true or false");
     return v.template get<bool>();
   }
 
   template <class F>
-  auto optional(std::string_view name, F&& read, decltype(read()) fallback) {
+  auto optional(const char* name, F&& read, decltype(read()) fallback) {
     return has(name) ? read() : fallback;
   }
 

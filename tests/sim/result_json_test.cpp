@@ -51,7 +51,7 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
   const std::vector<std::string> ids = {
       "plain", "quote\"d", "back\\slash", "new\nline", "tab\tand\rcr", "bell\x01\x1f",
       "caf\xc3\xa9 \xf0\x9f\x9a\x80",  // UTF-8 passes through unescaped.
-      "/slash/", "\b\f"};
+      "/slash/", "\b\f", std::string("nul\0in", 6), "del\x7f"};
   trace.demand_ids = ids;
   trace.owners = ids;
   for (const std::string& id : ids)
@@ -95,8 +95,35 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
 
   const Written w = write(result, trace);
   ASSERT_EQ(w.record_lines.size(), result.demands.size() + result.tasks.size()) << w.text;
-  for (const std::string& line : w.record_lines)
-    EXPECT_EQ(ojson::parse(line).dump(), line);
+  // Each line is the dump of the record built as a JSON object, field by field
+  // in the format's order (what the writer did before it wrote text).
+  for (std::size_t i = 0; i < result.demands.size(); ++i) {
+    const DemandResult& d = result.demands[i];
+    const ojson expected{{"demand", trace.demand_ids[d.demand]},
+                         {"owner", trace.owners[d.owner]},
+                         {"artifact", trace.artifacts[d.artifact].id},
+                         {"priority", d.priority},
+                         {"t_subscribe", d.t_subscribe},
+                         {"t_end", d.ended ? ojson(d.t_end) : ojson(nullptr)},
+                         {"outcome", d.ended ? ojson(std::string(to_string(d.outcome)))
+                                             : ojson(nullptr)}};
+    EXPECT_EQ(w.record_lines[i], expected.dump());
+  }
+  for (std::size_t i = 0; i < result.tasks.size(); ++i) {
+    const TaskResult& t = result.tasks[i];
+    ojson timeline = ojson::array();
+    for (const auto& [at, priority] : t.priority_timeline)
+      timeline.push_back(ojson::array({at, priority ? ojson(*priority) : ojson(nullptr)}));
+    const ojson expected{{"artifact", trace.artifacts[t.artifact].id},
+                         {"t_start", t.t_start},
+                         {"t_end", t.t_end},
+                         {"outcome", std::string(to_string(t.outcome))},
+                         {"attempts", t.attempts},
+                         {"bytes_transferred", t.bytes_transferred},
+                         {"installs", t.installs},
+                         {"priority_timeline", timeline}};
+    EXPECT_EQ(w.record_lines[result.demands.size() + i], expected.dump());
+  }
 
   const ojson doc = ojson::parse(w.text);
   ASSERT_EQ(doc["demands"].size(), result.demands.size());

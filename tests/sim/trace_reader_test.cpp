@@ -180,6 +180,37 @@ TEST(TraceReader, AKeyGivenTwiceKeepsItsLastValueAndNestedExtensionsPass) {
   ASSERT_EQ(trace.records.size(), 1u);
   EXPECT_EQ(trace.records[0].priority, 3);
   EXPECT_EQ(trace.demand_ids, std::vector<std::string>{"d1"});
+  // A nested value given first, then a string: the string counts ...
+  std::istringstream nested_first(
+      kGood + R"({"op": "cancel", "t": 1, "demand": {}, "demand": "d1"})"
+              "\n");
+  EXPECT_NO_THROW(sim::read_trace(nested_first, "t.jsonl"));
+  // ... and the other way round, the nested value: not a string.
+  std::istringstream nested_last(
+      kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "demand": [1]})"
+              "\n");
+  try {
+    sim::read_trace(nested_last, "t.jsonl");
+    FAIL() << "accepted";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.field(), "demand") << e.what();
+    EXPECT_NE(std::string(e.what()).find("must be a string"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TraceReader, ALineWithManyExtensionFieldsIsReadAndItsLastValueKept) {
+  // Past a few dozen fields the flat object indexes them; still one value per key.
+  std::string line = R"({"op": "cancel", "t": 1, "demand": "d1")";
+  for (int i = 0; i < 500; ++i)
+    line += ", \"x-" + std::to_string(i % 250) + "\": " + std::to_string(i);
+  line += R"(, "demand": "d1", "typo": 1})";
+  std::istringstream in(kGood + line + "\n");
+  try {
+    sim::read_trace(in, "t.jsonl");
+    FAIL() << "accepted";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.field(), "typo") << e.what();  // Every x- passes; the one unknown is named.
+  }
 }
 
 TEST(TraceReader, DefaultsApplyWhereTheHeaderIsSilent) {
