@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <string_view>
-#include <type_traits>
-#include <vector>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "demandflight/sim/defaults.h"
 
@@ -44,7 +44,6 @@ class FlatObject {
     bool is_number_unsigned() const { return kind == Kind::unsigned_integer; }
     bool is_number_integer() const { return kind == Kind::integer || is_number_unsigned(); }
     bool is_number() const { return is_number_integer() || kind == Kind::floating; }
-    bool is_object() const { return false; }  // Nested values are not read from records.
 
     template <class T>
     T get() const {
