@@ -1,20 +1,32 @@
 // Installs artifacts 0..N-1 into a cache, in order, skipping those already
 // installed; the crash-safety test kills it with SIGKILL at random moments.
-// Usage: install_crash_helper ROOT N
+// It prints "ready" once the cache is open, so that kill times count from the
+// start of the installs, not from a process start that sanitizers slow down.
+// With STOP_AT, it stops itself (SIGSTOP) once artifact STOP_AT has a staging
+// file on disk, a kill point the test can count on.
+// Usage: install_crash_helper ROOT N [STOP_AT]
+#include <signal.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <variant>
 
 #include "artifact_content.h"
 #include "demandflight/backend/cache_dir.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s ROOT N\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s ROOT N [STOP_AT]\n", argv[0]);
     return 2;
   }
   dfl::backend::CacheDir cache(argv[1]);
   const auto n = static_cast<std::uint32_t>(std::strtoul(argv[2], nullptr, 10));
+  const long stop_at = argc == 4 ? std::strtol(argv[3], nullptr, 10) : -1;
+  std::printf("ready\n");
+  std::fflush(stdout);
   for (std::uint32_t i = 0; i < n; ++i) {
     const dfl::ArtifactKey key = dfl::testing::crash_key(i);
     if (cache.installed_size(key)) continue;
@@ -24,17 +36,32 @@ int main(int argc, char** argv) {
       return 1;
     }
     auto staging = std::move(std::get<dfl::backend::CacheDir::Staging>(begun));
-    const std::string content = dfl::testing::crash_content(i);
-    // Small pieces, as a network delivers them.
-    for (std::size_t offset = 0; offset < content.size(); offset += 16384) {
-      const std::size_t piece = std::min<std::size_t>(16384, content.size() - offset);
-      if (auto error = staging.write(content.data() + offset, piece)) {
+    // Small pieces, made as they are written, as a network delivers them:
+    // the process spends its time inside installs, where kills matter.
+    const std::uint64_t size = dfl::testing::crash_size(i);
+    dfl::backend::Sha256 hash;
+    std::string piece;
+    bool stopped = false;
+    for (std::uint64_t offset = 0; offset < size; offset += 16384) {
+      piece.resize(std::min<std::uint64_t>(16384, size - offset));
+      dfl::testing::crash_bytes(i, offset, piece.data(), piece.size());
+      hash.update(piece.data(), piece.size());
+      if (auto error = staging.write(piece.data(), piece.size())) {
         std::fprintf(stderr, "%s\n", error->message.c_str());
         return 1;
       }
+      // Staged bytes are buffered: stop once the staging file exists.
+      if (static_cast<long>(i) == stop_at && !stopped && std::filesystem::exists(staging.path())) {
+        stopped = true;
+        ::raise(SIGSTOP);
+      }
     }
-    if (auto error = cache.commit(std::move(staging), content.size(),
-                                  dfl::backend::Sha256::hex_of(content))) {
+    if (static_cast<long>(i) == stop_at && !stopped) {
+      std::fprintf(stderr, "artifact %u never had a staging file before its commit\n", i);
+      return 3;
+    }
+    if (auto error = cache.commit(std::move(staging), size,
+                                  dfl::backend::Sha256::hex(hash.finish()))) {
       std::fprintf(stderr, "%s\n", error->message.c_str());
       return 1;
     }
