@@ -90,7 +90,8 @@ TEST_F(CliTest, FetchInstallsEveryArtifactVerifiedAndPrintsALinePerArtifact) {
 
 TEST_F(CliTest, FetchWithProgressBarsRedrawsInPlace) {
   const std::string manifest = serve("a.bin", 400'000);
-  server().rate(1'000'000);  // About 0.4 s: several frames.
+  // A second's pause mid-body: several frames, however slow the machine.
+  server().faults({{{"path", "/a.bin"}, {"kind", "stall"}, {"after_bytes", 100'000}, {"stall_s", 1.0}}});
   const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
                                         "--progress", "bars", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -165,7 +166,9 @@ TEST_F(CliTest, AfterAKillDuringAFetchTheNextFetchCompletes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_ / "cache" / "staging", ec)) {
-      staged = staged || fs::file_size(e.path()) > 500'000;
+      // A file may be renamed away between listing and stat: no size then.
+      const auto staged_bytes = fs::file_size(e.path(), ec);
+      staged = staged || (!ec && staged_bytes > 500'000);
     }
   }
   ::kill(child, SIGKILL);
@@ -207,6 +210,9 @@ TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
   const std::string artifacts =
       serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
   server().rate(2'000'000);  // Per connection, like the trace's client link for one transfer.
+  // y and z are still in flight when their demands end, however slow the machine.
+  server().hold("/y.bin", 65'536);
+  server().hold("/z.bin", 65'536);
   const std::string trace = replay_trace(artifacts);
   const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
                                       cache(), "--out", "OUT"});
@@ -235,28 +241,43 @@ TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
   EXPECT_EQ(real.result["summary"]["cache_hits"], 1);
   EXPECT_EQ(real.result["summary"]["installs"], simulated.result["summary"]["installs"]);
   EXPECT_EQ(real.result["tasks"].size(), simulated.result["tasks"].size());
-  // y and z were aborted part-way: their received bytes are wasted, in both worlds.
-  EXPECT_GT(real.result["summary"]["bytes_wasted"].get<double>(), 0);
+  // y and z were aborted part-way, in both worlds. The simulator's bytes are
+  // exact, so they are wasted; a real transfer may not have had its first
+  // bytes yet when its 0.1 s ended, so only its abort is certain.
+  for (const json* result : {&real.result, &simulated.result}) {
+    for (const auto& task : (*result)["tasks"]) {
+      if (task["artifact"] != "x.bin") {
+        EXPECT_EQ(task["outcome"], "aborted") << task.dump();
+      }
+    }
+  }
   EXPECT_GT(simulated.result["summary"]["bytes_wasted"].get<double>(), 0);
+  server().release("/y.bin");
+  server().release("/z.bin");
   // Real time, in the trace's clock: x (500 kB at 2 MB/s) takes about 0.25 s.
   const double x_latency = demand_record(real.result, "d1")["t_end"].get<double>();
   EXPECT_GT(x_latency, 0.2);
   EXPECT_LT(x_latency, 2.0);
 }
 
-TEST_F(CliTest, ReplayAtDoubleSpeedReportsTimesInTheTracesClock) {
+TEST_F(CliTest, ReplayFasterThanRealTimeReportsTimesInTheTracesClock) {
   const std::string artifacts =
       serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
+  const std::string base = server().base();  // The server is up before the clock starts.
   const auto t0 = std::chrono::steady_clock::now();
-  const CliRun real =
-      run_cli(replay_trace(artifacts), {"replay", "TRACE", "--base-url", server().base(), "--cache",
-                                        cache(), "--speed", "2", "--out", "OUT"});
+  const CliRun real = run_cli(replay_trace(artifacts), {"replay", "TRACE", "--base-url", base,
+                                                        "--cache", cache(), "--speed", "4", "--out",
+                                                        "OUT"});
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(real.exit_code, 0) << real.err;
   EXPECT_EQ(demand_record(real.result, "d6")["outcome"], "succeeded");
-  // d6 is due at 2.5 s of trace time: 1.25 s of wall time at speed 2.
-  EXPECT_NEAR(demand_record(real.result, "d6")["t_subscribe"].get<double>(), 2.5, 0.2);
-  EXPECT_LT(wall, 2.4) << "the trace was replayed at double speed";
+  // d6 is due at 2.5 s of trace time: 0.625 s of wall time at speed 4. A
+  // replay can be late (0.1 s of wall time is 0.4 s of trace time), never early.
+  const double t_subscribe = demand_record(real.result, "d6")["t_subscribe"].get<double>();
+  EXPECT_GE(t_subscribe, 2.5 - 1e-6);
+  EXPECT_LT(t_subscribe, 3.5);
+  EXPECT_GE(wall, 2.5 / 4);
+  EXPECT_LT(wall, 2.5) << "not replayed faster than the trace's own clock";
 }
 
 TEST_F(CliTest, ReplayRefusesABadTrace) {

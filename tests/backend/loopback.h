@@ -47,6 +47,15 @@ class LoopbackServer {
 
   nlohmann::json stats() { return nlohmann::json::parse(request("/_control/stats", nullptr)); }
   void faults(const nlohmann::json& list) { request("/_control/faults", &list); }
+  // A `hold` fault parks a body mid-way until its path is released: tests
+  // that must act while a transfer is in flight wait on that, not on time.
+  void hold(const std::string& path, long after_bytes) {
+    faults({{{"path", path}, {"kind", "hold"}, {"after_bytes", after_bytes}}});
+  }
+  void release(const std::string& path) {
+    const nlohmann::json body{{"path", path}};
+    request("/_control/release", &body);
+  }
   void rate(long bytes_per_s) {
     const nlohmann::json body{{"rate_Bps", bytes_per_s}};
     request("/_control/rate", &body);

@@ -15,13 +15,18 @@ Control endpoints (JSON):
                        and `Retry-After: retry_after_s` when given
           wrong_bytes  flip one byte at `after_bytes` (same length)
           stall        stop for `stall_s` seconds after `after_bytes`, then go on
+          hold         stop after `after_bytes` until /_control/release names
+                       the path (at most `hold_s`, default 60 s), then go on: a
+                       transfer parked mid-body for as long as a test needs
           ignore_range answer 200 with the whole body even to a Range request
   POST /_control/rate    {"rate_Bps": N}  throttle each body to N bytes/s (0: unlimited);
                          {"shared_rate_Bps": N} throttle all bodies together, as one
                          link of N bytes/s would; {"latency_s": X} wait X before each
                          response (bench/fidelity.py's fallback when it cannot shape
                          a real link)
-  POST /_control/reset   clear faults and statistics
+  POST /_control/release {"path": "/a.bin"} let held bodies of that path go on
+                         (and any held later); {} releases every path
+  POST /_control/reset   clear faults, releases and statistics
   GET  /_control/stats   {"/a.bin": {"requests": n, "bytes_sent": n,
                            "statuses": [...], "ranges": [...]}, ...}
 
@@ -55,6 +60,14 @@ class State:
         self.faults = {}  # path -> list of pending faults
         self.stats = {}
         self.etags = {}  # (path, size, mtime_ns) -> etag
+        self.released = set()  # Paths whose holds are over; "*" for all.
+        self.release_cond = threading.Condition(self.lock)
+
+    def hold(self, path, limit_s):
+        """Blocks until `path` is released or `limit_s` has passed."""
+        with self.release_cond:
+            self.release_cond.wait_for(
+                lambda: path in self.released or "*" in self.released, timeout=limit_s)
 
     def take_fault(self, path):
         with self.lock:
@@ -156,10 +169,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"rate_Bps": self.state.rate_bps,
                                         "shared_rate_Bps": self.state.shared_rate_bps,
                                         "latency_s": self.state.latency_s})
+        if self.path == "/_control/release":
+            with self.state.release_cond:
+                self.state.released.add((body or {}).get("path", "*"))
+                self.state.release_cond.notify_all()
+            return self.send_json(200, {"released": (body or {}).get("path", "*")})
         if self.path == "/_control/reset":
             with self.state.lock:
                 self.state.faults.clear()
                 self.state.stats.clear()
+                self.state.released.clear()
             return self.send_json(200, {"reset": True})
         return self.send_json(404, {"error": "unknown control endpoint"})
 
@@ -244,12 +263,18 @@ class Handler(BaseHTTPRequestHandler):
                         return sent + cut
                     if fault["kind"] == "wrong_bytes":
                         block = block[:cut] + bytes([block[cut] ^ 0xFF]) + block[cut + 1:]
-                    if fault["kind"] == "stall":
+                    if fault["kind"] in ("stall", "hold"):
                         self.state.count_sent(path, len(block))
-                        self.wfile.write(block[:cut])
-                        self.wfile.flush()
-                        time.sleep(float(fault.get("stall_s", 1.0)))
-                        self.wfile.write(block[cut:])
+                        try:
+                            self.wfile.write(block[:cut])
+                            self.wfile.flush()
+                            if fault["kind"] == "stall":
+                                time.sleep(float(fault.get("stall_s", 1.0)))
+                            else:
+                                self.state.hold(path, float(fault.get("hold_s", 60.0)))
+                            self.wfile.write(block[cut:])
+                        except (BrokenPipeError, ConnectionResetError):
+                            return sent + cut
                         sent += len(block)
                         fault = None
                         continue

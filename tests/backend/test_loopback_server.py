@@ -3,6 +3,8 @@ Range and If-Range exactly as HTTP says, and every fault it can inject."""
 import http.client
 import json
 import os
+import select
+import socket
 import subprocess
 import sys
 
@@ -119,6 +121,39 @@ def test_ignore_range_answers_200_with_everything(server):
 def test_a_stall_delivers_the_whole_body_afterwards(server):
     control(server, "faults", [{"path": "/a.bin", "kind": "stall", "after_bytes": 1000,
                                 "stall_s": 0.05}])
+    assert get(server, "/a.bin")[1] == BODY
+
+
+def test_a_hold_parks_the_body_until_its_path_is_released(server):
+    control(server, "faults", [{"path": "/a.bin", "kind": "hold", "after_bytes": 70_000}])
+    sock = socket.create_connection(("127.0.0.1", server), timeout=30)
+    sock.sendall(b"GET /a.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    received = b""
+
+    def read_until(n):
+        nonlocal received
+        while len(received) < n:
+            chunk = sock.recv(65536)
+            assert chunk, "the connection closed"
+            received += chunk
+
+    def quiet_for(seconds):  # Nothing more arrives within `seconds`.
+        return not select.select([sock], [], [], seconds)[0]
+
+    while b"\r\n\r\n" not in received:
+        read_until(len(received) + 1)
+    head = received.index(b"\r\n\r\n") + 4
+    read_until(head + 70_000)
+    assert received[head:] == BODY[:70_000]
+    assert quiet_for(0.5), "held: nothing more comes until the release"
+    control(server, "release", {"path": "/b.bin"})
+    assert quiet_for(0.5), "another path's release does not free this one"
+    assert control(server, "release", {"path": "/a.bin"}) == {"released": "/a.bin"}
+    read_until(head + len(BODY))
+    assert received[head:] == BODY
+    sock.close()
+    # Released stays released: a later hold of that path does not park.
+    control(server, "faults", [{"path": "/a.bin", "kind": "hold", "after_bytes": 10}])
     assert get(server, "/a.bin")[1] == BODY
 
 

@@ -43,6 +43,7 @@ def test_a_sweep_on_a_dask_local_cluster_gives_the_same_numbers_as_the_local_run
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
+        client.wait_for_workers(2, timeout=120)  # Started, and known to this client.
         assert len(client.scheduler_info()["workers"]) == 2
         remote = dfl.sweep(grid, client=client)
     keys = ["policy", "client_bandwidth_Bps", "cache_bytes"]
