@@ -139,15 +139,16 @@ class Client::Impl {
     o.origin = artifact.origin;
     o.size_bytes = artifact.size_bytes;
     std::lock_guard lock(engine_mutex_);
+    const double t = now();
+    fire_due_timers_locked(t);
     if (artifact.sha256) expected_sha256_[artifact.key] = *artifact.sha256;
     if (artifact.size_bytes > 0) expected_size_[artifact.key] = artifact.size_bytes;
     // An installed artifact the engine does not know yet (installed by an
     // earlier process) is a cache hit too.
     if (auto size = cache_.installed_size(artifact.key);
         size && (artifact.size_bytes == 0 || *size == artifact.size_bytes)) {
-      engine_.note_installed(now(), artifact.key, *size);
+      engine_.note_installed(t, artifact.key, *size);
     }
-    const double t = now();
     const DemandHandle h = engine_.subscribe(t, artifact.key, o);
     callbacks_.emplace(pack(h), std::move(on_terminal));
     if (options_.observer != nullptr) {
@@ -168,6 +169,7 @@ class Client::Impl {
   void set_priority(DemandHandle h, Priority p) {
     std::lock_guard lock(engine_mutex_);
     const double t = now();
+    fire_due_timers_locked(t);  // A demand whose deadline has passed is not live.
     if (options_.observer != nullptr && engine_.demand(h))
       options_.observer->on_set_priority(t, h, p);
     engine_.set_priority(t, h, p);
@@ -210,6 +212,18 @@ class Client::Impl {
   }
 
   // --- Routing (engine_mutex_ held) ---------------------------------------------
+
+  // Deadlines and retries due by `t` that the timer thread has not fired yet
+  // fire now, and their commands go out, before a call that makes a demand:
+  // the engine would fire them inside that call and could give the new demand
+  // the slot of one that timed out there, and an observer would hear of the
+  // new demand before the old one's end.
+  void fire_due_timers_locked(double t) {
+    const auto due = engine_.next_wakeup_s();
+    if (!due || *due > t) return;
+    engine_.on_timer(t);
+    route_locked();
+  }
 
   struct IoJob {
     enum class Kind { start, abort, forget, drop_partial } kind;

@@ -207,6 +207,7 @@ class Simulation {
     const double t = now();
     switch (r.op) {
       case Op::subscribe: {
+        fire_due_timers();
         const Artifact& a = trace_.artifacts[r.artifact];
         DemandOptions o;
         o.owner = r.owner;
@@ -228,6 +229,7 @@ class Simulation {
         scheduler_.cancel(t, handle_of_demand_[r.demand]);
         break;
       case Op::set_priority: {
+        fire_due_timers();
         const DemandHandle h = handle_of_demand_[r.demand];
         recorder_.before_set_priority(h, r.priority);
         scheduler_.set_priority(t, h, r.priority);
@@ -242,6 +244,18 @@ class Simulation {
         inject(r);
         break;
     }
+    drain();
+  }
+
+  // A timer due at this very instant whose SimGrid timer comes after the
+  // record's fires first, and its commands are carried out: otherwise the
+  // engine would fire it inside the next call, and a demand that timed out
+  // there would free its slot for the demand that call makes, before the
+  // recorder had heard of the first one's end.
+  void fire_due_timers() {
+    const auto due = scheduler_.next_wakeup_s();
+    if (!due || *due > now()) return;
+    scheduler_.on_timer(now());
     drain();
   }
 

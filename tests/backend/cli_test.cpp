@@ -210,9 +210,12 @@ TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
   const std::string artifacts =
       serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
   server().rate(2'000'000);  // Per connection, like the trace's client link for one transfer.
-  // y and z are still in flight when their demands end, however slow the machine.
+  // y and z are still in flight when their demands end, however slow the machine;
+  // x pauses half a second, so that d2 (at 0.05 s) joins it with room to spare
+  // and it is still installed long before d6 (at 2.5 s), a cache hit.
   server().hold("/y.bin", 65'536);
   server().hold("/z.bin", 65'536);
+  server().faults({{{"path", "/x.bin"}, {"kind", "stall"}, {"after_bytes", 65'536}, {"stall_s", 0.5}}});
   const std::string trace = replay_trace(artifacts);
   const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
                                       cache(), "--out", "OUT"});
@@ -254,9 +257,10 @@ TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
   EXPECT_GT(simulated.result["summary"]["bytes_wasted"].get<double>(), 0);
   server().release("/y.bin");
   server().release("/z.bin");
-  // Real time, in the trace's clock: x (500 kB at 2 MB/s) takes about 0.25 s.
+  // Real time, in the trace's clock: x cannot end before its half-second pause
+  // has passed (the server sends the rest at once after it).
   const double x_latency = demand_record(real.result, "d1")["t_end"].get<double>();
-  EXPECT_GT(x_latency, 0.2);
+  EXPECT_GT(x_latency, 0.5);
   EXPECT_LT(x_latency, 2.0);
 }
 

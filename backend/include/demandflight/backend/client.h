@@ -62,6 +62,8 @@ class ClientObserver {
  public:
   virtual ~ClientObserver() = default;
   // A demand was made; `task` serves it (none for a cache hit or a refusal).
+  // Terminals of demands that ended before it (a deadline that had passed)
+  // come first: a new handle may reuse an ended demand's slot.
   virtual void on_subscribe(double /*t*/, DemandHandle /*demand*/, const ArtifactRef& /*artifact*/,
                             const DemandOptions& /*options*/, std::optional<TaskId> /*task*/) {}
   // A live demand asked for a new priority (called before the engine sees it).

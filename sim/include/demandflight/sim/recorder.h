@@ -8,7 +8,11 @@
 // The order a runtime must follow for each subscribe: before_subscribe(),
 // then the engine's subscribe, then subscribed(), then the commands that
 // subscribe emitted. Commands go in as the engine emitted them;
-// after_commands() once a batch is handled.
+// after_commands() once a batch is handled. Timers due at the subscribe's
+// instant must have fired, and their commands gone in, first: the engine
+// gives a new demand the slot of one that has ended, and a subscribe that
+// fired a deadline itself would hand the timed-out demand's slot to the new
+// one before the recorder heard of the end ("delivery to an unknown demand").
 #pragma once
 
 #include <array>
