@@ -103,7 +103,8 @@ TEST(SimContracts, Contract4_ADemandThatTimesOutAsAnotherIsMadeHearsExactlyOnce)
 // Random traces on a coarse clock (every time a multiple of 0.25 s, every
 // timeout too), so that deadlines, subscribes, cancels, priority changes and
 // owner ends keep meeting at the same instant in every order SimGrid's timers
-// can put them, under each of the three models. Each run must end cleanly
+// can put them, under each of the three models and every orphan policy, with
+// faults, evictions and retries. Each run must end cleanly
 // with one terminal per demand, and a demand that timed out did so exactly at
 // its deadline.
 TEST(SimContracts, Contract4_RandomTracesOnACoarseClockGiveEveryDemandExactlyOneTerminal) {
@@ -114,7 +115,13 @@ TEST(SimContracts, Contract4_RandomTracesOnACoarseClockGiveEveryDemandExactlyOne
   int traces = 40;
   if (const char* env = std::getenv("DFL_TRACES")) traces = std::atoi(env);
   for (int n = 0; n < traces; ++n) {
-    std::string trace = header(R"({"max_transfers": 1, "max_per_origin": 1})") +
+    // Sometimes a cache smaller than two artifacts (evictions), sometimes retries.
+    const std::string scheduler =
+        std::string(R"({"max_transfers": 1, "max_per_origin": 1)") +
+        (rng() % 2 == 0 ? R"(, "cache_bytes": 5000000)" : "") +
+        (rng() % 2 == 0 ? R"(, "retry": {"max_attempts": 3, "base_s": 0.25, "jitter": 0})" : "") +
+        "}";
+    std::string trace = header(scheduler) +
                         artifact("a", 2'000'000) + artifact("b", 3'000'000) +
                         artifact("c", 1'000'000) + artifact("e", 4'000'000);
     std::map<std::string, double> timeout_of;  // Demand -> timeout (0: none).
@@ -127,7 +134,7 @@ TEST(SimContracts, Contract4_RandomTracesOnACoarseClockGiveEveryDemandExactlyOne
       if (rng() % 4 == 0) t += 0.25 * static_cast<double>(1 + rng() % 4);
       const std::string time = std::to_string(t);
       const std::string owner = "o" + std::to_string(rng() % 4);
-      const auto what = rng() % 10;
+      const auto what = rng() % 11;
       if (what < 6 || demands.empty()) {
         const std::string id = "d" + std::to_string(demands.size());
         const char* artifacts[] = {"a", "b", "c", "e"};
@@ -148,16 +155,37 @@ TEST(SimContracts, Contract4_RandomTracesOnACoarseClockGiveEveryDemandExactlyOne
         trace += R"({"op": "set_priority", "t": )" + time + R"(, "demand": ")" +
                  demands[rng() % demands.size()] + R"(", "priority": )" +
                  std::to_string(rng() % 4) + "}\n";
-      } else {
+      } else if (what < 10) {
         trace += R"({"op": "end_owner", "t": )" + time + R"(, "owner": ")" + owner + "\"" +
                  (rng() % 2 == 0 ? std::string(R"(, "owner_generation": 0)") : "") + "}\n";
+      } else {
+        const char* faulted[] = {"a", "b", "c", "e"};
+        const std::string on = faulted[rng() % 4];
+        switch (rng() % 3) {
+          case 0:
+            trace += R"({"op": "fault", "t": )" + time +
+                     R"(, "kind": "transfer_error", "artifact": ")" + on +
+                     R"(", "after_fraction": 0.5, "retryable": )" +
+                     (rng() % 3 == 0 ? "false" : "true") + "}\n";
+            break;
+          case 1:
+            trace += R"({"op": "fault", "t": )" + time + R"(, "kind": "corrupt", "artifact": ")" +
+                     on + "\"}\n";
+            break;
+          default:
+            trace += R"({"op": "fault", "t": )" + time +
+                     R"(, "kind": "origin_down", "origin": "cdn", "duration_s": 0.5})" + "\n";
+        }
       }
     }
     const char* models[] = {"demand", "callbacks", "independent"};
+    const char* policies[] = {"always-abort", "always-complete", "squid",          "low-priority",
+                              "keep-partial", "expected-value",  "oracle"};
     const std::string model = models[rng() % 3];
-    const CliRun run = simulate(trace, {"--model", model});
-    ASSERT_EQ(run.exit_code, 0) << "trace " << n << " (" << model << ") of DFL_SEED=" << seed
-                                << ": " << run.err;
+    const std::string policy = policies[rng() % 7];
+    const CliRun run = simulate(trace, {"--model", model, "--policy", policy});
+    ASSERT_EQ(run.exit_code, 0) << "trace " << n << " (" << model << ", " << policy
+                                << ") of DFL_SEED=" << seed << ": " << run.err;
     ASSERT_EQ(run.result["demands"].size(), demands.size()) << "DFL_SEED=" << seed;
     std::set<std::string> seen;
     for (const auto& d : run.result["demands"]) {
