@@ -133,8 +133,9 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
   }
 
   // Round 0 kills the helper where it stopped itself, in the middle of writing
-  // one artifact (its staging file on disk): a kill mid-install that does not depend on timing. The other
-  // rounds kill at random moments of what is left of the run.
+  // one artifact (its staging file on disk): a kill mid-install that does not
+  // depend on timing. The other rounds kill at random moments of what is left
+  // of the run.
   std::size_t random_kills_mid_install = 0;
   std::uint32_t missing = kArtifacts;
   for (int round = 0; round < 12; ++round) {
