@@ -124,8 +124,11 @@ int run_replay(const ReplayArgs& args) {
     recording.start(start);
     std::vector<DemandHandle> handles(trace.demand_ids.size());
     using Clock = std::chrono::steady_clock;
+    // The client's clock first, then the wall clock: wall0 may come out late by
+    // the gap between the two reads, never early (no record goes before its time).
+    const double elapsed = client.clock_s() - start;
     const auto wall0 = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(client.clock_s() - start));
+                                          std::chrono::duration<double>(elapsed));
     for (const sim::Record& r : trace.records) {
       std::this_thread::sleep_until(wall0 + std::chrono::duration_cast<Clock::duration>(
                                                 std::chrono::duration<double>(r.t / args.speed)));

@@ -214,10 +214,11 @@ class Client::Impl {
   // --- Routing (engine_mutex_ held) ---------------------------------------------
 
   // Deadlines and retries due by `t` that the timer thread has not fired yet
-  // fire now, and their commands go out, before a call that makes a demand:
+  // fire now, and their commands go out, before a subscribe (or set_priority):
   // the engine would fire them inside that call and could give the new demand
   // the slot of one that timed out there, and an observer would hear of the
-  // new demand before the old one's end.
+  // new demand before the old one's end (or of a new priority for a demand
+  // that has ended).
   void fire_due_timers_locked(double t) {
     const auto due = engine_.next_wakeup_s();
     if (!due || *due > t) return;

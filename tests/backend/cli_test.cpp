@@ -149,7 +149,7 @@ TEST_F(CliTest, AfterAKillDuringAFetchTheNextFetchCompletes) {
   const std::string manifest = serve("big.bin", size) + serve("small.bin", 50'000);
   const fs::path manifest_path = dir_ / "manifest.jsonl";
   std::ofstream(manifest_path) << manifest;
-  server().rate(2'000'000);  // 1.5 s: killed in the middle.
+  server().hold("/big.bin", 1'000'000);  // A third in, then parked: killed in the middle.
   const std::string base = server().base();
   const pid_t child = ::fork();
   if (child == 0) {
@@ -173,10 +173,10 @@ TEST_F(CliTest, AfterAKillDuringAFetchTheNextFetchCompletes) {
   }
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
+  server().release("/big.bin");
   ASSERT_TRUE(staged) << "the fetch never got going";
   EXPECT_FALSE(fs::exists(object("big.bin"))) << "nothing partial is visible";
 
-  server().rate(0);
   const CliRun run =
       run_cli(manifest, {"fetch", "--base-url", base, "--cache", cache(), "--quiet", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;

@@ -2,7 +2,8 @@
 // SIGKILL at random moments, over and over; after each kill the cache is
 // reopened and every visible object must be complete and correct, with no
 // staging leftovers; then an uninterrupted run installs everything.
-// One kill is at a point the helper stops at itself (mid-write), so the
+// One kill is at a point the helper stops at itself (part of an artifact's
+// bytes in its staging file, the rest still to write), so the
 // test always covers an interrupted install whatever the machine's speed.
 // The seed of the kill times is printed; DFL_SEED reproduces it.
 #include <gtest/gtest.h>
@@ -133,9 +134,9 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
   }
 
   // Round 0 kills the helper where it stopped itself, in the middle of writing
-  // one artifact (its staging file on disk): a kill mid-install that does not
-  // depend on timing. The other rounds kill at random moments of what is left
-  // of the run.
+  // one artifact (some of its bytes in its staging file): a kill mid-install
+  // that does not depend on timing. The other rounds kill at random moments of
+  // what is left of the run.
   std::size_t random_kills_mid_install = 0;
   std::uint32_t missing = kArtifacts;
   for (int round = 0; round < 12; ++round) {
@@ -144,7 +145,7 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
       missing = kArtifacts;
     }
     long stop_at = -1;
-    if (round == 0) {  // One that outgrows the staging buffer, so it has a file.
+    if (round == 0) {  // One larger than a staging buffer, so bytes reach its file early.
       do {
         stop_at = static_cast<long>(rng() % kArtifacts);
       } while (crash_size(static_cast<std::uint32_t>(stop_at)) <= backend::CacheDir::kBufferBytes);
@@ -163,6 +164,14 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
     ::kill(installer.pid, SIGKILL);
     reap(installer);
     ::close(installer.out);
+    if (round == 0) {  // The kill left a staging file with part of the artifact.
+      std::vector<std::uintmax_t> staged;
+      for (const auto& entry : fs::directory_iterator(root / "staging"))
+        staged.push_back(fs::file_size(entry.path()));
+      ASSERT_EQ(staged.size(), 1u);
+      EXPECT_GT(staged[0], 0u);
+      EXPECT_LT(staged[0], crash_size(static_cast<std::uint32_t>(stop_at)));
+    }
 
     backend::CacheDir cache(root);  // Restart: cleans staging, rebuilds the index.
     EXPECT_TRUE(fs::is_empty(root / "staging"));

@@ -2,8 +2,8 @@
 // installed; the crash-safety test kills it with SIGKILL at random moments.
 // It prints "ready" once the cache is open, so that kill times count from the
 // start of the installs, not from a process start that sanitizers slow down.
-// With STOP_AT, it stops itself (SIGSTOP) once artifact STOP_AT has a staging
-// file on disk, a kill point the test can count on.
+// With STOP_AT, it stops itself (SIGSTOP) once artifact STOP_AT has bytes in
+// its staging file and more to write, a kill point the test can count on.
 // Usage: install_crash_helper ROOT N [STOP_AT]
 #include <signal.h>
 
@@ -50,14 +50,17 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", error->message.c_str());
         return 1;
       }
-      // Staged bytes are buffered: stop once the staging file exists.
-      if (static_cast<long>(i) == stop_at && !stopped && std::filesystem::exists(staging.path())) {
+      // Staged bytes are buffered (a CacheDir buffer at a time): stop once
+      // some have reached the staging file, with more still to come.
+      std::error_code ec;
+      if (static_cast<long>(i) == stop_at && !stopped && offset + piece.size() < size &&
+          std::filesystem::file_size(staging.path(), ec) > 0 && !ec) {
         stopped = true;
         ::raise(SIGSTOP);
       }
     }
     if (static_cast<long>(i) == stop_at && !stopped) {
-      std::fprintf(stderr, "artifact %u never had a staging file before its commit\n", i);
+      std::fprintf(stderr, "artifact %u had no bytes in its staging file before its last piece\n", i);
       return 3;
     }
     if (auto error = cache.commit(std::move(staging), size,

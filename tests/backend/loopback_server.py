@@ -170,10 +170,13 @@ class Handler(BaseHTTPRequestHandler):
                                         "shared_rate_Bps": self.state.shared_rate_bps,
                                         "latency_s": self.state.latency_s})
         if self.path == "/_control/release":
+            if body is not None and not isinstance(body, dict):
+                return self.send_json(400, {"error": "expected {\"path\": ...} or {}"})
+            path = (body or {}).get("path", "*")
             with self.state.release_cond:
-                self.state.released.add((body or {}).get("path", "*"))
+                self.state.released.add(path)
                 self.state.release_cond.notify_all()
-            return self.send_json(200, {"released": (body or {}).get("path", "*")})
+            return self.send_json(200, {"released": path})
         if self.path == "/_control/reset":
             with self.state.lock:
                 self.state.faults.clear()
