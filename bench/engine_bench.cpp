@@ -5,7 +5,12 @@
 //   SubscribeCancel     subscribe a fresh key, then cancel that demand;
 //   SharedFinish        three callers subscribe one fresh key, its transfer and
 //                       install finish, all three are told;
-//   SetPriorityChurn    set a random live demand to a random priority.
+//   SetPriorityChurn    set a random live demand to a random priority;
+//   IndependentSameKey  the independent model (a task per demand) with 1 ..
+//                       1e5 queued tasks of ONE popular key: subscribe it once
+//                       more and cancel its oldest demand (whose task leaves the
+//                       key's list from the far end, as the oldest one does
+//                       when it finishes first).
 // Implementations, all in the same binary and run:
 //   demand       the scheduler core (this project's model);
 //   callbacks    the same core under the legacy rules;
@@ -18,6 +23,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
@@ -210,6 +216,30 @@ void SetPriorityChurn(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void IndependentSameKey(benchmark::State& state) {
+  SchedulerConfig config;
+  config.model = Model::independent;
+  config.max_transfers = 1;
+  Scheduler s(config);
+  std::vector<Command> outbox;
+  DemandOptions o;
+  o.size_bytes = kSize;
+  s.subscribe(0, make_key("busy", 0), o);  // Holds the only slot: the rest queue.
+  const ArtifactKey popular = make_key("popular", 0);
+  std::deque<DemandHandle> handles;
+  for (std::int64_t i = 0; i < state.range(0); ++i)
+    handles.push_back(s.subscribe(0, popular, o));
+  s.take_commands(outbox);
+  for (auto _ : state) {
+    handles.push_back(s.subscribe(0, popular, o));
+    s.cancel(0, handles.front());
+    handles.pop_front();
+    s.take_commands(outbox);
+    benchmark::DoNotOptimize(outbox.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void sizes(benchmark::internal::Benchmark* b, std::initializer_list<Impl> impls) {
   for (Impl impl : impls) {
     for (std::int64_t n : {1'000, 10'000, 100'000, 1'000'000}) {
@@ -226,6 +256,7 @@ BENCHMARK(SharedFinish)->Apply([](auto* b) {
   sizes(b, {Impl::demand, Impl::callbacks, Impl::singleflight});
 });
 BENCHMARK(SetPriorityChurn)->Apply([](auto* b) { sizes(b, {Impl::demand, Impl::callbacks}); });
+BENCHMARK(IndependentSameKey)->ArgName("same_key")->Arg(1)->Arg(1'000)->Arg(10'000)->Arg(100'000);
 
 }  // namespace
 

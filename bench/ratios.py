@@ -19,13 +19,18 @@ def main(path):
     with open(path) as f:
         data = json.load(f)
     ns = {}
+    same_key = {}  # IndependentSameKey: tasks queued for the one key -> ns.
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        name, impl, live = b["run_name"].split("/") if "run_name" in b else b["name"].split("/")
+        scale = {"ns": 1, "us": 1e3, "ms": 1e6}[b["time_unit"]]
+        parts = (b["run_name"] if "run_name" in b else b["name"]).split("/")
+        if parts[0] == "IndependentSameKey":
+            same_key[int(parts[1].split(":")[1])] = b["cpu_time"] * scale
+            continue
+        name, impl, live = parts
         impl = IMPLS[int(impl.split(":")[1])]
         live = int(live.split(":")[1])
-        scale = {"ns": 1, "us": 1e3, "ms": 1e6}[b["time_unit"]]
         ns[(name, impl, live)] = b["cpu_time"] * scale
 
     cases = []
@@ -58,6 +63,13 @@ def main(path):
               f"{sc('demand', 100000) / sc('singleflight', 100000):.2f}× single flight (limit 2.5×)")
         print(f"demand subscribe+cancel growth 1e3→1e6: "
               f"{sc('demand', 1000000) / sc('demand', 1000):.2f}× (limit 2×)")
+
+    if same_key:
+        print()
+        first = min(same_key)
+        print("independent model, subscribe + cancel the oldest, by tasks queued for one key: "
+              + ", ".join(f"{k}: {t:.0f} ns ({t / same_key[first]:.2f}×)"
+                          for k, t in sorted(same_key.items())))
 
 
 if __name__ == "__main__":

@@ -180,6 +180,9 @@ struct Task {
   // The key, kept in the slot: a reused slot reuses the strings' capacity.
   ArtifactKey key;
   std::size_t key_hash = 0;  // Under the model's identity.
+  // The other live tasks with this key hash (Impl::key_heads_), newest first.
+  std::uint32_t key_prev = kNone;
+  std::uint32_t key_next = kNone;
   OriginId origin = 0;
   std::uint64_t size_bytes = 0;
   std::uint64_t seq = 0;  // First-enqueue order.
@@ -705,11 +708,13 @@ class Scheduler::Impl {
 
   // --- Tasks ---------------------------------------------------------------
 
-  // The live task for `key`, or kNone. Compares keys only on a hash match.
+  // The live task for `key` (the newest, in the independent model), or kNone.
+  // Compares keys only on a hash match.
   std::uint32_t find_task(const ArtifactKey& key, std::size_t key_hash) const {
-    auto [first, last] = tasks_by_key_.equal_range(key_hash);
-    for (auto it = first; it != last; ++it) {
-      if (key_equal_(tasks_[it->second].key, key)) return it->second;
+    auto it = key_heads_.find(key_hash);
+    if (it == key_heads_.end()) return kNone;
+    for (std::uint32_t t = it->second; t != kNone; t = tasks_[t].key_next) {
+      if (key_equal_(tasks_[t].key, key)) return t;
     }
     return kNone;
   }
@@ -725,7 +730,7 @@ class Scheduler::Impl {
     task.key = key;
     task.key_hash = key_hash;
     task.id = TaskId{++last_task_id_};
-    tasks_by_key_.emplace(key_hash, t);
+    link_key(t);
     task.origin = options.origin;
     task.size_bytes = options.size_bytes;
     task.seq = ++enqueue_seq_;
@@ -1083,15 +1088,34 @@ class Scheduler::Impl {
     tasks_.release(t);
   }
 
+  // O(1) both ways, however many live tasks share a key hash: the independent
+  // model can queue thousands for one popular key.
+  void link_key(std::uint32_t t) {
+    Task& task = tasks_[t];
+    auto [it, inserted] = key_heads_.try_emplace(task.key_hash, t);
+    task.key_prev = kNone;
+    task.key_next = inserted ? kNone : it->second;
+    if (!inserted) {
+      tasks_[it->second].key_prev = t;
+      it->second = t;
+    }
+  }
+
   void erase_key(std::uint32_t t) {
-    auto [first, last] = tasks_by_key_.equal_range(tasks_[t].key_hash);
-    for (auto it = first; it != last; ++it) {
-      if (it->second == t) {
-        tasks_by_key_.erase(it);
-        return;
+    Task& task = tasks_[t];
+    if (task.key_next != kNone) tasks_[task.key_next].key_prev = task.key_prev;
+    if (task.key_prev != kNone) {
+      tasks_[task.key_prev].key_next = task.key_next;
+    } else {
+      auto it = key_heads_.find(task.key_hash);
+      DFL_ASSERT(it != key_heads_.end() && it->second == t, "task missing from the key map");
+      if (task.key_next != kNone) {
+        it->second = task.key_next;
+      } else {
+        key_heads_.erase(it);
       }
     }
-    DFL_ASSERT(false, "task missing from the key map");
+    task.key_prev = task.key_next = kNone;
   }
 
   std::uint32_t resolve_op(std::uint64_t op, TaskState expected) {
@@ -1191,13 +1215,14 @@ class Scheduler::Impl {
   std::unordered_map<OwnerId, OwnerState> owners_;
   std::size_t idle_owners_ = 0;
   static constexpr std::size_t kIdleOwnersMax = 4096;
-  // Live tasks by key hash (under the model's identity). A multimap: hashes
-  // collide, and the independent model keeps several tasks per key.
+  // Live tasks by key hash (under the model's identity): the newest, whose
+  // Task::key_next links the others. A list, because hashes collide and the
+  // independent model keeps several tasks per key.
   struct IdentityHash {
     std::size_t operator()(std::size_t h) const noexcept { return h; }
   };
   KeyIdentity::Equal key_equal_;
-  std::unordered_multimap<std::size_t, std::uint32_t, IdentityHash> tasks_by_key_;
+  std::unordered_map<std::size_t, std::uint32_t, IdentityHash> key_heads_;
   std::vector<OriginSlots> origins_;
   detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
@@ -1223,6 +1248,28 @@ void Scheduler::Impl::check_invariants() const {
   std::uint32_t running = 0;
   std::vector<std::uint32_t> running_per_origin(origins_.size(), 0);
   std::size_t demands_in_tasks = 0;
+
+  // Key map: each list holds live tasks of its hash, linked both ways; in the
+  // shared models no two of them have one key (contract 1).
+  std::vector<bool> keyed(tasks_.capacity(), false);
+  std::size_t keyed_count = 0;
+  for (const auto& [hash, first] : key_heads_) {
+    DFL_CHECK(tasks_[first].key_prev == kNone, "a key list's head has a predecessor");
+    for (std::uint32_t u = first; u != kNone; u = tasks_[u].key_next) {
+      DFL_CHECK(!keyed[u], "a task is in the key map twice");
+      DFL_CHECK(tasks_[u].id.value != 0 && tasks_[u].key_hash == hash,
+                "the key map holds a dead task or one of another hash");
+      DFL_CHECK(tasks_[u].key_next == kNone || tasks_[tasks_[u].key_next].key_prev == u,
+                "key list links disagree");
+      keyed[u] = true;
+      ++keyed_count;
+      if (config_.model == Model::independent) continue;
+      for (std::uint32_t v = tasks_[u].key_next; v != kNone; v = tasks_[v].key_next) {
+        DFL_CHECK(!key_equal_(tasks_[u].key, tasks_[v].key),
+                  "more than one live task for one key");
+      }
+    }
+  }
 
   for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
     const Task& task = tasks_[t];
@@ -1298,22 +1345,11 @@ void Scheduler::Impl::check_invariants() const {
       }
     }
 
-    // Key map: this task is registered, and (shared models) alone for its key.
-    auto [first, last] = tasks_by_key_.equal_range(task.key_hash);
-    std::size_t same_key = 0;
-    bool found = false;
-    for (auto it = first; it != last; ++it) {
-      same_key += key_equal_(tasks_[it->second].key, task.key);
-      found |= it->second == t;
-    }
-    DFL_CHECK(found, "live task missing from the key map");
-    if (config_.model != Model::independent) {
-      DFL_CHECK(same_key == 1, "more than one live task for one key");
-    }
+    DFL_CHECK(keyed[t], "live task missing from the key map");
   }
 
   DFL_CHECK(live_tasks == tasks_.live(), "task slab count is wrong");
-  DFL_CHECK(tasks_by_key_.size() == live_tasks, "key map holds dead tasks");
+  DFL_CHECK(keyed_count == live_tasks, "key map holds dead tasks");
   DFL_CHECK(queued == queue_.size(), "queued count is wrong");
   DFL_CHECK(queued_bytes == queued_bytes_, "queued bytes are wrong");
   std::uint64_t partial_bytes = 0;

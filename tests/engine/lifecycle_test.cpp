@@ -3,7 +3,9 @@
 // and the independent model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "driver.h"
 
@@ -298,6 +300,55 @@ TEST(Lifecycle, TheIndependentModelRunsOneTaskPerDemand) {
   drv.finish_transfer(drv.started[0].transfer, TransferStatus::ok);
   drv.finish_finalize(drv.finalizes[0].finalize, FinalizeStatus::installed);
   EXPECT_EQ(drv.outcome(a), DemandOutcome::succeeded);
+}
+
+// The independent model queues a task per demand, so one key can have many
+// live tasks; they leave the key map in any order (cancelled anywhere in the
+// queue, finished oldest first), and the key still finds its newest live task.
+// (Debug builds check the key map's links after every call.)
+TEST(Lifecycle, TheIndependentModelReleasesManyTasksOfOneKeyInAnyOrder) {
+  SchedulerConfig c = Driver::small_config();
+  c.model = Model::independent;
+  c.max_transfers = 1;
+  c.max_per_origin = 1;
+  Driver drv(c);
+  const ArtifactKey rock = key("rock");
+  const DemandHandle busy = drv.subscribe(key("busy"), opts(1, 0));
+  std::vector<DemandHandle> live;
+  for (OwnerId owner = 1; owner <= 64; ++owner)
+    live.push_back(drv.subscribe(rock, opts(owner, 0)));
+  EXPECT_EQ(drv.scheduler.live_tasks(), 65u);
+  auto newest_task = [&] { return drv.scheduler.demand(live.back())->task; };
+  ASSERT_EQ(drv.scheduler.task_for(rock)->id, newest_task());
+
+  // Cancel half of them in a seeded random order: anywhere in the key's list.
+  std::mt19937 rng(7);
+  std::vector<DemandHandle> order(live.begin(), live.end());
+  std::shuffle(order.begin(), order.end(), rng);
+  order.resize(32);
+  for (const DemandHandle h : order) {
+    drv.cancel(h);
+    EXPECT_EQ(drv.outcome(h), DemandOutcome::cancelled);
+    live.erase(std::find(live.begin(), live.end(), h));
+    ASSERT_EQ(drv.scheduler.live_tasks(), live.size() + 1);
+    ASSERT_EQ(drv.scheduler.task_for(rock)->id, newest_task());
+  }
+
+  // The rest run one at a time, oldest first (FIFO at equal priority).
+  drv.finish_transfer(key("busy"), TransferStatus::ok);
+  drv.finish_finalize(key("busy"), FinalizeStatus::installed);
+  EXPECT_EQ(drv.outcome(busy), DemandOutcome::succeeded);
+  while (!live.empty()) {
+    const DemandHandle oldest = live.front();
+    ASSERT_EQ(drv.started.back().task, drv.scheduler.demand(oldest)->task) << "oldest first";
+    drv.finish_transfer(drv.started.back().transfer, TransferStatus::ok);
+    drv.finish_finalize(drv.finalizes.back().finalize, FinalizeStatus::installed);
+    EXPECT_EQ(drv.outcome(oldest), DemandOutcome::succeeded);
+    live.erase(live.begin());
+    if (!live.empty()) ASSERT_EQ(drv.scheduler.task_for(rock)->id, newest_task());
+  }
+  EXPECT_FALSE(drv.scheduler.task_for(rock));
+  EXPECT_EQ(drv.scheduler.live_tasks(), 0u);
 }
 
 TEST(Lifecycle, NextWakeupIsTheEarliestDeadlineOrRetry) {
