@@ -53,6 +53,11 @@ OraclePolicy::OraclePolicy(const Trace& trace) {
     if (r.op == Op::cancel) cancel_at[r.demand] = std::min(cancel_at[r.demand], r.t);
     if (r.op == Op::end_owner) owner_ends[r.owner].push_back(&r);
   }
+  // Per owner, its first end not before the current subscribe: records are in
+  // time order, so it only moves forward (an owner that comes and goes ends
+  // many times; scanning its ends from the first for every subscribe was
+  // quadratic).
+  std::vector<std::size_t> first_end(trace.owners.size(), 0);
   for (const Record& r : trace.records) {
     if (r.op != Op::subscribe) continue;
     const std::uint32_t key = key_of_artifact[r.artifact];
@@ -60,8 +65,13 @@ OraclePolicy::OraclePolicy(const Trace& trace) {
     sequence_.push_back(key);
     time_.push_back(r.t);
     double end = std::min(cancel_at[r.demand], r.t + r.timeout_s);
-    for (const Record* e : owner_ends[r.owner]) {
-      if (e->t >= r.t && (!e->has_generation || r.owner_generation <= e->owner_generation)) {
+    const std::vector<const Record*>& ends = owner_ends[r.owner];
+    std::size_t& from = first_end[r.owner];
+    while (from < ends.size() && ends[from]->t < r.t)
+      ++from;
+    for (std::size_t i = from; i < ends.size(); ++i) {
+      const Record* e = ends[i];
+      if (!e->has_generation || r.owner_generation <= e->owner_generation) {
         end = std::min(end, e->t);
         break;  // In time order: the first that covers it.
       }
@@ -69,13 +79,49 @@ OraclePolicy::OraclePolicy(const Trace& trace) {
     end_.push_back(end);
   }
   seen_of_key_.assign(key_size_.size(), 0);
-  stamp_.assign(key_size_.size(), 0);
+
+  const auto n = static_cast<std::uint32_t>(sequence_.size());
+  next_of_position_.assign(n, n);
+  marked_.assign(key_size_.size(), n);
+  fenwick_.assign(std::size_t{n} + 1, 0);
+  for (const std::vector<std::uint32_t>& mine : positions_) {
+    for (std::size_t i = 0; i + 1 < mine.size(); ++i)
+      next_of_position_[mine[i]] = mine[i + 1];
+  }
+  for (std::uint32_t key = 0; key < positions_.size(); ++key) {
+    if (positions_[key].empty()) continue;
+    marked_[key] = positions_[key].front();
+    fenwick_add(marked_[key], static_cast<std::int64_t>(key_size_[key]));
+  }
+}
+
+void OraclePolicy::fenwick_add(std::uint32_t position, std::int64_t delta) {
+  for (std::size_t i = std::size_t{position} + 1; i < fenwick_.size(); i += i & (~i + 1))
+    fenwick_[i] += static_cast<std::uint64_t>(delta);  // Wraps back for a negative delta.
+}
+
+std::uint64_t OraclePolicy::fenwick_prefix(std::uint32_t end) const {
+  std::uint64_t sum = 0;
+  for (std::size_t i = end; i > 0; i -= i & (~i + 1))
+    sum += fenwick_[i];
+  return sum;
 }
 
 void OraclePolicy::observe_request(const ArtifactKey& key, double) {
   auto it = key_index_.find(key);
   if (it == key_index_.end()) return;  // Not from this trace (a test's own call).
   ++seen_of_key_[it->second];
+  if (seen_ < sequence_.size()) {
+    // The subscribe at seen_ is behind us now: its key's mark moves on.
+    const std::uint32_t passed = seen_;
+    const std::uint32_t other = sequence_[passed];
+    if (marked_[other] == passed) {
+      fenwick_add(passed, -static_cast<std::int64_t>(key_size_[other]));
+      marked_[other] = next_of_position_[passed];
+      if (marked_[other] < sequence_.size())
+        fenwick_add(marked_[other], static_cast<std::int64_t>(key_size_[other]));
+    }
+  }
   ++seen_;
 }
 
@@ -101,22 +147,12 @@ OrphanDecision OraclePolicy::decide(const OrphanView& view) {
   const std::uint64_t capacity = view.cache_capacity_bytes;
   bool fits = size <= capacity;
   if (fits && next - seen_ > kMaxScan) fits = false;
-  if (fits) {
-    if (++scan_ == 0) {  // Wrapped: old stamps could look current.
-      std::fill(stamp_.begin(), stamp_.end(), 0);
-      scan_ = 1;
-    }
-    std::uint64_t between = 0;
-    for (std::uint32_t i = seen_; i < next; ++i) {
-      const std::uint32_t other = sequence_[i];
-      if (other == key || stamp_[other] == scan_) continue;
-      stamp_[other] = scan_;
-      between += key_size_[other];
-      if (between + size > capacity) {
-        fits = false;
-        break;
-      }
-    }
+  if (fits && next > seen_) {
+    // The distinct other keys between now and then (this key's own subscribes
+    // in between, if it had any, do not count).
+    std::uint64_t between = fenwick_prefix(next) - fenwick_prefix(seen_);
+    if (marked_[key] >= seen_ && marked_[key] < next) between -= key_size_[key];
+    fits = between + size <= capacity;
   }
   if (!fits) return OrphanDecision::keep_partial;
   // It will be used: finish it, unless a real demand waits for its slot now

@@ -87,6 +87,36 @@ TEST(OraclePolicy, CompletesOnlyWhenThatSavesMoreThanItCosts) {
   EXPECT_EQ(oracle.decide(view_of(a, 0.5, 950'000, 1e6, 3'000'000)), OrphanDecision::complete);
 }
 
+// An owner that comes and goes ends many times: the end that ends a demand is
+// the first at or after its subscribe that covers its generation.
+TEST(OraclePolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
+  const std::string text =
+      header(R"({"max_transfers": 2, "max_per_origin": 2, "cache_bytes": 3000000})") +
+      artifact("a", 1'000'000) +
+      R"({"op": "subscribe", "t": 0, "demand": "d1", "owner": "o", "artifact": "a", "priority": 1})"
+      "\n"
+      R"({"op": "end_owner", "t": 0.5, "owner": "s", "owner_generation": 4})"
+      "\n"
+      R"({"op": "subscribe", "t": 1, "demand": "d2", "owner": "s", "artifact": "a", "priority": 1, "owner_generation": 5})"
+      "\n"
+      R"({"op": "end_owner", "t": 1.05, "owner": "s", "owner_generation": 2})"
+      "\n"
+      R"({"op": "end_owner", "t": 1.1, "owner": "s"})"
+      "\n"
+      R"({"op": "end_owner", "t": 1.2, "owner": "s"})"
+      "\n";
+  std::istringstream in(text);
+  const sim::Trace trace = sim::read_trace(in, "oracle-owner-ends");
+  sim::OraclePolicy oracle(trace);
+  const ArtifactKey& a = trace.artifacts[0].key;
+  oracle.observe_request(a, 0);
+  // d2 ends at 1.1 (not at 0.5: before it; not at 1.05: generation 2 < 5), so
+  // at 1 MB/s it would fetch 100 kB itself: completing 500 kB does not pay,
+  // completing 50 kB does.
+  EXPECT_EQ(oracle.decide(view_of(a, 0.5, 500'000, 1e6, 3'000'000)), OrphanDecision::keep_partial);
+  EXPECT_EQ(oracle.decide(view_of(a, 0.5, 950'000, 1e6, 3'000'000)), OrphanDecision::complete);
+}
+
 TEST(OraclePolicy, LetsTheSlotGoWhenADemandWaitsAndTheKeyComesBackLater) {
   const sim::Trace trace = trace_with_cache(3'000'000);
   sim::OraclePolicy oracle(trace);

@@ -53,8 +53,16 @@ class OraclePolicy final : public OrphanPolicy {
   std::vector<std::vector<std::uint32_t>> positions_;    // Per key: its subscribes.
   std::vector<std::uint32_t> seen_of_key_;               // Per key: subscribes so far.
   std::uint32_t seen_ = 0;                               // Subscribes so far.
-  std::vector<std::uint32_t> stamp_;                     // Per key: last scan that met it.
-  std::uint32_t scan_ = 0;
+  // The bytes of the distinct keys asked for between two positions, in
+  // O(log n): each key's first subscribe at or after seen_ carries its size
+  // in a Fenwick tree over positions (0 elsewhere), so the sum over [seen_,
+  // next) counts every key met in between once. Moving seen_ past a
+  // subscribe moves its key's mark to that key's next subscribe.
+  std::vector<std::uint32_t> next_of_position_;  // The same key's next subscribe (or n).
+  std::vector<std::uint32_t> marked_;            // Per key: its marked position (or n).
+  std::vector<std::uint64_t> fenwick_;           // 1-based.
+  void fenwick_add(std::uint32_t position, std::int64_t delta);
+  std::uint64_t fenwick_prefix(std::uint32_t end) const;  // Sum over [0, end).
 };
 
 // The simulator's policies: the registry's (policies/registry.h) and the
