@@ -5,6 +5,7 @@
 # make test   every test (Debug build with invariant checks)
 # make bench  the engine, simulator and fetch benchmarks (Release build)
 # make bench-fetch  only demandflight fetch against curl and aria2c on nginx
+# make bench-scaling  the simulator from N to 10N demands per kind, model and policy
 # make asan   the engine tests under AddressSanitizer + UBSan
 # make tsan   the backend's tests (threads) under ThreadSanitizer
 # make fuzz   the libFuzzer targets (trace reader, engine sequences), FUZZ_SECONDS each
@@ -12,7 +13,7 @@
 # make fidelity  bundled scenarios replayed over a shaped real network vs simulated
 
 JOBS ?= 2
-.PHONY: deps demo demo-engine test bench bench-fetch asan tsan fuzz soak fidelity format clean
+.PHONY: deps demo demo-engine test bench bench-fetch bench-scaling asan tsan fuzz soak fidelity format clean
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 300
 FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/open_world_streaming.jsonl scenarios/session_churn.jsonl
@@ -51,6 +52,12 @@ bench-fetch:
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target demandflight
 	/usr/bin/python3 bench/fetch_bench.py build/release/sim/demandflight --drop-caches $(BENCH_ARGS)
+
+# The simulator's growth from N to 10N demands (a quadratic path shows as ~100x).
+bench-scaling: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j$(JOBS) --target demandflight
+	bash bench/sim_scaling.sh build/release
 
 asan: deps
 	cmake --preset asan >/dev/null
