@@ -10,6 +10,9 @@ fetched by
   - demandflight fetch: SHA-256 checked against the manifest, fsync, atomic
     rename into the cache, directory fsync; 8 transfers;
   - curl --parallel --parallel-max 8: no verification, no fsync;
+  - the same curl, then `sync -f` on its output directory: its files made
+    durable at the cheapest (one syncfs for all, no rename, no verification),
+    for comparing durable downloads with durable downloads;
   - aria2c -j 8 (--file-allocation=none, its fastest setting here);
 and once more with three requests per artifact (demandflight: three callers
 per artifact; curl and aria2c: three URLs, three output files). The tools
@@ -145,6 +148,14 @@ def run_curl(url, names, out, copies):
                   "--fail", "-K", config])
 
 
+def run_curl_sync(url, names, out, copies):
+    """curl, then `sync -f` on its output: the same files made durable at the cheapest
+    (one syncfs for all of them, where demandflight flushes each file and renames it)."""
+    wall, cpu, text = run_curl(url, names, out, copies)
+    sync_wall, sync_cpu, _ = timed(["sync", "-f", out])
+    return wall + sync_wall, cpu + sync_cpu, text
+
+
 def run_aria2(url, names, out, copies):
     listing = os.path.join(out, "aria2.list")
     os.makedirs(out, exist_ok=True)
@@ -195,7 +206,7 @@ def main():
     binaries = {"demandflight": os.path.abspath(args.demandflight)}
     if args.baseline:
         binaries["baseline"] = os.path.abspath(args.baseline)
-    tools = ["curl", "aria2c"] + list(binaries)
+    tools = ["curl", "curl+sync", "aria2c"] + list(binaries)
     os.makedirs(args.work, exist_ok=True)
 
     sets = [s for s in args.sets.split(",") if s]
@@ -248,6 +259,8 @@ def main():
                             subprocess.run(["sync"], check=True)
                         if tool == "curl":
                             wall, cpu, _ = run_curl(url, names, out, copies)
+                        elif tool == "curl+sync":
+                            wall, cpu, _ = run_curl_sync(url, names, out, copies)
                         elif tool == "aria2c":
                             wall, cpu, _ = run_aria2(url, names, out, copies)
                         else:
@@ -279,9 +292,9 @@ def main():
         nginx.wait()
         shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
 
-    print("| set | callers/artifact | demandflight | curl | aria2c | vs curl | vs aria2c "
-          "| requests/artifact (demandflight) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| set | callers/artifact | demandflight | curl | curl + sync | aria2c | vs curl "
+          "| vs curl + sync | vs aria2c | requests/artifact (demandflight) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, count, size, copies, med, cpu, mib, max_requests in rows:
         def cell(tool):
             rate = f"{mib / med[tool]:.0f} MiB/s" if size >= 2**20 else \
@@ -290,11 +303,14 @@ def main():
         label = f"{count} x {size // 1024} KiB" if size < 2**20 else \
             f"{count} x {size // 2**20} MiB"
         print(f"| {label} | {copies} | {cell('demandflight')} | {cell('curl')} | "
-              f"{cell('aria2c')} | {med['curl'] / med['demandflight']:.2f}x | "
+              f"{cell('curl+sync')} | {cell('aria2c')} | "
+              f"{med['curl'] / med['demandflight']:.2f}x | "
+              f"{med['curl+sync'] / med['demandflight']:.2f}x | "
               f"{med['aria2c'] / med['demandflight']:.2f}x | {max_requests} |")
         if "baseline" in med:
-            print(f"|   baseline binary | {copies} | {cell('baseline')} | | | "
+            print(f"|   baseline binary | {copies} | {cell('baseline')} | | | | "
                   f"{med['curl'] / med['baseline']:.2f}x | "
+                  f"{med['curl+sync'] / med['baseline']:.2f}x | "
                   f"{med['aria2c'] / med['baseline']:.2f}x | |")
     if args.json:
         with open(args.json, "w") as f:
