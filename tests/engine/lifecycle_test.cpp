@@ -345,7 +345,9 @@ TEST(Lifecycle, TheIndependentModelReleasesManyTasksOfOneKeyInAnyOrder) {
     drv.finish_finalize(drv.finalizes.back().finalize, FinalizeStatus::installed);
     EXPECT_EQ(drv.outcome(oldest), DemandOutcome::succeeded);
     live.erase(live.begin());
-    if (!live.empty()) ASSERT_EQ(drv.scheduler.task_for(rock)->id, newest_task());
+    if (!live.empty()) {
+      ASSERT_EQ(drv.scheduler.task_for(rock)->id, newest_task());
+    }
   }
   EXPECT_FALSE(drv.scheduler.task_for(rock));
   EXPECT_EQ(drv.scheduler.live_tasks(), 0u);
