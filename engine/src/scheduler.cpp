@@ -1265,8 +1265,7 @@ void Scheduler::Impl::check_invariants() const {
       ++keyed_count;
       if (config_.model == Model::independent) continue;
       for (std::uint32_t v = tasks_[u].key_next; v != kNone; v = tasks_[v].key_next) {
-        DFL_CHECK(!key_equal_(tasks_[u].key, tasks_[v].key),
-                  "more than one live task for one key");
+        DFL_CHECK(!key_equal_(tasks_[u].key, tasks_[v].key), "more than one live task for one key");
       }
     }
   }

@@ -47,12 +47,12 @@ class OraclePolicy final : public OrphanPolicy {
   // positions of its subscribes in that order.
   std::unordered_map<ArtifactKey, std::uint32_t> key_index_;
   std::vector<std::uint64_t> key_size_;
-  std::vector<std::uint32_t> sequence_;                  // Key of each subscribe.
-  std::vector<double> time_;                             // Time of each subscribe.
+  std::vector<std::uint32_t> sequence_;  // Key of each subscribe.
+  std::vector<double> time_;             // Time of each subscribe.
   std::vector<double> end_;  // When each subscribe's demand ends on its own (inf: never).
-  std::vector<std::vector<std::uint32_t>> positions_;    // Per key: its subscribes.
-  std::vector<std::uint32_t> seen_of_key_;               // Per key: subscribes so far.
-  std::uint32_t seen_ = 0;                               // Subscribes so far.
+  std::vector<std::vector<std::uint32_t>> positions_;  // Per key: its subscribes.
+  std::vector<std::uint32_t> seen_of_key_;             // Per key: subscribes so far.
+  std::uint32_t seen_ = 0;                             // Subscribes so far.
   // The bytes of the distinct keys asked for between two positions, in
   // O(log n): each key's first subscribe at or after seen_ carries its size
   // in a Fenwick tree over positions (0 elsewhere), so the sum over [seen_,
