@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <random>
 #include <set>
 #include <unordered_map>
 
@@ -247,10 +246,18 @@ struct OriginSlots {
   std::uint32_t running = 0;
 };
 
+// SplitMix64's finaliser: a well-mixed 64-bit value from any 64-bit input.
+std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // Uniform double in [0, 1) from the top 53 bits: the same on every standard
 // library (std::uniform_real_distribution is not).
-double unit_interval(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+double unit_interval(std::uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
 }  // namespace
@@ -261,7 +268,6 @@ class Scheduler::Impl {
       : config_(config),
         identity_{config.model == Model::callbacks},
         policy_(policy ? std::move(policy) : std::make_shared<AlwaysAbortPolicy>()),
-        rng_(config.seed),
         key_equal_(identity_.equal()),
         installed_(config.cache_bytes, identity_) {
     DFL_ASSERT(config_.max_transfers > 0, "max_transfers must be at least 1");
@@ -1047,17 +1053,23 @@ class Scheduler::Impl {
     }
     task.state = TaskState::backoff;
     // The server's Retry-After is honoured: retrying sooner only earns another 503/429.
-    task.retry_at_s = now_ + std::max(backoff_delay_s(task.attempts), at_least_s);
+    task.retry_at_s = now_ + std::max(backoff_delay_s(task.id, task.attempts), at_least_s);
     task.timer_seq = arm_timer(task.retry_at_s, TimerKind::retry, t, task.id.value);
   }
 
   // Exponential backoff with jitter: base * 2^(attempt-1), capped, scaled by
-  // 1 + jitter * U(-1, 1). Drawn from the one seeded RNG.
-  double backoff_delay_s(std::uint32_t failed_attempt) {
+  // 1 + jitter * U(-1, 1). U is drawn from the seed, the task and the attempt
+  // (a counter-based draw), not from one shared stream: two tasks that fail
+  // at the same instant get the same delays in whichever order a runtime
+  // reports them (the simulator's lone-finalize timers and its Execs, or the
+  // simulator and the real backend, order simultaneous events differently).
+  double backoff_delay_s(TaskId task, std::uint32_t failed_attempt) const {
     const RetryConfig& retry = config_.retry;
     const double exponent = std::min<double>(failed_attempt - 1, 62);
     const double delay = std::min(retry.cap_s, retry.base_s * std::exp2(exponent));
-    const double scale = 1.0 + retry.jitter * (2.0 * unit_interval(rng_) - 1.0);
+    const std::uint64_t bits =
+        splitmix64(splitmix64(config_.seed ^ splitmix64(task.value)) ^ failed_attempt);
+    const double scale = 1.0 + retry.jitter * (2.0 * unit_interval(bits) - 1.0);
     return std::max(0.0, delay * scale);
   }
 
@@ -1207,7 +1219,6 @@ class Scheduler::Impl {
   std::map<std::uint64_t, ArtifactKey> partial_order_;
   std::uint64_t partial_used_ = 0;
   std::uint64_t partial_seq_ = 0;
-  std::mt19937_64 rng_;
   double now_ = 0;
 
   Slab<Demand> demands_;
