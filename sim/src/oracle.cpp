@@ -112,15 +112,14 @@ void OraclePolicy::observe_request(const ArtifactKey& key, double) {
   if (it == key_index_.end()) return;  // Not from this trace (a test's own call).
   ++seen_of_key_[it->second];
   if (seen_ < sequence_.size()) {
-    // The subscribe at seen_ is behind us now: its key's mark moves on.
+    // The subscribe at seen_ is behind us now, and it is its key's mark (the
+    // key's first subscribe at or after seen_): the mark moves on.
     const std::uint32_t passed = seen_;
     const std::uint32_t other = sequence_[passed];
-    if (marked_[other] == passed) {
-      fenwick_add(passed, -static_cast<std::int64_t>(key_size_[other]));
-      marked_[other] = next_of_position_[passed];
-      if (marked_[other] < sequence_.size())
-        fenwick_add(marked_[other], static_cast<std::int64_t>(key_size_[other]));
-    }
+    fenwick_add(passed, -static_cast<std::int64_t>(key_size_[other]));
+    marked_[other] = next_of_position_[passed];
+    if (marked_[other] < sequence_.size())
+      fenwick_add(marked_[other], static_cast<std::int64_t>(key_size_[other]));
   }
   ++seen_;
 }
@@ -151,7 +150,7 @@ OrphanDecision OraclePolicy::decide(const OrphanView& view) {
     // The distinct other keys between now and then (this key's own subscribes
     // in between, if it had any, do not count).
     std::uint64_t between = fenwick_prefix(next) - fenwick_prefix(seen_);
-    if (marked_[key] >= seen_ && marked_[key] < next) between -= key_size_[key];
+    if (marked_[key] < next) between -= key_size_[key];  // Marks are at or after seen_.
     fits = between + size <= capacity;
   }
   if (!fits) return OrphanDecision::keep_partial;
