@@ -4,11 +4,16 @@
 // used, so an unknown field (a typo) is an error unless it starts with "x-".
 #include "demandflight/sim/trace.h"
 
+#include <absl/container/flat_hash_set.h>
+#include <simdjson.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
@@ -23,13 +28,21 @@ using json = nlohmann::json;
 
 // One record line's object, flat: a record's fields are scalars, and a nested
 // value (an extension's object or array) is only known to be there. Filled by
-// FlatParser from nlohmann's SAX events and reused from line to line, so a
-// record costs no allocation once the buffers have grown (a JSON tree per line
-// was most of the reading time). Reads like a json value where FieldReader
-// uses one; a key given twice keeps its last value, as json::parse does.
+// FlatParser and reused from line to line, so a record costs no allocation
+// once the buffers have grown (a JSON tree per line was most of the reading
+// time). Reads like a json value where FieldReader uses one; a key given twice
+// keeps its last value, as json::parse does.
 class FlatObject {
  public:
-  enum class Kind : std::uint8_t { null, boolean, integer, unsigned_integer, floating, string, nested };
+  enum class Kind : std::uint8_t {
+    null,
+    boolean,
+    integer,
+    unsigned_integer,
+    floating,
+    string,
+    nested
+  };
 
   struct Value {
     Kind kind = Kind::null;
@@ -53,9 +66,12 @@ class FlatObject {
         return boolean;
       } else {  // A number, converted as json::get converts it.
         switch (kind) {
-          case Kind::integer: return static_cast<T>(integer);
-          case Kind::unsigned_integer: return static_cast<T>(unsigned_integer);
-          default: return static_cast<T>(floating);
+          case Kind::integer:
+            return static_cast<T>(integer);
+          case Kind::unsigned_integer:
+            return static_cast<T>(unsigned_integer);
+          default:
+            return static_cast<T>(floating);
         }
       }
     }
@@ -83,7 +99,7 @@ class FlatObject {
   // The value of `name`, reset: a new field, or the one given before. A
   // record has a handful of fields; a line with very many (extensions) gets
   // an index, so that reading it stays linear.
-  Value& slot(const std::string& name) {
+  Value& slot(std::string_view name) {
     if (size_ < kIndexFrom) {
       for (std::size_t i = 0; i < size_; ++i)
         if (fields_[i].name == name) return reset(fields_[i].value);
@@ -92,7 +108,8 @@ class FlatObject {
         for (std::size_t i = 0; i < size_; ++i)
           index_.emplace(fields_[i].name, i);
       }
-      if (auto it = index_.find(name); it != index_.end()) return reset(fields_[it->second].value);
+      if (auto it = index_.find(std::string(name)); it != index_.end())
+        return reset(fields_[it->second].value);
       index_.emplace(name, size_);
     }
     if (size_ == fields_.size()) fields_.emplace_back();
@@ -113,13 +130,81 @@ class FlatObject {
   std::unordered_map<std::string, std::size_t> index_;  // Name -> field, from kIndexFrom fields.
 };
 
-// SAX events of one line into a FlatObject (see json::sax_parse).
+// One line into a FlatObject. simdjson reads the line when it can (about five
+// times faster than nlohmann's lexer here); a line it refuses is read again
+// from nlohmann's SAX events (see json::sax_parse), which either accept it
+// (a byte order mark, an integer beyond 64 bits, which json::parse reads as a
+// double, or nesting deeper than simdjson's limit) or say why not, in
+// json::parse's words. Wherever simdjson accepts a line, nlohmann accepts it
+// with the same values (trace_fuzz checks the two against each other).
 class FlatParser {
  public:
   explicit FlatParser(FlatObject& object) : object_(object) {}
 
-  // False on bad JSON (error() says why, in json::parse's words).
+  // False on bad JSON (error() says why, in json::parse's words). `text` must
+  // have simdjson::SIMDJSON_PADDING bytes of capacity beyond its size.
   bool parse(const std::string& text) {
+    if (parse_fast(text)) return true;
+    return parse_slow(text);
+  }
+
+  // The two readers, apart (for the fuzzer). parse_fast false: simdjson
+  // refused the line; the object is then in no particular state.
+  bool parse_fast(const std::string& text) {
+    object_.clear();
+    top_level_object_ = false;
+    error_.clear();
+    simdjson::dom::element root;
+    // No copy: the caller's string has the padding.
+    if (fast_.parse(text.data(), text.size(), /*realloc_if_needed=*/false).get(root)) return false;
+    simdjson::dom::object object;
+    if (root.get(object)) return true;  // A JSON value, but not an object.
+    top_level_object_ = true;
+    for (const simdjson::dom::key_value_pair field : object) {
+      FlatObject::Value& v = object_.slot(field.key);
+      const simdjson::dom::element value = field.value;
+      switch (value.type()) {
+        case simdjson::dom::element_type::STRING:
+          v.kind = FlatObject::Kind::string;
+          v.string.assign(value.get_string().value_unsafe());
+          break;
+        case simdjson::dom::element_type::INT64: {
+          const std::int64_t x = value.get_int64().value_unsafe();
+          // json::parse reports a non-negative integer as unsigned.
+          if (x >= 0) {
+            v.kind = FlatObject::Kind::unsigned_integer;
+            v.unsigned_integer = static_cast<std::uint64_t>(x);
+          } else {
+            v.kind = FlatObject::Kind::integer;
+            v.integer = x;
+          }
+          break;
+        }
+        case simdjson::dom::element_type::UINT64:
+          v.kind = FlatObject::Kind::unsigned_integer;
+          v.unsigned_integer = value.get_uint64().value_unsafe();
+          break;
+        case simdjson::dom::element_type::DOUBLE:
+          v.kind = FlatObject::Kind::floating;
+          v.floating = value.get_double().value_unsafe();
+          break;
+        case simdjson::dom::element_type::BOOL:
+          v.kind = FlatObject::Kind::boolean;
+          v.boolean = value.get_bool().value_unsafe();
+          break;
+        case simdjson::dom::element_type::NULL_VALUE:
+          v.kind = FlatObject::Kind::null;
+          break;
+        case simdjson::dom::element_type::ARRAY:
+        case simdjson::dom::element_type::OBJECT:
+          v.kind = FlatObject::Kind::nested;
+          break;
+      }
+    }
+    return true;
+  }
+
+  bool parse_slow(const std::string& text) {
     object_.clear();
     depth_ = 0;
     current_ = nullptr;
@@ -140,7 +225,8 @@ class FlatParser {
     return true;
   }
   bool number_unsigned(json::number_unsigned_t value) {
-    if (FlatObject::Value* v = field(FlatObject::Kind::unsigned_integer)) v->unsigned_integer = value;
+    if (FlatObject::Value* v = field(FlatObject::Kind::unsigned_integer))
+      v->unsigned_integer = value;
     return true;
   }
   bool number_float(json::number_float_t value, const std::string&) {
@@ -191,6 +277,7 @@ class FlatParser {
   }
 
   FlatObject& object_;
+  simdjson::dom::parser fast_;
   std::size_t depth_ = 0;
   FlatObject::Value* current_ = nullptr;
   bool top_level_object_ = false;
@@ -198,6 +285,12 @@ class FlatParser {
 };
 
 // Field access, the same for a json object (header lines) and a FlatObject.
+std::string_view string_of(const json& value) {
+  return value.get_ref<const std::string&>();
+}
+std::string_view string_of(const FlatObject::Value& value) {
+  return value.string;
+}
 const json* find_field(const json& object, std::string_view name) {
   auto it = object.find(name);
   return it == object.end() ? nullptr : &*it;
@@ -230,24 +323,29 @@ class FieldReader {
 
   bool has(const char* name) const { return find_field(object_, name) != nullptr; }
 
-  // Names are string literals: only pointers to them are kept.
+  // Names are string literals: only views of them are kept.
   const Value& raw(const char* name) {
-    if (std::find(used_.begin(), used_.end(), name) == used_.end()) used_.push_back(name);
-    const Value* value = find_field(object_, name);
+    const std::string_view n(name);
+    if (std::find(used_.begin(), used_.end(), n) == used_.end()) used_.push_back(n);
+    const Value* value = find_field(object_, n);
     if (value == nullptr) fail(name, "missing field");
     return *value;
   }
 
-  std::string string(const char* name) {
+  std::string string(const char* name) { return std::string(text(name)); }
+
+  // A string field, read in place: valid while the object is.
+  std::string_view text(const char* name) {
     const Value& v = raw(name);
     if (!v.is_string()) fail(name, "must be a string");
-    return v.template get<std::string>();
+    return string_of(v);
   }
 
   std::int64_t integer(const char* name, std::int64_t lo, std::int64_t hi) {
     const Value& v = raw(name);
     if (!v.is_number_integer()) fail(name, "must be an integer");
-    if (v.is_number_unsigned() && v.template get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+    if (v.is_number_unsigned() &&
+        v.template get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
       fail(name, "must be at most " + std::to_string(hi));
     }
     const std::int64_t x = v.template get<std::int64_t>();
@@ -293,8 +391,7 @@ class FieldReader {
     });
     if (unknown == nullptr) return;
     // An empty key is named as it is written, so that the message names a field.
-    fail(unknown->empty() ? "\"\"" : *unknown,
-         "unknown field (extensions must start with \"x-\")");
+    fail(unknown->empty() ? "\"\"" : *unknown, "unknown field (extensions must start with \"x-\")");
   }
 
  private:
@@ -303,6 +400,48 @@ class FieldReader {
   std::size_t line_;
   std::string prefix_;
   std::vector<std::string_view> used_;  // Fields read (found or not), a handful.
+};
+
+// Id -> dense index over ids the trace keeps anyway (its demand ids, owners,
+// artifacts): the table holds only the indices, and hashes and compares
+// through the trace's vector. A million demands cost 10 MB here, where a map
+// of strings cost 80 MB (and a node-based one a third of the reading time in
+// cache misses).
+template <class T>
+class IdIndex {
+ public:
+  explicit IdIndex(const std::vector<T>& items) : table_(0, Hash{&items}, Eq{&items}) {}
+
+  std::optional<std::uint32_t> find(std::string_view id) const {
+    auto it = table_.find(id);
+    if (it == table_.end()) return std::nullopt;
+    return *it;
+  }
+  // Adds items[index], which the caller has just appended; false (and nothing
+  // added) when an item with the same id is there already.
+  bool insert(std::uint32_t index) { return table_.insert(index).second; }
+
+ private:
+  static std::string_view id_of(const std::string& item) { return item; }
+  static std::string_view id_of(const Artifact& item) { return item.id; }
+
+  struct Hash {
+    using is_transparent = void;
+    const std::vector<T>* items;
+    std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
+    std::size_t operator()(std::uint32_t index) const { return (*this)(id_of((*items)[index])); }
+  };
+  struct Eq {
+    using is_transparent = void;
+    const std::vector<T>* items;
+    std::string_view id(std::string_view id) const { return id; }
+    std::string_view id(std::uint32_t index) const { return id_of((*items)[index]); }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return id(a) == id(b);
+    }
+  };
+  absl::flat_hash_set<std::uint32_t, Hash, Eq> table_;
 };
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
@@ -322,6 +461,7 @@ class Reader {
     FlatParser parser(flat);
     while (std::getline(in, text)) {
       ++line;
+      text.reserve(text.size() + simdjson::SIMDJSON_PADDING);              // For FlatParser.
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // Blank line.
       // Errors: parse_error, and out_of_range for a number no double holds
       // (found by trace_fuzz), in json::parse's words.
@@ -443,7 +583,7 @@ class Reader {
 
   void record(const FlatObject& object, std::size_t line) {
     FieldReader<FlatObject> f(object, trace_.file, line, "");
-    const std::string op = f.string("op");
+    const std::string_view op = f.text("op");
     if (op == "artifact") {
       artifact(f);
       f.finish();
@@ -460,12 +600,14 @@ class Reader {
     last_t_ = r.t;
     if (op == "subscribe") {
       r.op = Op::subscribe;
-      std::string demand = f.string("demand");
       r.demand = static_cast<std::uint32_t>(trace_.demand_ids.size());
-      if (!demands_.try_emplace(demand, r.demand).second)
+      trace_.demand_ids.emplace_back(f.text("demand"));
+      if (!demands_.insert(r.demand)) {
+        std::string demand = std::move(trace_.demand_ids.back());
+        trace_.demand_ids.pop_back();
         f.fail("demand", "demand id \"" + demand + "\" is already used");
-      trace_.demand_ids.push_back(std::move(demand));
-      r.owner = owner(f.string("owner"));
+      }
+      r.owner = owner(f.text("owner"));
       r.artifact = artifact_ref(f, "artifact");
       r.priority = static_cast<Priority>(f.integer("priority", std::numeric_limits<Priority>::min(),
                                                    std::numeric_limits<Priority>::max()));
@@ -483,7 +625,7 @@ class Reader {
                                                    std::numeric_limits<Priority>::max()));
     } else if (op == "end_owner") {
       r.op = Op::end_owner;
-      r.owner = owner(f.string("owner"));
+      r.owner = owner(f.text("owner"));
       if (f.has("owner_generation")) {
         r.has_generation = true;
         r.owner_generation = f.integer("owner_generation", 0, kMaxInt);
@@ -492,7 +634,7 @@ class Reader {
       r.op = Op::fault;
       r.fault = static_cast<std::uint32_t>(trace_.faults.size());
       FaultSpec& spec = trace_.faults.emplace_back();
-      const std::string kind = f.string("kind");
+      const std::string_view kind = f.text("kind");
       if (kind == "transfer_error") {
         spec.kind = FaultKind::transfer_error;
         r.artifact = artifact_ref(f, "artifact");
@@ -518,11 +660,11 @@ class Reader {
         spec.origin = it->second;
         spec.duration_s = f.number("duration_s", 0, kMaxTime, /*lo_open=*/true);
       } else {
-        f.fail("kind", "unknown fault kind \"" + kind +
+        f.fail("kind", "unknown fault kind \"" + std::string(kind) +
                            "\" (expected transfer_error, corrupt or origin_down)");
       }
     } else {
-      f.fail("op", "unknown op \"" + op +
+      f.fail("op", "unknown op \"" + std::string(op) +
                        "\" (expected artifact, subscribe, cancel, set_priority, end_owner, fault)");
     }
     f.finish();
@@ -532,7 +674,7 @@ class Reader {
   void artifact(FieldReader<FlatObject>& f) {
     Artifact a;
     a.id = f.string("id");
-    if (artifacts_.contains(a.id)) f.fail("id", "artifact id \"" + a.id + "\" is declared twice");
+    if (artifacts_.find(a.id)) f.fail("id", "artifact id \"" + a.id + "\" is declared twice");
     a.key.resource = f.string("resource");
     a.key.revision = f.string("revision");
     a.key.target = f.string("target");
@@ -559,8 +701,8 @@ class Reader {
       }
       a.sha256 = std::move(digest);
     }
-    artifacts_.emplace(a.id, static_cast<std::uint32_t>(trace_.artifacts.size()));
     trace_.artifacts.push_back(std::move(a));
+    artifacts_.insert(static_cast<std::uint32_t>(trace_.artifacts.size() - 1));
   }
 
   std::uint32_t add_origin(OriginSpec origin) {
@@ -571,36 +713,38 @@ class Reader {
   }
 
   std::uint32_t artifact_ref(FieldReader<FlatObject>& f, const char* field) {
-    const std::string id = f.string(field);
-    auto it = artifacts_.find(id);
-    if (it == artifacts_.end()) {
-      f.fail(field, "unknown artifact \"" + id + "\" (declare it with an artifact line first)");
+    const std::string_view id = f.text(field);
+    const auto index = artifacts_.find(id);
+    if (!index) {
+      f.fail(field, "unknown artifact \"" + std::string(id) +
+                        "\" (declare it with an artifact line first)");
     }
-    return it->second;
+    return *index;
   }
 
   std::uint32_t demand_ref(FieldReader<FlatObject>& f) {
-    const std::string id = f.string("demand");
-    auto it = demands_.find(id);
-    if (it == demands_.end()) f.fail("demand", "unknown demand \"" + id + "\"");
-    return it->second;
+    const std::string_view id = f.text("demand");
+    const auto index = demands_.find(id);
+    if (!index) f.fail("demand", "unknown demand \"" + std::string(id) + "\"");
+    return *index;
   }
 
-  std::uint32_t owner(const std::string& name) {
-    auto [it, inserted] =
-        owners_.try_emplace(name, static_cast<std::uint32_t>(trace_.owners.size()));
-    if (inserted) trace_.owners.push_back(name);
-    return it->second;
+  std::uint32_t owner(std::string_view name) {
+    if (auto index = owners_.find(name)) return *index;
+    const auto index = static_cast<std::uint32_t>(trace_.owners.size());
+    trace_.owners.emplace_back(name);
+    owners_.insert(index);
+    return index;
   }
 
   Trace trace_;
   bool manifest_ = false;
   bool origins_declared_ = false;
   double last_t_ = 0;
-  std::unordered_map<std::string, std::uint32_t> origin_index_;
-  std::unordered_map<std::string, std::uint32_t> artifacts_;
-  std::unordered_map<std::string, std::uint32_t> demands_;
-  std::unordered_map<std::string, std::uint32_t> owners_;
+  std::unordered_map<std::string, std::uint32_t> origin_index_;  // A handful.
+  IdIndex<Artifact> artifacts_{trace_.artifacts};
+  IdIndex<std::string> demands_{trace_.demand_ids};
+  IdIndex<std::string> owners_{trace_.owners};
 };
 
 }  // namespace
@@ -626,6 +770,65 @@ std::vector<std::string> simgrid_settings(NetworkModel model) {
   }
   return {};
 }
+
+namespace detail {
+
+std::optional<std::string> compare_line_readers(const std::string& line) {
+  std::string padded = line;
+  padded.reserve(line.size() + simdjson::SIMDJSON_PADDING);
+  FlatObject fast;
+  FlatParser fast_parser(fast);
+  if (!fast_parser.parse_fast(padded)) return std::nullopt;
+  FlatObject slow;
+  FlatParser slow_parser(slow);
+  if (!slow_parser.parse_slow(padded)) return "nlohmann refuses it: " + slow_parser.error();
+  if (fast_parser.is_object() != slow_parser.is_object()) return std::string("object or not");
+  if (fast.size() != slow.size()) {
+    return "fields: " + std::to_string(fast.size()) + " against " + std::to_string(slow.size());
+  }
+  for (std::size_t i = 0; i < fast.size(); ++i) {
+    const FlatObject::Field& a = fast.begin()[i];
+    const FlatObject::Field& b = slow.begin()[i];
+    const std::string where = "field " + std::to_string(i) + " (" + b.name + "): ";
+    if (a.name != b.name) return where + "name \"" + a.name + "\"";
+    using Kind = FlatObject::Kind;
+    auto zero = [](const FlatObject::Value& v) {
+      return (v.kind == Kind::integer && v.integer == 0) ||
+             (v.kind == Kind::unsigned_integer && v.unsigned_integer == 0);
+    };
+    if (zero(a.value) && zero(b.value))
+      continue;  // "-0": integer 0 to nlohmann, either kind reads as 0.
+    if (a.value.kind != b.value.kind) {
+      return where + "kind " + std::to_string(static_cast<int>(a.value.kind)) + " against " +
+             std::to_string(static_cast<int>(b.value.kind));
+    }
+    bool same = true;
+    switch (a.value.kind) {
+      case Kind::null:
+      case Kind::nested:
+        break;
+      case Kind::boolean:
+        same = a.value.boolean == b.value.boolean;
+        break;
+      case Kind::integer:
+        same = a.value.integer == b.value.integer;
+        break;
+      case Kind::unsigned_integer:
+        same = a.value.unsigned_integer == b.value.unsigned_integer;
+        break;
+      case Kind::floating:  // Bit for bit: both round correctly.
+        same = std::memcmp(&a.value.floating, &b.value.floating, sizeof(double)) == 0;
+        break;
+      case Kind::string:
+        same = a.value.string == b.value.string;
+        break;
+    }
+    if (!same) return where + "value";
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
 
 Trace read_trace(std::istream& in, const std::string& name_for_errors) {
   return Reader(name_for_errors).read(in);

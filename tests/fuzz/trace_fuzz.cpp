@@ -1,8 +1,10 @@
 // libFuzzer target: the trace reader on any bytes. It must give a clean error
 // (TraceError naming the file, a line and a field) or a valid trace, never a
 // crash, a hang, a leak or another exception (ASan/UBSan and libFuzzer's
-// timeout and leak checks do the rest).
+// timeout and leak checks do the rest). And each line simdjson accepts must
+// read the same through nlohmann's parser (the reader's two line readers).
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -49,7 +51,15 @@ void check(const dfl::sim::Trace& t) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (auto difference = dfl::sim::detail::compare_line_readers(line)) {
+      std::fprintf(stderr, "trace_fuzz: the line readers differ: %s\n", difference->c_str());
+      std::abort();
+    }
+  }
+  std::istringstream in(text);
   try {
     check(dfl::sim::read_trace(in, "fuzz.jsonl"));
   } catch (const dfl::sim::TraceError& e) {

@@ -213,6 +213,55 @@ TEST(TraceReader, ALineWithManyExtensionFieldsIsReadAndItsLastValueKept) {
   }
 }
 
+// Record lines are read by simdjson, and by nlohmann's parser where simdjson
+// refuses one. Wherever simdjson accepts a line, both must read the same
+// object; trace_fuzz checks the same on random bytes.
+TEST(TraceReader, TheFastLineReaderReadsWhatNlohmannReads) {
+  const std::vector<std::string> lines = {
+      R"({"op": "subscribe", "t": 0.5, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1})",
+      R"({"a": -0, "b": 0, "c": -0.0, "d": 1e-400, "e": 5e-324, "f": 1E+2, "g": 0.1})",
+      R"({"a": 9223372036854775807, "b": 9223372036854775808, "c": 18446744073709551615})",
+      R"({"a": -9223372036854775808, "b": -1, "c": 2.2250738585072011e-308, "d": 1.7976931348623157e308})",
+      R"({"a": "\ud83d\ude00", "b": "\u00e9\n\t\"\\/", "c": "caf\u00e9", "d": "", "": 1})",
+      R"({"a": 1, "a": "x", "b": [1, {"c": null}], "b": true, "d": {"e": [[]]}, "f": false})",
+      "{\"a\": 1}\r",
+      " \t{\"a\" :1 , \"b\":[ ] }  ",
+      "[1, 2]",
+      "\"just a string\"",
+      "{\"a\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
+  };
+  for (const std::string& line : lines) {
+    EXPECT_EQ(sim::detail::compare_line_readers(line), std::nullopt) << line;
+  }
+}
+
+TEST(TraceReader, LinesTheFastReaderRefusesAreStillReadAsJsonParseReadsThem) {
+  // A byte order mark, and integers beyond 64 bits (a double to json::parse):
+  // simdjson refuses these lines, nlohmann's parser reads them.
+  std::istringstream in(
+      header() + artifact("rock", 1000) + "\xef\xbb\xbf" +
+      R"({"op": "subscribe", "t": 0.5, "demand": "d1", "owner": "o", "artifact": "rock", "priority": 1, "x-big": 18446744073709551616})"
+      "\n" +
+      R"({"op": "cancel", "t": 1e0, "demand": "d1", "x-low": -9223372036854775809})"
+      "\n");
+  const sim::Trace trace = sim::read_trace(in, "t.jsonl");
+  ASSERT_EQ(trace.records.size(), 2u);
+  EXPECT_EQ(trace.records[0].priority, 1);
+  EXPECT_EQ(trace.records[1].op, sim::Op::cancel);
+  // Bad JSON is reported in json::parse's words, from either reader.
+  std::istringstream bad(kGood + R"({"op": "cancel", "t": 01, "demand": "d1"})"
+                                 "\n");
+  try {
+    sim::read_trace(bad, "t.jsonl");
+    FAIL() << "accepted";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.line(), 4u);
+    EXPECT_NE(std::string(e.what()).find("not valid JSON: [json.exception.parse_error.101]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TraceReader, DefaultsApplyWhereTheHeaderIsSilent) {
   std::istringstream in(
       R"({"format": "demandflight-trace", "version": 1})"

@@ -146,4 +146,13 @@ Trace read_trace(std::istream& in, const std::string& name_for_errors);
 // trace is a manifest of its artifacts. Throws TraceError.
 Trace read_manifest(const std::string& path);
 
+namespace detail {
+// For tests and trace_fuzz: a record line is read by simdjson, and by
+// nlohmann's parser when simdjson refuses it. This reads `line` both ways and
+// says how the two results differ: nullopt when simdjson refuses the line or
+// when both read the same object (the same fields, in order, of the same kinds
+// and values).
+std::optional<std::string> compare_line_readers(const std::string& line);
+}  // namespace detail
+
 }  // namespace dfl::sim
