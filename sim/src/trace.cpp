@@ -452,6 +452,9 @@ class Reader {
   explicit Reader(std::string file, bool manifest = false) : manifest_(manifest) {
     trace_.file = std::move(file);
   }
+  // The id indices point into trace_: a copy would share them.
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
   Trace read(std::istream& in) {
     std::string text;
