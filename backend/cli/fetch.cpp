@@ -81,9 +81,10 @@ class Counter : public backend::ClientObserver {
 };
 
 struct FetchArgs {
-  std::string manifest, base_url, cache_dir, policy = "always-abort", progress = "auto";
+  std::string manifest, base_url, cache_dir, policy = "always-abort", progress = "auto",
+                                             sync = "batched";
   std::uint32_t max_transfers = 8, max_per_origin = 8, copies = 1, retries = 4;
-  unsigned finalize_threads = 16;  // Installs mostly wait on fsync.
+  unsigned finalize_threads = 0;  // By --sync (ClientOptions::finalize_threads).
   Priority priority = 0;
   std::uint64_t cache_bytes = 0;
   bool quiet = false;
@@ -105,6 +106,8 @@ int run_fetch(const FetchArgs& args) {
   options.cache_dir = args.cache_dir;
   options.resolver = base_url_resolver(args.base_url, manifest);
   options.finalize_threads = args.finalize_threads;
+  options.install_sync =
+      args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
   Counter counter;
   options.observer = &counter;
 
@@ -125,6 +128,7 @@ int run_fetch(const FetchArgs& args) {
   std::vector<std::string> failures;
   std::vector<std::string> lines;  // Plain lines waiting to be printed.
 
+  backend::CacheDir::SyncCounts syncs;
   const auto t0 = Clock::now();
   auto elapsed = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   {
@@ -200,6 +204,7 @@ int run_fetch(const FetchArgs& args) {
     }
     for (const std::string& line : lines)
       std::printf("%s\n", line.c_str());
+    syncs = client.sync_counts();
   }
   const double wall = elapsed();
 
@@ -216,6 +221,10 @@ int run_fetch(const FetchArgs& args) {
               human_bytes(static_cast<double>(received)).c_str(),
               human_bytes(wall > 0 ? static_cast<double>(received) / wall : 0).c_str(),
               wall > 0 ? static_cast<double>(manifest.artifacts.size()) / wall : 0.0);
+  std::printf("  made durable by %llu syncfs, %llu fdatasync, %llu fsync of objects/\n",
+              static_cast<unsigned long long>(syncs.fs_syncs),
+              static_cast<unsigned long long>(syncs.file_syncs),
+              static_cast<unsigned long long>(syncs.dir_syncs));
   if (!failures.empty()) {
     std::sort(failures.begin(), failures.end());
     failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
@@ -299,8 +308,15 @@ Subcommand add_fetch_command(CLI::App& app) {
   c->add_option("--retries", args->retries, "attempts per artifact")
       ->check(CLI::Range(1u, 100u))
       ->capture_default_str();
-  c->add_option("--finalize-threads", args->finalize_threads, "verify+install threads")
-      ->check(CLI::Range(1u, 64u))
+  c->add_option("--finalize-threads", args->finalize_threads,
+                "verify+install threads (0: one per core for --sync batched, 16 for per-file)")
+      ->check(CLI::Range(0u, 64u))
+      ->capture_default_str();
+  c->add_option("--sync", args->sync,
+                "how installs are made durable: batched (one syncfs per batch of waiting "
+                "installs; the default) | per-file (an fdatasync each; for a cache on a file "
+                "system with other heavy writers)")
+      ->check(CLI::IsMember({"batched", "per-file"}))
       ->capture_default_str();
   c->add_option("--cache-bytes", args->cache_bytes, "cache capacity (default: unlimited)");
   c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();

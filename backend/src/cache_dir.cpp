@@ -245,8 +245,11 @@ std::optional<IoError> CacheDir::Staging::flush() {
 
 // --- CacheDir --------------------------------------------------------------------
 
-CacheDir::CacheDir(fs::path root, bool write_behind)
-    : root_(std::move(root)), objects_(root_ / "objects"), staging_(root_ / "staging") {
+CacheDir::CacheDir(fs::path root, CacheOptions options)
+    : root_(std::move(root)),
+      objects_(root_ / "objects"),
+      staging_(root_ / "staging"),
+      sync_mode_(options.sync) {
   std::error_code ec;
   fs::create_directories(objects_, ec);
   if (ec) throw std::runtime_error("cannot create " + objects_.string() + ": " + ec.message());
@@ -273,10 +276,19 @@ CacheDir::CacheDir(fs::path root, bool write_behind)
 
   objects_fd_ = ::open(objects_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (objects_fd_ < 0) throw std::runtime_error(errno_text("cannot open", objects_));
-  if (write_behind) writer_ = std::make_unique<WriteBehind>();
+  if (options.write_behind) writer_ = std::make_unique<WriteBehind>();
+  if (sync_mode_ == SyncMode::batched) committer_ = std::thread([this] { commit_loop(); });
 }
 
 CacheDir::~CacheDir() {
+  if (committer_.joinable()) {
+    {
+      std::lock_guard lock(commit_mutex_);
+      commit_stop_ = true;
+    }
+    commit_cv_.notify_one();
+    committer_.join();  // It commits what is still waiting first.
+  }
   if (objects_fd_ >= 0) ::close(objects_fd_);
 }
 
@@ -334,10 +346,12 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key)
   return Staging(path, fd, std::move(name), nullptr);
 }
 
-std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint64_t> expected_size,
-                                        const std::optional<std::string>& expected_sha256) {
+std::optional<IoError> CacheDir::verify(Staging& staging,
+                                        std::optional<std::uint64_t> expected_size,
+                                        const std::optional<std::string>& expected_sha256,
+                                        bool close) {
   if (!staging.core_) return IoError{"commit of a closed staging file"};
-  if (auto error = staging.flush()) return error;  // `staging` removes its file on return.
+  if (auto error = staging.flush()) return error;  // `staging` removes its file when dropped.
   Staging::Core& core = *staging.core_;
   if (expected_size && staging.bytes_ != *expected_size) {
     return IoError{"size mismatch for " + core.object_name + ": expected " +
@@ -349,29 +363,165 @@ std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint
     return IoError{"sha256 mismatch for " + core.object_name + ": expected " + *expected_sha256 +
                    ", got " + digest};
   }
-  // Durable bytes first, then the name: a crash between the two leaves only a
-  // staging file, which the next start removes.
-  // fdatasync: the data and the size; the timestamps need not be durable.
-  if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
+  if (!close) return std::nullopt;
   if (::close(std::exchange(core.fd, -1)) != 0) {
     ::unlink(core.path.c_str());
     return IoError{errno_text("cannot close", core.path)};
   }
-  const fs::path target = objects_ / core.object_name;
-  if (::rename(core.path.c_str(), target.c_str()) != 0) {
+  return std::nullopt;
+}
+
+std::optional<IoError> CacheDir::publish(const fs::path& staged, const std::string& object_name) {
+  const fs::path target = objects_ / object_name;
+  if (::rename(staged.c_str(), target.c_str()) != 0) {
     const IoError error{errno_text("cannot rename into", target)};
-    ::unlink(core.path.c_str());
+    ::unlink(staged.c_str());
     return error;
   }
-  if (auto error = sync_objects_after_rename()) return error;
+  return std::nullopt;
+}
+
+void CacheDir::add_to_index(const std::string& object_name, std::uint64_t bytes) {
   std::lock_guard lock(mutex_);
-  auto [it, inserted] = index_.try_emplace(core.object_name, staging.bytes_);
+  auto [it, inserted] = index_.try_emplace(object_name, bytes);
   if (!inserted) {
     index_bytes_ -= it->second;
-    it->second = staging.bytes_;
+    it->second = bytes;
   }
-  index_bytes_ += staging.bytes_;
+  index_bytes_ += bytes;
+}
+
+std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint64_t> expected_size,
+                                        const std::optional<std::string>& expected_sha256) {
+  if (sync_mode_ == SyncMode::batched) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<std::optional<IoError>> outcome;
+    commit_async(std::move(staging), expected_size, expected_sha256,
+                 [&](std::optional<IoError> error) {
+                   std::lock_guard lock(m);
+                   outcome.emplace(std::move(error));
+                   cv.notify_one();
+                 });
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return outcome.has_value(); });
+    return std::move(*outcome);
+  }
+  if (auto error = verify(staging, expected_size, expected_sha256, /*close=*/false)) return error;
+  Staging::Core& core = *staging.core_;
+  // Durable bytes first, then the name: a crash between the two leaves only a
+  // staging file, which the next start removes.
+  // fdatasync: the data and the size; the timestamps need not be durable.
+  if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
+  {
+    std::lock_guard lock(counts_mutex_);
+    ++counts_.file_syncs;
+  }
+  if (::close(std::exchange(core.fd, -1)) != 0) {
+    ::unlink(core.path.c_str());
+    return IoError{errno_text("cannot close", core.path)};
+  }
+  if (auto error = publish(core.path, core.object_name)) return error;
+  if (auto error = sync_objects_after_rename()) return error;
+  add_to_index(core.object_name, staging.bytes_);
   return std::nullopt;
+}
+
+void CacheDir::commit_async(Staging staging, std::optional<std::uint64_t> expected_size,
+                            const std::optional<std::string>& expected_sha256, CommitDone done) {
+  if (sync_mode_ == SyncMode::per_file) {
+    done(commit(std::move(staging), expected_size, expected_sha256));
+    return;
+  }
+  if (auto error = verify(staging, expected_size, expected_sha256, /*close=*/true)) {
+    { const Staging dropped = std::move(staging); }  // Its file is gone before `done` runs.
+    done(std::move(error));
+    return;
+  }
+  // Closed and verified: from here the committer owns the file.
+  PendingCommit pending{staging.core_->path, staging.core_->object_name, staging.bytes_,
+                        std::move(done)};
+  {
+    std::lock_guard lock(commit_mutex_);
+    committing_.push_back(std::move(pending));
+  }
+  commit_cv_.notify_one();
+}
+
+void CacheDir::drain() {
+  std::unique_lock lock(commit_mutex_);
+  drained_cv_.wait(lock, [this] { return committing_.empty() && in_flight_ == 0; });
+}
+
+CacheDir::SyncCounts CacheDir::sync_counts() const {
+  std::lock_guard lock(counts_mutex_);
+  return counts_;
+}
+
+void CacheDir::commit_loop() {
+  std::vector<PendingCommit> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(commit_mutex_);
+      in_flight_ = 0;
+      drained_cv_.notify_all();
+      commit_cv_.wait(lock, [this] { return commit_stop_ || !committing_.empty(); });
+      if (committing_.empty()) return;  // Stopping, and nothing is left to commit.
+      batch.clear();
+      batch.swap(committing_);
+      in_flight_ = batch.size();
+    }
+    commit_batch(batch);
+  }
+}
+
+void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
+  std::vector<std::optional<IoError>> errors(batch.size());
+  // Durable bytes first, then the names (see commit()).
+  bool synced = false;
+  if (batch.size() >= kSyncfsMinBatch) {
+    // One syncfs writes back every staged file of the batch. On ext4 without
+    // a journal it flushes the disk's cache before its last step, which
+    // writes (and waits for) inode table blocks: the fsync of objects/ after
+    // it flushes again, so that sizes and extents are durable before any
+    // name points at them. If either reports an error (which may be another
+    // program's), each file is synced alone below, which says whose it was.
+    synced = ::syncfs(objects_fd_) == 0 && ::fsync(objects_fd_) == 0;
+    std::lock_guard lock(counts_mutex_);
+    ++counts_.fs_syncs;
+    ++counts_.dir_syncs;
+  }
+  if (!synced) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const int fd = ::open(batch[i].staged.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::fdatasync(fd) != 0) {
+        errors[i] = IoError{errno_text("cannot fsync", batch[i].staged)};
+        ::unlink(batch[i].staged.c_str());
+      }
+      if (fd >= 0) ::close(fd);
+      std::lock_guard lock(counts_mutex_);
+      ++counts_.file_syncs;
+    }
+  }
+  bool renamed = false;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (errors[i]) continue;
+    errors[i] = publish(batch[i].staged, batch[i].object_name);
+    renamed = renamed || !errors[i];
+  }
+  if (renamed) {
+    if (auto error = sync_objects_after_rename()) {
+      for (auto& e : errors) {
+        if (!e) e = error;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (!errors[i]) add_to_index(batch[i].object_name, batch[i].bytes);
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    batch[i].done(std::move(errors[i]));
+  }
 }
 
 std::optional<IoError> CacheDir::sync_objects_after_rename() {
@@ -387,6 +537,10 @@ std::optional<IoError> CacheDir::sync_objects_after_rename() {
     lock.unlock();
     const int rc = ::fsync(objects_fd_);
     const int error = errno;
+    {
+      std::lock_guard counts_lock(counts_mutex_);
+      ++counts_.dir_syncs;
+    }
     lock.lock();
     syncing_ = false;
     if (rc == 0) synced_ = std::max(synced_, covers);

@@ -82,7 +82,8 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)),
-        cache_(options_.cache_dir, /*write_behind=*/true),
+        cache_(options_.cache_dir,
+               CacheOptions{.write_behind = true, .sync = options_.install_sync}),
         engine_(with_task_events(options_.scheduler),
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {
@@ -93,7 +94,13 @@ class Client::Impl {
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
                       static_cast<long>(options_.scheduler.max_per_origin));
     io_thread_ = std::thread([this] { io_loop(); });
-    for (unsigned i = 0; i < std::max(1u, options_.finalize_threads); ++i) {
+    unsigned threads = options_.finalize_threads;
+    if (threads == 0) {
+      threads = options_.install_sync == SyncMode::per_file
+                    ? 16
+                    : std::clamp(std::thread::hardware_concurrency(), 2u, 8u);
+    }
+    for (unsigned i = 0; i < threads; ++i) {
       finalize_threads_.emplace_back([this] { finalize_loop(); });
     }
     delivery_thread_ = std::thread([this] { delivery_loop(); });
@@ -110,6 +117,7 @@ class Client::Impl {
     finalize_cv_.notify_all();
     for (auto& t : finalize_threads_)
       t.join();
+    cache_.drain();  // Installs handed to the committer report to the engine first.
     // Demands still waiting are cancelled: each gets its one terminal.
     {
       std::lock_guard lock(engine_mutex_);
@@ -183,6 +191,7 @@ class Client::Impl {
   }
 
   std::filesystem::path path_of(const ArtifactKey& key) const { return cache_.object_path(key); }
+  CacheDir::SyncCounts sync_counts() const { return cache_.sync_counts(); }
 
   SchedulerStats stats() const {
     std::lock_guard lock(engine_mutex_);
@@ -662,26 +671,37 @@ class Client::Impl {
         std::lock_guard lock(ready_mutex_);
         if (auto node = ready_.extract(job.task.value)) staging.emplace(std::move(node.mapped()));
       }
-      FinalizeStatus status = FinalizeStatus::error;
       const std::uint64_t bytes = staging ? staging->bytes() : 0;
-      std::optional<IoError> error;
-      if (staging) {
-        error = cache_.commit(std::move(*staging), job.size, job.sha256);
-        if (!error) {
-          status = FinalizeStatus::installed;
-        } else if (error->message.find("mismatch") != std::string::npos) {
-          status = FinalizeStatus::verify_failed;  // Wrong bytes: fetched again from 0.
-        }
+      if (!staging) {  // Its files were dropped: nothing to install.
+        finalize_ended(job, bytes, std::nullopt, FinalizeStatus::error);
+        continue;
       }
-      std::lock_guard lock(engine_mutex_);
-      const double t = now();
-      if (options_.observer != nullptr) {
-        if (error) options_.observer->on_attempt_failed(t, job.task, job.key, error->message);
-        options_.observer->on_finalize_ended(t, job.task, status, bytes);
-      }
-      engine_.on_finalize_finished(t, job.finalize, status);
-      route_locked();
+      // Reports on this thread, or on the cache's committer once the install is durable.
+      const std::optional<std::uint64_t> size = job.size;
+      const std::optional<std::string> sha256 = std::move(job.sha256);
+      cache_.commit_async(std::move(*staging), size, sha256,
+                          [this, job = std::move(job), bytes](std::optional<IoError> error) {
+                            finalize_ended(job, bytes, std::move(error), FinalizeStatus::installed);
+                          });
     }
+  }
+
+  // `status` is the outcome when there is no error.
+  void finalize_ended(const FinalizeJob& job, std::uint64_t bytes, std::optional<IoError> error,
+                      FinalizeStatus status) {
+    if (error) {
+      // Wrong bytes are fetched again from 0.
+      status = error->message.find("mismatch") != std::string::npos ? FinalizeStatus::verify_failed
+                                                                    : FinalizeStatus::error;
+    }
+    std::lock_guard lock(engine_mutex_);
+    const double t = now();
+    if (options_.observer != nullptr) {
+      if (error) options_.observer->on_attempt_failed(t, job.task, job.key, error->message);
+      options_.observer->on_finalize_ended(t, job.task, status, bytes);
+    }
+    engine_.on_finalize_finished(t, job.finalize, status);
+    route_locked();
   }
 
   // --- Delivery thread -------------------------------------------------------------
@@ -776,6 +796,10 @@ void Client::end_owner(OwnerId owner, std::optional<OwnerGeneration> generation)
 }
 std::filesystem::path Client::path_of(const ArtifactKey& key) const {
   return impl_->path_of(key);
+}
+
+CacheDir::SyncCounts Client::sync_counts() const {
+  return impl_->sync_counts();
 }
 SchedulerStats Client::stats() const {
   return impl_->stats();

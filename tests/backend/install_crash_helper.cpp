@@ -4,13 +4,18 @@
 // start of the installs, not from a process start that sanitizers slow down.
 // With STOP_AT, it stops itself (SIGSTOP) once artifact STOP_AT has bytes in
 // its staging file and more to write, a kill point the test can count on.
-// Usage: install_crash_helper ROOT N [STOP_AT]
+// With "async" it hands each install to commit_async and goes on with the
+// next at once, so that installs wait together and the committer makes them
+// durable in batches (one syncfs each); it waits for all of them at the end.
+// Usage: install_crash_helper ROOT N [STOP_AT|-1] [async]
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -18,13 +23,15 @@
 #include "demandflight/backend/cache_dir.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s ROOT N [STOP_AT]\n", argv[0]);
+  if (argc < 3 || argc > 5 || (argc == 5 && std::string(argv[4]) != "async")) {
+    std::fprintf(stderr, "usage: %s ROOT N [STOP_AT|-1] [async]\n", argv[0]);
     return 2;
   }
   dfl::backend::CacheDir cache(argv[1]);
   const auto n = static_cast<std::uint32_t>(std::strtoul(argv[2], nullptr, 10));
-  const long stop_at = argc == 4 ? std::strtol(argv[3], nullptr, 10) : -1;
+  const long stop_at = argc >= 4 ? std::strtol(argv[3], nullptr, 10) : -1;
+  const bool async = argc == 5;
+  std::atomic<bool> failed{false};
   std::printf("ready\n");
   std::fflush(stdout);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -60,14 +67,23 @@ int main(int argc, char** argv) {
       }
     }
     if (static_cast<long>(i) == stop_at && !stopped) {
-      std::fprintf(stderr, "artifact %u had no bytes in its staging file before its last piece\n", i);
+      std::fprintf(stderr, "artifact %u had no bytes in its staging file before its last piece\n",
+                   i);
       return 3;
     }
-    if (auto error = cache.commit(std::move(staging), size,
-                                  dfl::backend::Sha256::hex(hash.finish()))) {
+    if (async) {
+      cache.commit_async(std::move(staging), size, dfl::backend::Sha256::hex(hash.finish()),
+                         [&failed](std::optional<dfl::backend::IoError> error) {
+                           if (!error) return;
+                           std::fprintf(stderr, "%s\n", error->message.c_str());
+                           failed = true;
+                         });
+    } else if (auto error = cache.commit(std::move(staging), size,
+                                         dfl::backend::Sha256::hex(hash.finish()))) {
       std::fprintf(stderr, "%s\n", error->message.c_str());
       return 1;
     }
   }
-  return 0;
+  cache.drain();
+  return failed ? 1 : 0;
 }
