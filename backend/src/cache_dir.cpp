@@ -363,7 +363,10 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
     return IoError{"sha256 mismatch for " + core.object_name + ": expected " + *expected_sha256 +
                    ", got " + digest};
   }
-  if (!close) return std::nullopt;
+  return close ? close_staged(core) : std::nullopt;
+}
+
+std::optional<IoError> CacheDir::close_staged(Staging::Core& core) {
   if (::close(std::exchange(core.fd, -1)) != 0) {
     ::unlink(core.path.c_str());
     return IoError{errno_text("cannot close", core.path)};
@@ -413,14 +416,8 @@ std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint
   // staging file, which the next start removes.
   // fdatasync: the data and the size; the timestamps need not be durable.
   if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
-  {
-    std::lock_guard lock(counts_mutex_);
-    ++counts_.file_syncs;
-  }
-  if (::close(std::exchange(core.fd, -1)) != 0) {
-    ::unlink(core.path.c_str());
-    return IoError{errno_text("cannot close", core.path)};
-  }
+  ++file_syncs_;
+  if (auto error = close_staged(core)) return error;
   if (auto error = publish(core.path, core.object_name)) return error;
   if (auto error = sync_objects_after_rename()) return error;
   add_to_index(core.object_name, staging.bytes_);
@@ -454,8 +451,7 @@ void CacheDir::drain() {
 }
 
 CacheDir::SyncCounts CacheDir::sync_counts() const {
-  std::lock_guard lock(counts_mutex_);
-  return counts_;
+  return SyncCounts{file_syncs_, fs_syncs_, dir_syncs_};
 }
 
 void CacheDir::commit_loop() {
@@ -487,9 +483,8 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
     // name points at them. If either reports an error (which may be another
     // program's), each file is synced alone below, which says whose it was.
     synced = ::syncfs(objects_fd_) == 0 && ::fsync(objects_fd_) == 0;
-    std::lock_guard lock(counts_mutex_);
-    ++counts_.fs_syncs;
-    ++counts_.dir_syncs;
+    ++fs_syncs_;
+    ++dir_syncs_;
   }
   if (!synced) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -499,8 +494,7 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
         ::unlink(batch[i].staged.c_str());
       }
       if (fd >= 0) ::close(fd);
-      std::lock_guard lock(counts_mutex_);
-      ++counts_.file_syncs;
+      ++file_syncs_;
     }
   }
   bool renamed = false;
@@ -537,10 +531,7 @@ std::optional<IoError> CacheDir::sync_objects_after_rename() {
     lock.unlock();
     const int rc = ::fsync(objects_fd_);
     const int error = errno;
-    {
-      std::lock_guard counts_lock(counts_mutex_);
-      ++counts_.dir_syncs;
-    }
+    ++dir_syncs_;
     lock.lock();
     syncing_ = false;
     if (rc == 0) synced_ = std::max(synced_, covers);

@@ -196,6 +196,16 @@ std::string body_of(std::size_t i) {
   return "artifact " + std::to_string(i) + std::string(100 + i, static_cast<char>('a' + i % 26));
 }
 
+// Stages body_of(i) under `k` and hands it to commit_async (with its own
+// digest unless another is given).
+void commit_body(CacheDir& cache, const ArtifactKey& k, std::size_t i, CacheDir::CommitDone done,
+                 std::optional<std::string> digest = std::nullopt) {
+  CacheDir::Staging staging = begin(cache, k);
+  ASSERT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
+  cache.commit_async(std::move(staging), body_of(i).size(),
+                     digest ? *digest : Sha256::hex_of(body_of(i)), std::move(done));
+}
+
 TEST(CacheDir, InstallsWaitingTogetherAreMadeDurableByOneSyncfs) {
   const fs::path root = scratch("batched");
   CacheDir cache(root, CacheOptions{.sync = SyncMode::batched});
@@ -204,19 +214,14 @@ TEST(CacheDir, InstallsWaitingTogetherAreMadeDurableByOneSyncfs) {
   Gate gate;
   // The first install is a batch of its own; its `done` holds the committer
   // while the others are handed over, so they wait together.
-  CacheDir::Staging first = begin(cache, key("first"));
-  ASSERT_FALSE(first.write(body_of(0).data(), body_of(0).size()));
-  cache.commit_async(std::move(first), body_of(0).size(), Sha256::hex_of(body_of(0)),
-                     [&](std::optional<IoError> error) {
-                       outcomes.slot(0)(std::move(error));
-                       gate.wait_here();
-                     });
+  commit_body(cache, key("first"), 0, [&](std::optional<IoError> error) {
+    outcomes.slot(0)(std::move(error));
+    gate.wait_here();
+  });
+  ASSERT_FALSE(HasFailure());  // Else the committer never reaches the gate.
   gate.wait_entered();
   for (std::size_t i = 1; i <= kWaiting; ++i) {
-    CacheDir::Staging staging = begin(cache, key("waiting-" + std::to_string(i)));
-    ASSERT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
-    cache.commit_async(std::move(staging), body_of(i).size(), Sha256::hex_of(body_of(i)),
-                       outcomes.slot(i));
+    commit_body(cache, key("waiting-" + std::to_string(i)), i, outcomes.slot(i));
   }
   {
     std::lock_guard lock(outcomes.m);
@@ -248,10 +253,8 @@ TEST(CacheDir, ABatchedInstallThatFailsItsChecksIsReportedAtOnceAndTheOthersInst
   CacheDir cache(root, CacheOptions{.sync = SyncMode::batched});
   Outcomes outcomes(8);
   for (std::size_t i = 0; i < 8; ++i) {
-    CacheDir::Staging staging = begin(cache, key("b" + std::to_string(i)));
-    ASSERT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
-    const std::string digest = i == 3 ? Sha256::hex_of("other bytes") : Sha256::hex_of(body_of(i));
-    cache.commit_async(std::move(staging), body_of(i).size(), digest, outcomes.slot(i));
+    commit_body(cache, key("b" + std::to_string(i)), i, outcomes.slot(i),
+                i == 3 ? std::optional(Sha256::hex_of("other bytes")) : std::nullopt);
     if (i == 3) {  // Checked on this thread, before anything is handed over.
       std::lock_guard lock(outcomes.m);
       EXPECT_EQ(outcomes.calls[3], 1);
@@ -278,10 +281,7 @@ TEST(CacheDir, ClosingTheCacheCommitsWhatIsStillWaiting) {
   {
     CacheDir cache(root, CacheOptions{.sync = SyncMode::batched});
     for (std::size_t i = 0; i < 12; ++i) {
-      CacheDir::Staging staging = begin(cache, key("c" + std::to_string(i)));
-      ASSERT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
-      cache.commit_async(std::move(staging), body_of(i).size(), Sha256::hex_of(body_of(i)),
-                         outcomes.slot(i));
+      commit_body(cache, key("c" + std::to_string(i)), i, outcomes.slot(i));
     }
   }
   for (std::size_t i = 0; i < 12; ++i) {
@@ -300,10 +300,7 @@ TEST(CacheDir, PerFileModeSyncsEachFileOnTheCallingThread) {
   CacheDir cache(root, CacheOptions{.sync = SyncMode::per_file});
   Outcomes outcomes(6);
   for (std::size_t i = 0; i < 6; ++i) {
-    CacheDir::Staging staging = begin(cache, key("p" + std::to_string(i)));
-    ASSERT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
-    cache.commit_async(std::move(staging), body_of(i).size(), Sha256::hex_of(body_of(i)),
-                       outcomes.slot(i));
+    commit_body(cache, key("p" + std::to_string(i)), i, outcomes.slot(i));
     std::lock_guard lock(outcomes.m);
     EXPECT_EQ(outcomes.calls[i], 1) << "done before commit_async returned";
     EXPECT_EQ(outcomes.threads[i], std::this_thread::get_id());

@@ -110,6 +110,14 @@ std::uint32_t check_visible_objects(backend::CacheDir& cache) {
   return complete;
 }
 
+// The seed of the kill times: DFL_SEED, or a fresh one; printed either way.
+std::uint64_t kill_seed(const char* test) {
+  std::uint64_t seed = std::random_device{}();
+  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
+  std::printf("%s: DFL_SEED=%llu\n", test, static_cast<unsigned long long>(seed));
+  return seed;
+}
+
 // How long a whole uninterrupted run takes here (sanitizers make it several
 // times longer), counted from "ready": kill times are drawn from that span.
 // The run must install every artifact, complete and byte-exact.
@@ -147,9 +155,7 @@ void next_run_completes(const fs::path& root, bool async) {
 }
 
 TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject) {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("crash safety: DFL_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = kill_seed("crash safety");
   std::mt19937_64 rng(seed);
   const fs::path root = fs::temp_directory_path() / ("dfl-crash-" + std::to_string(::getpid()));
   fs::remove_all(root);
@@ -224,9 +230,7 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
 // while installs wait in a batch, during its syncfs, between its renames and
 // before the fsync of objects/.
 TEST(CrashSafety, AProcessKilledDuringBatchedInstallsNeverLeavesAPartialOrCorruptObject) {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("batched crash safety: DFL_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = kill_seed("batched crash safety");
   std::mt19937_64 rng(seed);
   const fs::path root = fs::temp_directory_path() / ("dfl-crash-b-" + std::to_string(::getpid()));
   fs::remove_all(root);

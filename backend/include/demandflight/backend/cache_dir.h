@@ -36,6 +36,7 @@
 // values with a message; nothing is thrown for them after construction.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -200,6 +201,8 @@ class CacheDir {
   // mode shares. Returns the error, or nullopt and leaves `staging` closed.
   std::optional<IoError> verify(Staging& staging, std::optional<std::uint64_t> expected_size,
                                 const std::optional<std::string>& expected_sha256, bool close);
+  // Closes a staging file; on failure removes it.
+  static std::optional<IoError> close_staged(Staging::Core& core);
   // Renames a durable staging file into objects/; on failure removes it.
   std::optional<IoError> publish(const std::filesystem::path& staged,
                                  const std::string& object_name);
@@ -223,8 +226,7 @@ class CacheDir {
   bool commit_stop_ = false;
   std::thread committer_;
 
-  mutable std::mutex counts_mutex_;
-  SyncCounts counts_;
+  std::atomic<std::uint64_t> file_syncs_{0}, fs_syncs_{0}, dir_syncs_{0};
 
   // Group commit of objects/: a rename is durable once an fsync of the
   // directory that began after it has returned, so concurrent installs share
