@@ -87,6 +87,7 @@ struct FetchArgs {
   unsigned finalize_threads = 0;  // By --sync (ClientOptions::finalize_threads).
   Priority priority = 0;
   std::uint64_t cache_bytes = 0;
+  std::uint64_t drop_behind = backend::CacheOptions{}.drop_behind_bytes;
   bool quiet = false;
 };
 
@@ -108,6 +109,7 @@ int run_fetch(const FetchArgs& args) {
   options.finalize_threads = args.finalize_threads;
   options.install_sync =
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
+  options.drop_behind_bytes = args.drop_behind;
   Counter counter;
   options.observer = &counter;
 
@@ -221,10 +223,15 @@ int run_fetch(const FetchArgs& args) {
               human_bytes(static_cast<double>(received)).c_str(),
               human_bytes(wall > 0 ? static_cast<double>(received) / wall : 0).c_str(),
               wall > 0 ? static_cast<double>(manifest.artifacts.size()) / wall : 0.0);
-  std::printf("  made durable by %llu syncfs, %llu fdatasync, %llu fsync of objects/\n",
+  std::printf("  made durable by %llu syncfs, %llu fdatasync, %llu fsync of objects/",
               static_cast<unsigned long long>(syncs.fs_syncs),
               static_cast<unsigned long long>(syncs.file_syncs),
               static_cast<unsigned long long>(syncs.dir_syncs));
+  if (syncs.early_syncs > 0) {
+    std::printf(" (and %llu fdatasync of large files while they arrived)",
+                static_cast<unsigned long long>(syncs.early_syncs));
+  }
+  std::printf("\n");
   if (!failures.empty()) {
     std::sort(failures.begin(), failures.end());
     failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
@@ -317,6 +324,11 @@ Subcommand add_fetch_command(CLI::App& app) {
                 "installs; the default) | per-file (an fdatasync each; for a cache on a file "
                 "system with other heavy writers)")
       ->check(CLI::IsMember({"batched", "per-file"}))
+      ->capture_default_str();
+  c->add_option("--drop-behind", args->drop_behind,
+                "a large staging file's bytes this far behind its end leave the page cache "
+                "once on the disk (SIZE, e.g. 16MiB; 0 keeps every page)")
+      ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   c->add_option("--cache-bytes", args->cache_bytes, "cache capacity (default: unlimited)");
   c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();

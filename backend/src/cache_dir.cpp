@@ -132,11 +132,95 @@ class CacheDir::WriteBehind {
   std::thread thread_;
 };
 
+// --- Early syncs -----------------------------------------------------------------
+
+// One per staging file that asked for an early sync.
+struct CacheDir::EarlySyncState {
+  std::filesystem::path path;
+  bool queued = false;  // Waiting or running (EarlySync's mutex).
+  int error = 0;        // errno of a failed early sync (EarlySync's mutex).
+};
+
+// A thread, started on the first request, that fdatasyncs large staging
+// files while they are still being written (CacheOptions::early_sync_bytes). It opens the
+// file itself: a file description of its own, so that the writer never waits
+// for it, and a removed file is simply skipped. A failed sync is kept for the
+// install, which fails with it: the error is reported to one sync only, and
+// the install's own sync may not see it again.
+class CacheDir::EarlySync {
+ public:
+  ~EarlySync() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // At most one request per file waits or runs; a request meanwhile is moot.
+  void request(const std::shared_ptr<EarlySyncState>& state) {
+    {
+      std::lock_guard lock(mutex_);
+      if (state->queued) return;
+      state->queued = true;
+      jobs_.push_back(state);
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    }
+    cv_.notify_one();
+  }
+
+  // Waits for the file's early sync, if one waits or runs, and returns its
+  // error (0 if none failed).
+  int finish(EarlySyncState& state) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return !state.queued; });
+    return state.error;
+  }
+
+  std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      std::shared_ptr<EarlySyncState> state = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      int error = 0;
+      const int fd = ::open(state->path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {  // Else the file was removed: nothing to install.
+        if (::fdatasync(fd) != 0) error = errno;
+        ::close(fd);
+        count_.fetch_add(1, std::memory_order_relaxed);
+      }
+      lock.lock();
+      state->queued = false;
+      if (error != 0 && state->error == 0) state->error = error;
+      done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_, done_;
+  std::deque<std::shared_ptr<EarlySyncState>> jobs_;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> count_{0};
+  std::thread thread_;
+};
+
 // --- Staging -----------------------------------------------------------------
 
-CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, WriteBehind* writer)
+CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, WriteBehind* writer,
+                           std::uint64_t drop_behind, EarlySync* early_sync,
+                           std::uint64_t early_sync_bytes)
     : core_(std::make_unique<Core>()), writer_(writer) {
   core_->path = std::move(path);
+  core_->drop_behind = drop_behind;
+  core_->early_sync = early_sync_bytes > 0 ? early_sync : nullptr;
+  core_->early_sync_bytes = early_sync_bytes;
   core_->fd = fd;
   core_->opened = fd >= 0;
   core_->object_name = std::move(object_name);
@@ -205,6 +289,29 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
                       static_cast<off_t>(core.written - core.writeback_started),
                       SYNC_FILE_RANGE_WRITE);
     core.writeback_started = core.written;
+    // Drop what lies far enough behind, once it is on the disk (a page
+    // still dirty or under writeback would stay): the next writes reuse
+    // those pages. Waiting here also keeps the writeback within the window
+    // of the writes when the disk is slower than the network.
+    if (core.drop_behind > 0 && core.written > core.dropped + core.drop_behind) {
+      const auto from = static_cast<off_t>(core.dropped);
+      const auto length = static_cast<off_t>(core.written - core.drop_behind - core.dropped);
+      if (::sync_file_range(core.fd, from, length,
+                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+        return IoError{errno_text("cannot write back", core.path)};
+      ::posix_fadvise(core.fd, from, length, POSIX_FADV_DONTNEED);
+      core.dropped += static_cast<std::uint64_t>(length);
+    }
+    if (core.early_sync != nullptr &&
+        core.written - core.early_requested >= core.early_sync_bytes) {
+      if (!core.early) {
+        core.early = std::make_shared<EarlySyncState>();
+        core.early->path = core.path;
+      }
+      core.early_sync->request(core.early);
+      core.early_requested = core.written;
+    }
   }
   return std::nullopt;
 }
@@ -249,7 +356,9 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
     : root_(std::move(root)),
       objects_(root_ / "objects"),
       staging_(root_ / "staging"),
-      sync_mode_(options.sync) {
+      sync_mode_(options.sync),
+      drop_behind_(options.drop_behind_bytes),
+      early_sync_bytes_(options.early_sync_bytes) {
   std::error_code ec;
   fs::create_directories(objects_, ec);
   if (ec) throw std::runtime_error("cannot create " + objects_.string() + ": " + ec.message());
@@ -276,6 +385,7 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
 
   objects_fd_ = ::open(objects_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (objects_fd_ < 0) throw std::runtime_error(errno_text("cannot open", objects_));
+  early_sync_ = std::make_unique<EarlySync>();
   if (options.write_behind) writer_ = std::make_unique<WriteBehind>();
   if (sync_mode_ == SyncMode::batched) committer_ = std::thread([this] { commit_loop(); });
 }
@@ -339,11 +449,13 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key)
     // Created by whichever thread first writes to it: the receiving thread
     // never waits on the staging directory (a rename out of it waits for the
     // objects/ fsync while holding it).
-    return Staging(path, -1, std::move(name), writer_.get());
+    return Staging(path, -1, std::move(name), writer_.get(), drop_behind_, early_sync_.get(),
+                   early_sync_bytes_);
   }
   const int fd = open_staging(path);
   if (fd < 0) return IoError{errno_text("cannot create", path)};
-  return Staging(path, fd, std::move(name), nullptr);
+  return Staging(path, fd, std::move(name), nullptr, drop_behind_, early_sync_.get(),
+                 early_sync_bytes_);
 }
 
 std::optional<IoError> CacheDir::verify(Staging& staging,
@@ -362,6 +474,11 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
   if (expected_sha256 && digest != *expected_sha256) {
     return IoError{"sha256 mismatch for " + core.object_name + ": expected " + *expected_sha256 +
                    ", got " + digest};
+  }
+  if (core.early && core.early_sync != nullptr) {
+    if (const int error = core.early_sync->finish(*core.early); error != 0) {
+      return IoError{"cannot write back " + core.path.string() + ": " + std::strerror(error)};
+    }
   }
   return close ? close_staged(core) : std::nullopt;
 }
@@ -451,7 +568,7 @@ void CacheDir::drain() {
 }
 
 CacheDir::SyncCounts CacheDir::sync_counts() const {
-  return SyncCounts{file_syncs_, fs_syncs_, dir_syncs_};
+  return SyncCounts{file_syncs_, fs_syncs_, dir_syncs_, early_sync_->count()};
 }
 
 void CacheDir::commit_loop() {

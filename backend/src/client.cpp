@@ -82,8 +82,9 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)),
-        cache_(options_.cache_dir,
-               CacheOptions{.write_behind = true, .sync = options_.install_sync}),
+        cache_(options_.cache_dir, CacheOptions{.write_behind = true,
+                                                .sync = options_.install_sync,
+                                                .drop_behind_bytes = options_.drop_behind_bytes}),
         engine_(with_task_events(options_.scheduler),
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {

@@ -1,13 +1,20 @@
 // The cache directory: what is visible, when, and under which name.
 #include "demandflight/backend/cache_dir.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -310,6 +317,120 @@ TEST(CacheDir, PerFileModeSyncsEachFileOnTheCallingThread) {
   EXPECT_EQ(counts.fs_syncs, 0u);
   EXPECT_EQ(counts.dir_syncs, 6u);
   EXPECT_EQ(cache.installed_count(), 6u);
+}
+
+// Large files: what stays in the page cache, and early syncs.
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Bytes that do not compress or repeat, so that a misplaced stretch shows.
+std::string large_body(std::size_t size) {
+  std::mt19937_64 random(size);
+  std::string body(size, '\0');
+  for (std::size_t i = 0; i + 8 <= size; i += 8) {
+    const std::uint64_t v = random();
+    std::memcpy(body.data() + i, &v, 8);
+  }
+  return body;
+}
+
+// Writes `body` in 64 KiB pieces (as transfers arrive) and commits it.
+void install_large(CacheDir& cache, const ArtifactKey& k, const std::string& body) {
+  CacheDir::Staging staging = begin(cache, k);
+  for (std::size_t at = 0; at < body.size(); at += 64 << 10) {
+    ASSERT_FALSE(
+        staging.write(body.data() + at, std::min<std::size_t>(64 << 10, body.size() - at)));
+  }
+  ASSERT_FALSE(cache.commit(std::move(staging), body.size(), Sha256::hex_of(body)));
+}
+
+// How many of the pages of [from, to) of `path` are in the page cache.
+std::size_t resident_pages(const fs::path& path, std::size_t from, std::size_t to) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << path;
+  if (fd < 0) return 0;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* map = ::mmap(nullptr, to, PROT_READ, MAP_SHARED, fd, 0);  // Maps; touches nothing.
+  ::close(fd);
+  EXPECT_NE(map, MAP_FAILED);
+  if (map == MAP_FAILED) return 0;
+  std::vector<unsigned char> in_core((to + page - 1) / page);
+  EXPECT_EQ(::mincore(map, to, in_core.data()), 0);
+  ::munmap(map, to);
+  std::size_t resident = 0;
+  for (std::size_t i = from / page; i < in_core.size(); ++i)
+    resident += in_core[i] & 1;
+  return resident;
+}
+
+bool on_tmpfs(const fs::path& path) {
+  struct statfs fs_info {};
+  return ::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC;
+}
+
+TEST(CacheDir, ALargeFileLeavesThePageCacheBehindItsEndOnceOnTheDisk) {
+  const std::string body = large_body(24 * kMiB);
+  for (const bool write_behind : {false, true}) {
+    SCOPED_TRACE(write_behind ? "write-behind" : "written by the caller");
+    const fs::path root = scratch(write_behind ? "drop-behind-wb" : "drop-behind");
+    fs::create_directories(root);
+    if (on_tmpfs(root)) GTEST_SKIP() << "tmpfs has no disk to leave the page cache for";
+    CacheDir cache(root, CacheOptions{.write_behind = write_behind,
+                                      .drop_behind_bytes = 4 * kMiB,
+                                      .early_sync_bytes = 0});
+    install_large(cache, key("big"), body);
+    const fs::path object = cache.object_path(key("big"));
+    // Writeback starts every 2 MiB; each time, what lies more than 4 MiB
+    // behind the end leaves: the first 20 MiB, and the last 4 MiB stay.
+    EXPECT_EQ(resident_pages(object, 0, 20 * kMiB), 0u);
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    EXPECT_EQ(resident_pages(object, 20 * kMiB, 24 * kMiB), 4 * kMiB / page);
+    EXPECT_EQ(read(object), body) << "the bytes read back from the disk";
+  }
+}
+
+TEST(CacheDir, WithoutDropBehindALargeFileStaysInThePageCache) {
+  const fs::path root = scratch("keep-pages");
+  CacheDir cache(root, CacheOptions{.drop_behind_bytes = 0, .early_sync_bytes = 0});
+  const std::string body = large_body(24 * kMiB);
+  install_large(cache, key("big"), body);
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  // All of it, unless the machine is short of memory.
+  EXPECT_GT(resident_pages(cache.object_path(key("big")), 0, 20 * kMiB), 20 * kMiB / page * 9 / 10);
+}
+
+TEST(CacheDir, ALargeFileIsSyncedInStretchesWhileItIsWritten) {
+  const std::string body = large_body(24 * kMiB);
+  for (const std::uint64_t every : {std::uint64_t{0}, std::uint64_t{4 * kMiB}}) {
+    const fs::path root = scratch("early-sync");
+    CacheDir cache(root, CacheOptions{.write_behind = true, .early_sync_bytes = every});
+    install_large(cache, key("big"), body);
+    const CacheDir::SyncCounts counts = cache.sync_counts();
+    if (every == 0) {
+      EXPECT_EQ(counts.early_syncs, 0u);
+    } else {
+      // Requested at 4, 8, ... 24 MiB; one that comes while the file's last
+      // one waits or runs is dropped, and commit waits for the last.
+      EXPECT_GE(counts.early_syncs, 1u);
+      EXPECT_LE(counts.early_syncs, 6u);
+    }
+    EXPECT_EQ(counts.file_syncs, 1u) << "the install's own sync still runs";
+    EXPECT_EQ(read(cache.object_path(key("big"))), body);
+    EXPECT_TRUE(fs::is_empty(root / "staging"));
+  }
+}
+
+TEST(CacheDir, AnAbandonedLargeFileIsRemovedWhileItsEarlySyncMayRun) {
+  const fs::path root = scratch("early-abandon");
+  CacheDir cache(root, CacheOptions{.write_behind = true, .early_sync_bytes = 2 * kMiB});
+  const std::string body = large_body(16 * kMiB);
+  {
+    CacheDir::Staging staging = begin(cache, key("big"));
+    ASSERT_FALSE(staging.write(body.data(), body.size()));
+  }  // Dropped without commit: its file goes, whatever the sync thread does.
+  EXPECT_TRUE(fs::is_empty(root / "staging"));
+  install_large(cache, key("big"), body);  // The cache goes on working.
+  EXPECT_EQ(read(cache.object_path(key("big"))), body);
 }
 
 }  // namespace

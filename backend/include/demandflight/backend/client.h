@@ -113,6 +113,9 @@ struct ClientOptions {
   unsigned finalize_threads = 0;
   // How installs are made durable (CacheDir, cache_dir.h): batched by default.
   SyncMode install_sync = SyncMode::batched;
+  // Staged bytes this far behind a file's end leave the page cache once on
+  // the disk (CacheOptions::drop_behind_bytes; 0 keeps every page).
+  std::uint64_t drop_behind_bytes = CacheOptions{}.drop_behind_bytes;
   long connect_timeout_ms = 10'000;
   // A transfer slower than this many bytes per second for stall_time_s is a
   // (retryable) stall.
