@@ -2,7 +2,7 @@
 """Times `demandflight fetch` against curl and aria2c on loopback nginx.
 
     bench/fetch_bench.py DEMANDFLIGHT [--work DIR] [--runs N] [--sets small,medium,large]
-                         [--baseline OTHER_DEMANDFLIGHT] [--drop-caches]
+                         [--baseline OTHER_DEMANDFLIGHT] [--drop-caches] [--seed N]
 
 nginx (own config, pid, logs and temp paths, 127.0.0.1 only, sendfile on)
 serves three sets: 2,000 x 64 KiB, 200 x 4 MiB and 1 x 1 GiB. Each set is
@@ -16,7 +16,7 @@ fetched by
   - aria2c -j 8 (--file-allocation=none, its fastest setting here);
 and once more with three requests per artifact (demandflight: three callers
 per artifact; curl and aria2c: three URLs, three output files). The tools
-run interleaved, N times each; the table gives medians of the same run, and
+run interleaved, N times each, in a random order per run (--seed); the table gives medians of the same run, and
 the ratios are against curl and aria2c measured beside it. nginx's access log
 shows how often each file was requested during the demandflight runs: with
 duplicates, demandflight must transfer each artifact exactly once.
@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import resource
 import shutil
 import socket
@@ -199,6 +200,8 @@ def main():
     parser.add_argument("--baseline", default=None,
                         help="another demandflight binary, run interleaved with the first "
                              "(an A/B of two builds in the same conditions)")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seeds the order of the tools in each run")
     parser.add_argument("--drop-caches", action="store_true",
                         help="sync and drop the kernel's caches before each set, and sync "
                              "before each run (root)")
@@ -207,6 +210,7 @@ def main():
     if args.baseline:
         binaries["baseline"] = os.path.abspath(args.baseline)
     tools = ["curl", "curl+sync", "aria2c"] + list(binaries)
+    shuffle = random.Random(args.seed)
     os.makedirs(args.work, exist_ok=True)
 
     sets = [s for s in args.sets.split(",") if s]
@@ -242,12 +246,17 @@ def main():
                 samples = {t: [] for t in tools}
                 max_requests = 0
                 for run in range(args.runs):
-                    # The order rotates from run to run: a tool's place in the
-                    # sequence matters here (in an A/A of one binary, the copy that
-                    # always ran right after aria2c was ~7% slower), so each tool
-                    # takes each place in turn.
-                    shift = run % len(tools)
-                    for tool in tools[shift:] + tools[:shift]:
+                    # A random order in each run (seeded; printed): what a tool
+                    # follows matters here. On the development machine's VM the
+                    # tool that ran right after aria2c was slower (medium set:
+                    # ~2.5 CPU-s against ~1.4 for the same binary right after
+                    # another demandflight run), and a rotation of a fixed
+                    # order always put the same tool there.
+                    order = list(tools)
+                    shuffle.shuffle(order)
+                    print(f"  {name} x{copies} run {run} order: {', '.join(order)}",
+                          flush=True)
+                    for tool in order:
                         # A fresh directory per run. Many small files are deleted only
                         # after the set: ext4 creates files slowly for a while after
                         # thousands were deleted (it scans for recently deleted inodes),
