@@ -16,6 +16,7 @@
 #include "demandflight/backend/cache_dir.h"
 #include "demandflight/backend/sha256.h"
 #include "loopback.h"
+#include "page_cache.h"
 
 namespace dfl::testing {
 namespace {
@@ -91,7 +92,8 @@ TEST_F(CliTest, FetchInstallsEveryArtifactVerifiedAndPrintsALinePerArtifact) {
 TEST_F(CliTest, FetchWithProgressBarsRedrawsInPlace) {
   const std::string manifest = serve("a.bin", 400'000);
   // A second's pause mid-body: several frames, however slow the machine.
-  server().faults({{{"path", "/a.bin"}, {"kind", "stall"}, {"after_bytes", 100'000}, {"stall_s", 1.0}}});
+  server().faults(
+      {{{"path", "/a.bin"}, {"kind", "stall"}, {"after_bytes", 100'000}, {"stall_s", 1.0}}});
   const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
                                         "--progress", "bars", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -111,6 +113,24 @@ TEST_F(CliTest, FetchDuplicateCallersShareOneTransferPerArtifact) {
   const json stats = server().stats();
   for (const char* path : {"/a.bin", "/b.bin", "/c.bin"})
     EXPECT_EQ(stats[path]["requests"], 1) << path;
+}
+
+TEST_F(CliTest, FetchDropBehindLeavesALargeArtifactsPagesBehindItsEnd) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::string manifest = serve("big.bin", 12 * kMiB);
+  if (on_tmpfs(dir_)) GTEST_SKIP() << "tmpfs has no disk to leave the page cache for";
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--drop-behind", "2MiB", "--quiet", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  // With the default window (16 MiB) all 12 MiB would stay; with 2 MiB,
+  // the first 8 MiB (at least) left as they were written.
+  EXPECT_EQ(testing::resident_pages(object("big.bin"), 0, 8 * kMiB), 0u);
+  EXPECT_EQ(read(object("big.bin")), content("big.bin", 12 * kMiB));
+
+  const CliRun bad = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--drop-behind", "lots", "TRACE"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--drop-behind"), std::string::npos) << bad.err;
 }
 
 TEST_F(CliTest, FetchExitsNonZeroAndNamesWhatFailed) {
@@ -215,7 +235,8 @@ TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
   // and it is still installed long before d6 (at 2.5 s), a cache hit.
   server().hold("/y.bin", 65'536);
   server().hold("/z.bin", 65'536);
-  server().faults({{{"path", "/x.bin"}, {"kind", "stall"}, {"after_bytes", 65'536}, {"stall_s", 0.5}}});
+  server().faults(
+      {{{"path", "/x.bin"}, {"kind", "stall"}, {"after_bytes", 65'536}, {"stall_s", 0.5}}});
   const std::string trace = replay_trace(artifacts);
   const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
                                       cache(), "--out", "OUT"});
@@ -269,9 +290,9 @@ TEST_F(CliTest, ReplayFasterThanRealTimeReportsTimesInTheTracesClock) {
       serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
   const std::string base = server().base();  // The server is up before the clock starts.
   const auto t0 = std::chrono::steady_clock::now();
-  const CliRun real = run_cli(replay_trace(artifacts), {"replay", "TRACE", "--base-url", base,
-                                                        "--cache", cache(), "--speed", "4", "--out",
-                                                        "OUT"});
+  const CliRun real = run_cli(
+      replay_trace(artifacts),
+      {"replay", "TRACE", "--base-url", base, "--cache", cache(), "--speed", "4", "--out", "OUT"});
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(real.exit_code, 0) << real.err;
   EXPECT_EQ(demand_record(real.result, "d6")["outcome"], "succeeded");

@@ -1,0 +1,47 @@
+// What of a file is in the page cache (mincore), for the drop-behind tests.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <vector>
+
+namespace dfl::testing {
+
+inline std::size_t page_bytes() {
+  return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// How many of the pages of [from, to) of `path` are in the page cache.
+inline std::size_t resident_pages(const std::filesystem::path& path, std::size_t from,
+                                  std::size_t to) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << path;
+  if (fd < 0) return 0;
+  void* map = ::mmap(nullptr, to, PROT_READ, MAP_SHARED, fd, 0);  // Maps; touches nothing.
+  ::close(fd);
+  EXPECT_NE(map, MAP_FAILED);
+  if (map == MAP_FAILED) return 0;
+  const std::size_t page = page_bytes();
+  std::vector<unsigned char> in_core((to + page - 1) / page);
+  EXPECT_EQ(::mincore(map, to, in_core.data()), 0);
+  ::munmap(map, to);
+  std::size_t resident = 0;
+  for (std::size_t i = from / page; i < in_core.size(); ++i)
+    resident += in_core[i] & 1;
+  return resident;
+}
+
+// tmpfs keeps every page: there is no disk to leave the page cache for.
+inline bool on_tmpfs(const std::filesystem::path& path) {
+  struct statfs fs_info {};
+  return ::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC;
+}
+
+}  // namespace dfl::testing
