@@ -165,11 +165,13 @@ TEST_F(CliTest, FetchRefusesABadManifestWithFileLineAndField) {
 }
 
 TEST_F(CliTest, AfterAKillDuringAFetchTheNextFetchCompletes) {
-  const std::size_t size = 3'000'000;
+  // Staged bytes reach the file a full buffer at a time.
+  const std::size_t buffer = backend::CacheDir::kBufferBytes;
+  const std::size_t size = 4 * buffer + 12'345;
   const std::string manifest = serve("big.bin", size) + serve("small.bin", 50'000);
   const fs::path manifest_path = dir_ / "manifest.jsonl";
   std::ofstream(manifest_path) << manifest;
-  server().hold("/big.bin", 1'000'000);  // A third in, then parked: killed in the middle.
+  server().hold("/big.bin", 2 * buffer + 1'000);  // Half in, then parked: killed in the middle.
   const std::string base = server().base();
   const pid_t child = ::fork();
   if (child == 0) {
@@ -188,7 +190,7 @@ TEST_F(CliTest, AfterAKillDuringAFetchTheNextFetchCompletes) {
     for (const auto& e : fs::directory_iterator(dir_ / "cache" / "staging", ec)) {
       // A file may be renamed away between listing and stat: no size then.
       const auto staged_bytes = fs::file_size(e.path(), ec);
-      staged = staged || (!ec && staged_bytes > 500'000);
+      staged = staged || (!ec && staged_bytes >= buffer);
     }
   }
   ::kill(child, SIGKILL);
