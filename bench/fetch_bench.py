@@ -16,8 +16,9 @@ fetched by
   - aria2c -j 8 (--file-allocation=none, its fastest setting here);
 and once more with three requests per artifact (demandflight: three callers
 per artifact; curl and aria2c: three URLs, three output files). The tools
-run interleaved, N times each, in a random order per run (--seed); the table gives medians of the same run, and
-the ratios are against curl and aria2c measured beside it. nginx's access log
+run interleaved, N times each, in a random order per run (--seed); the table
+gives medians of the same run, and the ratios are against curl and aria2c
+measured beside it. nginx's access log
 shows how often each file was requested during the demandflight runs: with
 duplicates, demandflight must transfer each artifact exactly once.
 """

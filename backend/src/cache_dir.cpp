@@ -142,9 +142,9 @@ struct CacheDir::EarlySyncState {
 };
 
 // A thread, started on the first request, that fdatasyncs large staging
-// files while they are still being written (CacheOptions::early_sync_bytes). It opens the
-// file itself: a file description of its own, so that the writer never waits
-// for it, and a removed file is simply skipped. A failed sync is kept for the
+// files while they are still being written (CacheOptions::early_sync_bytes).
+// It opens the file itself: a file description of its own, so that the
+// writer never waits for it, and a removed file is simply skipped. A failed sync is kept for the
 // install, which fails with it: the error is reported to one sync only, and
 // the install's own sync may not see it again.
 class CacheDir::EarlySync {
@@ -213,14 +213,12 @@ class CacheDir::EarlySync {
 
 // --- Staging -----------------------------------------------------------------
 
-CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, WriteBehind* writer,
-                           std::uint64_t drop_behind, EarlySync* early_sync,
-                           std::uint64_t early_sync_bytes)
-    : core_(std::make_unique<Core>()), writer_(writer) {
+CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, CacheDir& cache)
+    : core_(std::make_unique<Core>()), writer_(cache.writer_.get()) {
   core_->path = std::move(path);
-  core_->drop_behind = drop_behind;
-  core_->early_sync = early_sync_bytes > 0 ? early_sync : nullptr;
-  core_->early_sync_bytes = early_sync_bytes;
+  core_->drop_behind = cache.drop_behind_;
+  core_->early_sync = cache.early_sync_bytes_ > 0 ? cache.early_sync_.get() : nullptr;
+  core_->early_sync_bytes = cache.early_sync_bytes_;
   core_->fd = fd;
   core_->opened = fd >= 0;
   core_->object_name = std::move(object_name);
@@ -449,13 +447,11 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key)
     // Created by whichever thread first writes to it: the receiving thread
     // never waits on the staging directory (a rename out of it waits for the
     // objects/ fsync while holding it).
-    return Staging(path, -1, std::move(name), writer_.get(), drop_behind_, early_sync_.get(),
-                   early_sync_bytes_);
+    return Staging(path, -1, std::move(name), *this);
   }
   const int fd = open_staging(path);
   if (fd < 0) return IoError{errno_text("cannot create", path)};
-  return Staging(path, fd, std::move(name), nullptr, drop_behind_, early_sync_.get(),
-                 early_sync_bytes_);
+  return Staging(path, fd, std::move(name), *this);
 }
 
 std::optional<IoError> CacheDir::verify(Staging& staging,
@@ -475,7 +471,7 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
     return IoError{"sha256 mismatch for " + core.object_name + ": expected " + *expected_sha256 +
                    ", got " + digest};
   }
-  if (core.early && core.early_sync != nullptr) {
+  if (core.early) {  // Only set where early syncs are on.
     if (const int error = core.early_sync->finish(*core.early); error != 0) {
       return IoError{"cannot write back " + core.path.string() + ": " + std::strerror(error)};
     }

@@ -48,6 +48,8 @@ using namespace dfl::sim;
 // tunable takes effect only at start-up, so these commands start the program
 // again, once, with it set. DFL_NO_HUGE_PAGES=1 turns this off; where the
 // kernel has no transparent huge pages, nothing happens.
+constexpr const char* kHugePagesTunable = "glibc.malloc.hugetlb=1";
+
 void restart_with_huge_pages(int argc, char** argv) {
   if (argc < 2) return;
   const std::string_view command = argv[1];
@@ -62,7 +64,7 @@ void restart_with_huge_pages(int argc, char** argv) {
   std::string modes;
   std::getline(thp, modes);
   if (modes.empty() || modes.find("[never]") != std::string::npos) return;
-  value += value.empty() ? "glibc.malloc.hugetlb=1" : ":glibc.malloc.hugetlb=1";
+  value += value.empty() ? kHugePagesTunable : std::string(":") + kHugePagesTunable;
   ::setenv("GLIBC_TUNABLES", value.c_str(), 1);
   ::setenv("DFL_HUGE_PAGES_SET", "1", 1);  // No second restart, whatever glibc does.
   ::execv("/proc/self/exe", argv);
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
     if (profile) {
       auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
       const char* tunables = std::getenv("GLIBC_TUNABLES");
-      const bool huge = tunables != nullptr && std::strstr(tunables, "glibc.malloc.hugetlb=1");
+      const bool huge = tunables != nullptr && std::strstr(tunables, kHugePagesTunable);
       std::fprintf(stderr,
                    "profile: read %.3f s, simulate %.3f s, write %.3f s; malloc huge pages %s\n",
                    s(t_read, t_simulate), s(t_simulate, t_write), s(t_write, clock::now()),

@@ -139,8 +139,8 @@ class CacheDir {
       std::size_t pending = 0;       // Buffers handed to the writer, not yet written.
       std::optional<IoError> error;  // The first write error; sticky.
     };
-    Staging(std::filesystem::path path, int fd, std::string object_name, WriteBehind* writer,
-            std::uint64_t drop_behind, EarlySync* early_sync, std::uint64_t early_sync_bytes);
+    // `cache` supplies the writer and the large-file settings.
+    Staging(std::filesystem::path path, int fd, std::string object_name, CacheDir& cache);
     // Hashes and writes one buffer on this thread.
     static std::optional<IoError> write_out(Core& core, const char* data, std::size_t size);
     // Waits for the writer, then writes what is buffered: all bytes are in the file.
