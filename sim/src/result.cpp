@@ -42,13 +42,41 @@ Percentiles percentiles(std::vector<double> values) {
 }
 
 void compute_latencies(Result& result) {
-  std::vector<double> all;
-  std::map<Priority, std::vector<double>> by_priority;
+  // Counted first, so that each vector is allocated once at its size: a
+  // million latencies pushed into growing vectors copied them over and over,
+  // into fresh pages each time.
+  auto counted = [](const DemandResult& d) {
+    return d.ended && d.outcome == DemandOutcome::succeeded;
+  };
+  std::size_t total = 0;
+  std::map<Priority, std::size_t> count_by_priority;
+  std::size_t* run = nullptr;  // Runs of one priority skip the map.
+  Priority run_priority = 0;
   for (const DemandResult& d : result.demands) {
-    if (!d.ended || d.outcome != DemandOutcome::succeeded) continue;
+    if (!counted(d)) continue;
+    ++total;
+    if (run == nullptr || d.priority != run_priority) {
+      run = &count_by_priority[d.priority];
+      run_priority = d.priority;
+    }
+    ++*run;
+  }
+  std::vector<double> all;
+  all.reserve(total);
+  std::map<Priority, std::vector<double>> by_priority;
+  for (const auto& [priority, count] : count_by_priority)
+    by_priority[priority].reserve(count);
+  std::vector<double>* last = nullptr;
+  Priority last_priority = 0;
+  for (const DemandResult& d : result.demands) {
+    if (!counted(d)) continue;
     const double latency = d.t_end - d.t_subscribe;
     all.push_back(latency);
-    by_priority[d.priority].push_back(latency);
+    if (last == nullptr || d.priority != last_priority) {
+      last = &by_priority[d.priority];
+      last_priority = d.priority;
+    }
+    last->push_back(latency);
   }
   result.summary.latency_s = percentiles(std::move(all));
   result.summary.latency_s_by_priority.clear();

@@ -79,7 +79,7 @@ struct Stage {
   sg4::Host* host = nullptr;
   double speed = 0;
   std::size_t users = 0;
-  bool has_solo = false;  // A finalize runs alone on a timer:
+  bool has_solo = false;   // A finalize runs alone on a timer:
   std::uint64_t solo = 0;  // its id,
   double solo_start = 0;   // when it began on this stage,
   Timer* solo_timer = nullptr;
@@ -118,9 +118,15 @@ class Simulation {
       transfer_log_.precision(17);  // Exact start times: the replay must match them.
     }
 
-    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { on_completion(a); });
+    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
+      enter();
+      on_completion(a);
+    });
     if (!trace_.records.empty()) {
-      Timer::set(trace_.records.front().t, [this] { on_records_due(); });
+      Timer::set(trace_.records.front().t, [this] {
+        enter();
+        on_records_due();
+      });
     }
     engine_->run();
     return finish();
@@ -189,7 +195,10 @@ class Simulation {
     zone->seal();
   }
 
-  double now() const { return sg4::Engine::get_clock(); }
+  // Virtual time stands still inside a callback: it is read once as SimGrid
+  // calls in (enter), not at each of the dozen uses per event.
+  double now() const { return now_; }
+  void enter() { now_ = sg4::Engine::get_clock(); }
 
   // --- Trace records -------------------------------------------------------
 
@@ -199,7 +208,10 @@ class Simulation {
       apply(trace_.records[next_record_++]);
     }
     if (next_record_ < trace_.records.size()) {
-      Timer::set(trace_.records[next_record_].t, [this] { on_records_due(); });
+      Timer::set(trace_.records[next_record_].t, [this] {
+        enter();
+        on_records_due();
+      });
     }
   }
 
@@ -333,6 +345,7 @@ class Simulation {
           2 * (trace_.platform.origins[origin].latency_s + trace_.platform.client_latency_s);
       transfers_.emplace(id, std::move(transfer));
       Timer::set(now() + rtt, [this, id] {
+        enter();
         if (transfers_.contains(id))
           end_transfer(id, TransferStatus::retryable_error, 0, "refused");
         drain();
@@ -484,7 +497,10 @@ class Simulation {
         pipelined_hash_end_s_ = end;
         end += bytes / writing_.speed;
       }
-      stage.solo_timer = Timer::set(end, [this, id] { stage_done(id); });
+      stage.solo_timer = Timer::set(end, [this, id] {
+        enter();
+        stage_done(id);
+      });
       return;
     }
     if (stage.has_solo) {
@@ -577,6 +593,7 @@ class Simulation {
     if (!armed_.empty() && *armed_.begin() <= at) return;  // An earlier timer will re-arm.
     armed_.insert(at);
     Timer::set(at, [this, at] {
+      enter();
       armed_.erase(armed_.find(at));
       scheduler_.on_timer(now());
       drain();
@@ -584,6 +601,7 @@ class Simulation {
   }
 
   Result finish() {
+    enter();
     Result result = recorder_.finish(now());
     if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
     return result;
@@ -591,6 +609,7 @@ class Simulation {
 
   const Trace& trace_;
   SimOptions options_;
+  double now_ = 0;  // SimGrid's clock as of the callback running (enter).
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
@@ -614,7 +633,7 @@ class Simulation {
   double graveyard_s_ = 0;  // When graveyard_'s activities were retired.
   std::unordered_map<std::uint64_t, Finalize> finalizes_;
   Stage hashing_, writing_;
-  std::uint64_t pipelined_ = 0;  // The finalize on one timer for both stages, if any,
+  std::uint64_t pipelined_ = 0;      // The finalize on one timer for both stages, if any,
   double pipelined_hash_end_s_ = 0;  // and when its hashing ends.
   std::multiset<double> armed_;
   std::vector<Command> commands_;

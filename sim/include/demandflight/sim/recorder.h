@@ -77,6 +77,9 @@ class ResultRecorder {
     result_.policy = std::move(policy);
     result_.seed = seed;
     result_.demands.reserve(trace.demand_ids.size());
+    // Tasks are made only by subscribes: no task table grows by copying
+    // (pages are touched as tasks come; the rest is only address space).
+    result_.tasks.reserve(trace.demand_ids.size());
     result_index_of_demand_.assign(trace.demand_ids.size(), 0);
     // Aliases with one key share one key index (faults, orphan installs).
     key_of_artifact_.reserve(trace.artifacts.size());
@@ -195,6 +198,7 @@ class ResultRecorder {
     TaskResult task;
     task.artifact = creating_artifact_;
     task.t_start = t;
+    task.priority_timeline.reserve(2);  // Its first priority, and none at its end.
     result_.tasks.push_back(std::move(task));
     return result_.tasks.back();
   }
@@ -226,7 +230,7 @@ class ResultRecorder {
       orphan_install_size_[tracked.key] = key_size_[tracked.key];
     }
     close_pollution(t, tracked);
-    tracked.ended = true;
+    release_track(c.task);
   }
 
   // A first attempt with an offset resumes the key's kept partial: its bytes
@@ -250,8 +254,8 @@ class ResultRecorder {
   // After a batch of commands: priority pollution may have started or stopped.
   void after_commands(double t) {
     for (std::uint64_t id : touched_) {
+      if (track_slot_[id - 1] == kEndedTrack) continue;
       TaskTrack& task = track(TaskId{id});
-      if (task.ended) continue;
       const std::optional<Priority> highest = task.active.max();
       const bool polluted = task.effective && highest && *task.effective > *highest;
       if (polluted && task.polluted_since < 0) task.polluted_since = t;
@@ -263,7 +267,7 @@ class ResultRecorder {
   // The run is over at `t`.
   Result finish(double t) {
     result_.summary.makespan_s = t;
-    for (TaskTrack& task : task_tracks_)
+    for (TaskTrack& task : tracks_)  // Free slots are closed already.
       close_pollution(t, task);
     for (std::uint64_t pending : orphan_install_size_)
       result_.summary.bytes_wasted += pending;
@@ -280,9 +284,8 @@ class ResultRecorder {
   // 2, 3, ... in creation order, as results list them).
   struct TaskTrack {
     std::uint32_t key = 0;
-    std::uint64_t bytes = 0;  // Received by all its attempts, aborted ones included.
-    bool succeeded = false;   // Some demand was told success by it.
-    bool ended = false;
+    std::uint64_t bytes = 0;    // Received by all its attempts, aborted ones included.
+    bool succeeded = false;     // Some demand was told success by it.
     bool keep_partial = false;  // Its abort kept the bytes as a partial.
     std::uint64_t carried = 0;  // Bytes of a kept partial it resumed from.
     // Priority pollution: the effective priority against what the active
@@ -323,10 +326,34 @@ class ResultRecorder {
   }
 
   // A task's track; made on first use, which may come before its TaskCreated
-  // (the subscribe that created it registers its demand first).
+  // (the subscribe that created it registers its demand first). Only live
+  // tasks hold a track: a million-demand run has hundreds of thousands of
+  // tasks but only a few thousand at a time, and a table of them all was a
+  // tenth of the simulate phase in page faults alone. A track asked for after
+  // its TaskEnded is a scratch one: nothing reads a task's figures after it.
   TaskTrack& track(TaskId task) {
-    if (task.value > task_tracks_.size()) task_tracks_.resize(task.value);
-    return task_tracks_[task.value - 1];
+    if (task.value > track_slot_.size()) track_slot_.resize(task.value, kNoTrack);
+    std::uint32_t& slot = track_slot_[task.value - 1];
+    if (slot == kNoTrack) {
+      if (free_tracks_.empty()) {
+        slot = static_cast<std::uint32_t>(tracks_.size());
+        tracks_.emplace_back();
+      } else {
+        slot = free_tracks_.back();
+        free_tracks_.pop_back();
+        tracks_[slot] = TaskTrack{};
+      }
+    } else if (slot == kEndedTrack) {
+      ended_scratch_ = TaskTrack{};
+      return ended_scratch_;
+    }
+    return tracks_[slot];
+  }
+  // The task has ended: its track goes back to the pool.
+  void release_track(TaskId task) {
+    std::uint32_t& slot = track_slot_[task.value - 1];
+    free_tracks_.push_back(slot);
+    slot = kEndedTrack;
   }
 
   LiveDemand* live(DemandHandle h) {
@@ -348,7 +375,12 @@ class ResultRecorder {
   std::vector<std::uint32_t> result_index_of_demand_;
   std::vector<LiveDemand> live_;
   std::uint32_t creating_artifact_ = 0;
-  std::vector<TaskTrack> task_tracks_;  // By TaskId - 1.
+  static constexpr std::uint32_t kNoTrack = 0xffffffff;     // Not tracked yet.
+  static constexpr std::uint32_t kEndedTrack = 0xfffffffe;  // Ended: released.
+  std::vector<std::uint32_t> track_slot_;                   // By TaskId - 1: its slot in tracks_.
+  std::vector<TaskTrack> tracks_;                           // Live tasks' tracks, and free slots,
+  std::vector<std::uint32_t> free_tracks_;                  // listed here.
+  TaskTrack ended_scratch_;
   std::vector<std::uint64_t> touched_;  // Tasks whose pollution may have changed.
 };
 
