@@ -195,7 +195,8 @@ struct Task {
   std::uint64_t attempt_bytes = 0;
   double attempt_started_s = 0;
   std::uint64_t bytes_transferred = 0;
-  std::uint64_t op = 0;  // Current TransferId or FinalizeId value.
+  std::uint64_t op = 0;  // Current (or last) TransferId or FinalizeId value,
+  bool op_live = false;  // and whether events for it are still expected.
   double retry_at_s = 0;
   std::uint64_t timer_seq = 0;  // 0: no retry timer armed.
   // Slot pressure at the last orphan decision, to re-ask when it changes.
@@ -279,7 +280,10 @@ class Scheduler::Impl {
 
   // --- Users ---------------------------------------------------------------
 
-  DemandHandle subscribe(double now, const ArtifactKey& key, const DemandOptions& options) {
+  std::size_t key_hash(const ArtifactKey& key) const { return installed_.hash(key); }
+
+  DemandHandle subscribe(double now, const ArtifactKey& key, std::size_t key_hash,
+                         const DemandOptions& options) {
     advance(now);
     ++stats_.demands_subscribed;
     DFL_ASSERT(options.origin < config_.max_origins, "origin id above max_origins");
@@ -300,9 +304,9 @@ class Scheduler::Impl {
     // Immediate terminals, each still delivered through the outbox.
     // Model rule: the callbacks model knows neither owner generations nor deadlines.
     const bool legacy = config_.model == Model::callbacks;
-    // The key is hashed once per subscribe; the index and the task map share it.
+    // The key is hashed at most once per subscribe (by the caller, which may
+    // have done it once for many); the index and the task map share it.
     // Every subscribe counts as a request of the key, refused ones too.
-    const std::size_t key_hash = installed_.hash(key);
     note_request(key, key_hash);
     if (!legacy && owner.ended_through && options.owner_generation <= *owner.ended_through) {
       end_demand(d, DemandOutcome::owner_ended);
@@ -452,7 +456,7 @@ class Scheduler::Impl {
     advance(now);
     const std::uint32_t t = resolve_op(finalize.value, TaskState::finalizing);
     if (t != kNone) {
-      ops_.erase(tasks_[t].op);
+      tasks_[t].op_live = false;
       Task& task = tasks_[t];
       switch (status) {
         case FinalizeStatus::installed: {
@@ -1011,8 +1015,7 @@ class Scheduler::Impl {
     if (task.attempts == 1) task.resume_offset_bytes = take_partial(task.key);
     task.attempt_bytes = 0;
     task.attempt_started_s = now_;
-    task.op = ++last_op_id_;
-    ops_.emplace(task.op, t);
+    task.op = next_op_id(t);
     ++running_;
     ++origins_[task.origin].running;
     ++stats_.transfers_started;
@@ -1024,7 +1027,7 @@ class Scheduler::Impl {
   void release_slot(std::uint32_t t) {
     Task& task = tasks_[t];
     DFL_ASSERT(task.state == TaskState::transferring, "releasing a slot that is not held");
-    ops_.erase(task.op);
+    task.op_live = false;
     --running_;
     --origins_[task.origin].running;
     if (task.orphan) forget_orphan(t);
@@ -1033,8 +1036,7 @@ class Scheduler::Impl {
   void start_finalize(std::uint32_t t) {
     Task& task = tasks_[t];
     task.state = TaskState::finalizing;
-    task.op = ++last_op_id_;
-    ops_.emplace(task.op, t);
+    task.op = next_op_id(t);
     ++stats_.finalizes_started;
     outbox_.emplace_back(StartFinalize{task.id, FinalizeId{task.op}, task.key, task.size_bytes});
   }
@@ -1091,9 +1093,7 @@ class Scheduler::Impl {
       }
       outbox_.emplace_back(TaskEnded{task.id, outcome, task.attempts, task.bytes_transferred});
     }
-    if (task.state == TaskState::finalizing || task.state == TaskState::transferring) {
-      ops_.erase(task.op);
-    }
+    task.op_live = false;
     erase_key(t);
     task.id = TaskId{};
     task.priorities.clear();
@@ -1130,13 +1130,23 @@ class Scheduler::Impl {
     task.key_prev = task.key_next = kNone;
   }
 
+  // Transfer and finalize ids carry their task's slot in their low 32 bits
+  // and a count of operations above it: unique for the scheduler's life
+  // (2^32 operations), ordered as started, and found without a lookup table.
+  std::uint64_t next_op_id(std::uint32_t t) {
+    DFL_ASSERT(last_op_count_ < 0xffffffffu, "operation ids exhausted");
+    tasks_[t].op_live = true;
+    return (static_cast<std::uint64_t>(++last_op_count_) << 32) | t;
+  }
+
   std::uint32_t resolve_op(std::uint64_t op, TaskState expected) {
-    auto it = ops_.find(op);
-    if (it == ops_.end() || tasks_[it->second].state != expected) {
+    const auto t = static_cast<std::uint32_t>(op & 0xffffffffu);
+    if (t >= tasks_.capacity() || !tasks_[t].op_live || tasks_[t].op != op ||
+        tasks_[t].state != expected) {
       ++stats_.late_events_ignored;
       return kNone;
     }
-    return it->second;
+    return t;
   }
 
   // --- After every call ----------------------------------------------------
@@ -1237,14 +1247,13 @@ class Scheduler::Impl {
   std::vector<OriginSlots> origins_;
   detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
-  std::unordered_map<std::uint64_t, std::uint32_t> ops_;  // Transfer/finalize id -> task.
   std::set<Timer> timers_;
   std::vector<std::uint32_t> orphans_;  // Transferring orphans that the policy let complete.
   InstalledIndex installed_;
   std::vector<InstalledIndex::Entry> evicted_;
 
   std::uint64_t last_task_id_ = 0;
-  std::uint64_t last_op_id_ = 0;
+  std::uint64_t last_op_count_ = 0;  // Operations started (next_op_id).
   std::uint64_t enqueue_seq_ = 0;
   std::uint64_t timer_seq_ = 0;
   std::vector<Command> outbox_;
@@ -1336,8 +1345,7 @@ void Scheduler::Impl::check_invariants() const {
         DFL_CHECK(!queue_.contains(t), "a transferring task is still queued");
         ++running;
         ++running_per_origin[task.origin];
-        auto it = ops_.find(task.op);
-        DFL_CHECK(it != ops_.end() && it->second == t, "transfer id not registered");
+        DFL_CHECK(task.op_live && (task.op & 0xffffffffu) == t, "transfer id not registered");
         const bool listed = std::find(orphans_.begin(), orphans_.end(), t) != orphans_.end();
         DFL_CHECK(listed == task.orphan, "orphan list disagrees with the task");
         break;
@@ -1349,8 +1357,7 @@ void Scheduler::Impl::check_invariants() const {
             "retry timer missing");
         break;
       case TaskState::finalizing: {
-        auto it = ops_.find(task.op);
-        DFL_CHECK(it != ops_.end() && it->second == t, "finalize id not registered");
+        DFL_CHECK(task.op_live && (task.op & 0xffffffffu) == t, "finalize id not registered");
         break;
       }
     }
@@ -1397,7 +1404,12 @@ void Scheduler::Impl::check_invariants() const {
     DFL_CHECK(running_per_origin[o] == origins_[o].running, "per-origin running count is wrong");
     DFL_CHECK(origins_[o].running <= config_.max_per_origin, "max_per_origin exceeded");
   }
-  DFL_CHECK(ops_.size() <= tasks_.live(), "operation ids outlive their tasks");
+  for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
+    const Task& task = tasks_[t];
+    DFL_CHECK(!task.op_live || (task.id.value != 0 && (task.state == TaskState::transferring ||
+                                                       task.state == TaskState::finalizing)),
+              "operation ids outlive their tasks");
+  }
 
   // Demands: every live demand is in a task (and counted there) and in its owner.
   std::size_t live_demands = 0;
@@ -1455,7 +1467,17 @@ Scheduler& Scheduler::operator=(Scheduler&&) noexcept = default;
 
 DemandHandle Scheduler::subscribe(double now_s, const ArtifactKey& key,
                                   const DemandOptions& options) {
-  return impl_->subscribe(now_s, key, options);
+  return impl_->subscribe(now_s, key, impl_->key_hash(key), options);
+}
+std::size_t Scheduler::key_hash(const ArtifactKey& key) const {
+  return impl_->key_hash(key);
+}
+DemandHandle Scheduler::subscribe(double now_s, const ArtifactKey& key, std::size_t key_hash,
+                                  const DemandOptions& options) {
+#ifndef NDEBUG
+  DFL_ASSERT(key_hash == impl_->key_hash(key), "subscribe with a hash that is not key_hash(key)");
+#endif
+  return impl_->subscribe(now_s, key, key_hash, options);
 }
 void Scheduler::cancel(double now_s, DemandHandle demand) {
   impl_->cancel(now_s, demand);

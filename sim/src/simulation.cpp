@@ -16,6 +16,7 @@
 // fail verification; origin_down fails that origin's running transfers at once
 // and fails every transfer that starts while it is down after one round trip
 // (a refused connection).
+#include <absl/container/flat_hash_map.h>
 #include <xbt/log.h>
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
@@ -112,6 +113,8 @@ class Simulation {
     build_platform();
     faults_.assign(recorder_.key_count(), KeyFaults{});
     handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
+    key_hash_.assign(trace_.artifacts.size(), 0);
+    key_hashed_.assign(trace_.artifacts.size(), false);
     if (!options_.transfer_log_path.empty()) {
       transfer_log_.open(options_.transfer_log_path);
       if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
@@ -229,7 +232,7 @@ class Simulation {
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
-        const DemandHandle h = scheduler_.subscribe(t, a.key, o);
+        const DemandHandle h = scheduler_.subscribe(t, a.key, key_hash(r.artifact), o);
         handle_of_demand_[r.demand] = h;
         std::optional<TaskId> task;
         if (auto info = scheduler_.demand(h)) task = info->task;
@@ -584,6 +587,15 @@ class Simulation {
 
   const std::string& artifact_name(std::uint32_t key) const { return recorder_.key_name(key); }
 
+  // The scheduler's hash of an artifact's key, computed on its first subscribe.
+  std::size_t key_hash(std::uint32_t artifact) {
+    if (!key_hashed_[artifact]) {
+      key_hash_[artifact] = scheduler_.key_hash(trace_.artifacts[artifact].key);
+      key_hashed_[artifact] = true;
+    }
+    return key_hash_[artifact];
+  }
+
   // --- Wake-ups and pollution -------------------------------------------------
 
   void arm_wakeup() {
@@ -622,16 +634,20 @@ class Simulation {
 
   std::size_t next_record_ = 0;
   std::vector<DemandHandle> handle_of_demand_;
+  std::vector<std::size_t> key_hash_;  // By artifact: see key_hash().
+  std::vector<bool> key_hashed_;
 
-  std::unordered_map<std::uint64_t, Transfer> transfers_;
+  // Open addressing: no node to allocate and free per transfer, finalize or
+  // cancelled comm (hundreds of thousands of each in a large trace).
+  absl::flat_hash_map<std::uint64_t, Transfer> transfers_;
   struct CancelledComm {
     sg4::CommPtr comm;
     int reports = 0;
   };
-  std::unordered_map<const sg4::Activity*, CancelledComm> cancelled_;
+  absl::flat_hash_map<const sg4::Activity*, CancelledComm> cancelled_;
   std::vector<sg4::ActivityPtr> graveyard_;
   double graveyard_s_ = 0;  // When graveyard_'s activities were retired.
-  std::unordered_map<std::uint64_t, Finalize> finalizes_;
+  absl::flat_hash_map<std::uint64_t, Finalize> finalizes_;
   Stage hashing_, writing_;
   std::uint64_t pipelined_ = 0;      // The finalize on one timer for both stages, if any,
   double pipelined_hash_end_s_ = 0;  // and when its hashing ends.

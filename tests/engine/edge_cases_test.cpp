@@ -264,6 +264,67 @@ TEST(EdgeCases, AStaleOwnerGenerationIsRefusedThroughTheOutbox) {
   EXPECT_EQ(drv.outcome(new_life), std::nullopt) << "a newer generation is a new life";
 }
 
+TEST(EdgeCases, ASubscribeWithThePrecomputedKeyHashJoinsTheSameTask) {
+  // The simulator hashes each artifact's key once and passes the hash along.
+  Driver drv;
+  const ArtifactKey rock = key("rock");
+  const DemandHandle a = drv.subscribe(rock, opts(1, 0));
+  const DemandHandle b =
+      drv.scheduler.subscribe(drv.now, rock, drv.scheduler.key_hash(rock), opts(2, 5));
+  drv.drain();
+  EXPECT_EQ(drv.scheduler.stats().tasks_created, 1u);
+  EXPECT_EQ(drv.scheduler.task_for(rock)->active_demands, 2u);
+  EXPECT_EQ(drv.scheduler.task_for(rock)->effective_priority, 5);
+  drv.complete(rock);
+  EXPECT_EQ(drv.outcome(a), DemandOutcome::succeeded);
+  EXPECT_EQ(drv.outcome(b), DemandOutcome::succeeded);
+}
+
+TEST(EdgeCases, TheKeyHashFollowsTheModelsIdentity) {
+  ArtifactKey other_revision = key("rock");
+  other_revision.revision = "r2";
+  SchedulerConfig legacy = Driver::small_config();
+  legacy.model = Model::callbacks;
+  Scheduler callbacks(legacy);
+  EXPECT_EQ(callbacks.key_hash(key("rock")), callbacks.key_hash(other_revision))
+      << "the callbacks model knows a key by its resource name only";
+  Scheduler demand(Driver::small_config());
+  EXPECT_NE(demand.key_hash(key("rock")), demand.key_hash(other_revision));
+}
+
+TEST(EdgeCases, EventsNamingAnotherTasksSlotOrNoTaskAreIgnored) {
+  // Operation ids carry their task's slot: an id from a slot reused by
+  // another task, or from no slot at all, must find nothing.
+  Driver drv;
+  const ArtifactKey rock = key("rock");
+  const DemandHandle a = drv.subscribe(rock, opts(1, 0));
+  const TransferId first = drv.transfer_of(rock);
+  drv.cancel(a);  // The slot is freed; the next task reuses it.
+  const DemandHandle b = drv.subscribe(rock, opts(2, 0));
+  const TransferId second = drv.transfer_of(rock);
+  EXPECT_NE(first.value, second.value);
+  EXPECT_EQ(first.value & 0xffffffffu, second.value & 0xffffffffu) << "the same slot, reused";
+  const std::uint64_t ignored = drv.scheduler.stats().late_events_ignored;
+  drv.finish_transfer(first, TransferStatus::ok);
+  drv.finish_transfer(TransferId{second.value + 7}, TransferStatus::ok);  // No such slot.
+  drv.finish_transfer(TransferId{0}, TransferStatus::ok);
+  EXPECT_EQ(drv.scheduler.stats().late_events_ignored, ignored + 3);
+  EXPECT_EQ(drv.outcome(b), std::nullopt);
+  drv.complete(rock);
+  EXPECT_EQ(drv.outcome(b), DemandOutcome::succeeded);
+}
+
+#ifndef NDEBUG
+TEST(EdgeCasesDeathTest, ASubscribeWithAnotherKeysHashIsAProgrammerError) {
+  EXPECT_DEATH(
+      {
+        Scheduler s;
+        s.subscribe(0, key("rock"), s.key_hash(key("sand")), DemandOptions{});
+      },
+      "not key_hash");
+}
+#endif
+
 TEST(EdgeCasesDeathTest, TimeGoingBackwardsIsAProgrammerError) {
   EXPECT_DEATH(
       {

@@ -117,6 +117,17 @@ class Scheduler {
   // outbox like every other terminal, never inline.
   DemandHandle subscribe(double now_s, const ArtifactKey& key, const DemandOptions& options);
 
+  // The hash under which this scheduler files `key` (it depends on the model:
+  // the callbacks model knows a key by its resource name only). A caller that
+  // subscribes the same keys again and again, as the simulator replaying a
+  // trace does, hashes each key once and passes the hash to the overload
+  // below, which skips hashing three strings per subscribe.
+  std::size_t key_hash(const ArtifactKey& key) const;
+  // As above, with `key_hash` equal to key_hash(key): checked in builds
+  // without NDEBUG, trusted in release builds.
+  DemandHandle subscribe(double now_s, const ArtifactKey& key, std::size_t key_hash,
+                         const DemandOptions& options);
+
   // Withdraws this demand only (demand model). Idempotent: a stale, unknown or
   // already-ended handle is a no-op.
   void cancel(double now_s, DemandHandle demand);
