@@ -26,6 +26,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -36,6 +37,7 @@
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/recorder.h"
 #include "demandflight/sim/simulator.h"
+#include "prefault.h"
 #include "timeline.h"
 
 namespace dfl::sim {
@@ -121,6 +123,11 @@ class Simulation {
       transfer_log_.precision(17);  // Exact start times: the replay must match them.
     }
 
+    const ResultRecorder::Storage storage = recorder_.storage();
+    prefault_.emplace(std::array<Prefaulter::Table, Prefaulter::kTables>{
+        Prefaulter::Table{storage.demands, sizeof(DemandResult), storage.demands_capacity},
+        Prefaulter::Table{storage.tasks, sizeof(TaskResult), storage.tasks_capacity}});
+
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
       enter();
       on_completion(a);
@@ -132,6 +139,7 @@ class Simulation {
       });
     }
     engine_->run();
+    prefault_.reset();  // Joins its thread before the result leaves.
     return finish();
   }
 
@@ -232,6 +240,7 @@ class Simulation {
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
+        prefault_->used(kDemandsTable, r.demand + 1);  // Demands are numbered as subscribed.
         const DemandHandle h = scheduler_.subscribe(t, a.key, key_hash(r.artifact), o);
         handle_of_demand_[r.demand] = h;
         std::optional<TaskId> task;
@@ -409,7 +418,10 @@ class Simulation {
   // A kept partial is only an offset here: the next task's StartTransfer
   // sends the rest. Dropping it costs nothing but the recorder's charge.
   void handle(DropPartial& c) { recorder_.on(now(), c); }
-  void handle(TaskCreated& c) { recorder_.on(now(), c); }
+  void handle(TaskCreated& c) {
+    recorder_.on(now(), c);
+    prefault_->used(kTasksTable, c.task.value);  // Task ids count the tasks made.
+  }
 
   void handle(TaskPriorityChanged& c) {
     const TaskResult& task = recorder_.on(now(), c);
@@ -656,6 +668,8 @@ class Simulation {
 
   std::ofstream transfer_log_;
   Timeline timeline_;
+  static constexpr std::size_t kDemandsTable = 0, kTasksTable = 1;
+  std::optional<Prefaulter> prefault_;  // During run(): the result's tables.
 };
 
 }  // namespace

@@ -264,6 +264,20 @@ class ResultRecorder {
     touched_.clear();
   }
 
+  // Where the result's tables lie, reserved at construction for the whole
+  // run (a runtime may have their pages faulted in ahead of use): the
+  // demands' table fills up entirely, the tasks' grows by one per TaskCreated.
+  struct Storage {
+    void* demands = nullptr;
+    std::size_t demands_capacity = 0;
+    void* tasks = nullptr;
+    std::size_t tasks_capacity = 0;
+  };
+  Storage storage() {
+    return Storage{result_.demands.data(), result_.demands.capacity(), result_.tasks.data(),
+                   result_.tasks.capacity()};
+  }
+
   // The run is over at `t`.
   Result finish(double t) {
     result_.summary.makespan_s = t;
