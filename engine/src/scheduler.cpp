@@ -1131,12 +1131,15 @@ class Scheduler::Impl {
   }
 
   // Transfer and finalize ids carry their task's slot in their low 32 bits
-  // and a count of operations above it: unique for the scheduler's life
-  // (2^32 operations), ordered as started, and found without a lookup table.
+  // and a count of operations above it, so an event finds its task without a
+  // lookup table. The count wraps after 2^32 operations (0 is skipped): an id
+  // is unique among that many consecutive operations, and ordered as started
+  // within them; a long-running client (2^32 operations are some 50 days at
+  // a thousand a second) goes on instead of stopping.
   std::uint64_t next_op_id(std::uint32_t t) {
-    DFL_ASSERT(last_op_count_ < 0xffffffffu, "operation ids exhausted");
+    last_op_count_ = last_op_count_ == 0xffffffffu ? 1 : last_op_count_ + 1;
     tasks_[t].op_live = true;
-    return (static_cast<std::uint64_t>(++last_op_count_) << 32) | t;
+    return (last_op_count_ << 32) | t;
   }
 
   std::uint32_t resolve_op(std::uint64_t op, TaskState expected) {
@@ -1253,7 +1256,7 @@ class Scheduler::Impl {
   std::vector<InstalledIndex::Entry> evicted_;
 
   std::uint64_t last_task_id_ = 0;
-  std::uint64_t last_op_count_ = 0;  // Operations started (next_op_id).
+  std::uint64_t last_op_count_ = 0;  // Operations started, modulo 2^32 (next_op_id).
   std::uint64_t enqueue_seq_ = 0;
   std::uint64_t timer_seq_ = 0;
   std::vector<Command> outbox_;

@@ -75,9 +75,19 @@ class Prefaulter {
       for (std::size_t i = 0; i < kTables && !unsupported_; ++i)
         more |= step(i);
       lock.lock();
-      if (unsupported_) return;
+      if (unsupported_ || complete()) return;  // Nothing left to do.
       if (!more) wake_.wait_for(lock, std::chrono::milliseconds(2), [this] { return stop_; });
     }
+  }
+
+  bool complete() const {
+    for (std::size_t i = 0; i < kTables; ++i) {
+      const Table& table = tables_[i];
+      if (table.data != nullptr &&
+          done_[i].load(std::memory_order_relaxed) < table.capacity * table.element_bytes)
+        return false;
+    }
+    return true;
   }
 
   // Faults in the next stretch of table i if it is behind; true if it did.
@@ -98,10 +108,16 @@ class Prefaulter {
   }
 
   static bool populate(std::byte* begin, std::size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
     static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto from = reinterpret_cast<std::uintptr_t>(begin) & ~(page - 1);
     const auto to = reinterpret_cast<std::uintptr_t>(begin) + bytes;
     return ::madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE) == 0;
+#else
+    (void)begin;  // Headers older than Linux 5.14: as if the kernel refused.
+    (void)bytes;
+    return false;
+#endif
   }
 
   const std::array<Table, kTables> tables_;

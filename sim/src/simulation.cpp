@@ -460,7 +460,11 @@ class Simulation {
   // Each activity carries (kind, id) in its user data, so a completion finds
   // its transfer or finalize without a lookup by address.
   enum class Tag : std::uintptr_t { none = 0, transfer = 1, finalize = 2, cancelled = 3 };
+  static_assert(sizeof(std::uintptr_t) >= sizeof(std::uint64_t), "ids are tagged in a pointer");
   static void tag(sg4::Activity& activity, Tag kind, std::uint64_t id) {
+    // An id keeps its top two bits free until 2^30 operations (the engine
+    // counts them in its top 32 bits): far beyond any trace, but never silent.
+    if (id >> 62 != 0) throw std::overflow_error("more than 2^30 transfers and finalizes");
     activity.set_data(reinterpret_cast<void*>((static_cast<std::uintptr_t>(id) << 2) |
                                               static_cast<std::uintptr_t>(kind)));
   }

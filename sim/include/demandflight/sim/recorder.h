@@ -150,6 +150,7 @@ class ResultRecorder {
     TaskTrack& tracked = track(task);
     const std::uint64_t total = tracked.carried + bytes;
     tracked.carried = 0;
+    tracked.abort_pending = false;
     if (tracked.keep_partial) {
       std::uint64_t& pending = partial_pending_[tracked.key];
       if (pending == 0 && total > 0) ++pending_partials_;
@@ -157,6 +158,7 @@ class ResultRecorder {
     } else {
       result_.summary.bytes_wasted += total;
     }
+    if (tracked.ended) release_track(task);
   }
 
   // --- Commands ----------------------------------------------------------------
@@ -230,7 +232,11 @@ class ResultRecorder {
       orphan_install_size_[tracked.key] = key_size_[tracked.key];
     }
     close_pollution(t, tracked);
-    release_track(c.task);
+    if (tracked.abort_pending) {
+      tracked.ended = true;  // Released by attempt_aborted().
+    } else {
+      release_track(c.task);
+    }
   }
 
   // A first attempt with an offset resumes the key's kept partial: its bytes
@@ -243,7 +249,11 @@ class ResultRecorder {
     tracked.carried = pending;
     pending = 0;
   }
-  void on(double, const AbortTransfer& c) { track(c.task).keep_partial = c.keep_partial; }
+  void on(double, const AbortTransfer& c) {
+    TaskTrack& tracked = track(c.task);
+    tracked.keep_partial = c.keep_partial;
+    tracked.abort_pending = true;  // Until attempt_aborted() (see TaskTrack).
+  }
   void on(double, const DropPartial& c) {
     charge_pending(c.key, partial_pending_, pending_partials_);
   }
@@ -256,6 +266,7 @@ class ResultRecorder {
     for (std::uint64_t id : touched_) {
       if (track_slot_[id - 1] == kEndedTrack) continue;
       TaskTrack& task = track(TaskId{id});
+      if (task.ended) continue;
       const std::optional<Priority> highest = task.active.max();
       const bool polluted = task.effective && highest && *task.effective > *highest;
       if (polluted && task.polluted_since < 0) task.polluted_since = t;
@@ -300,6 +311,12 @@ class ResultRecorder {
     std::uint32_t key = 0;
     std::uint64_t bytes = 0;    // Received by all its attempts, aborted ones included.
     bool succeeded = false;     // Some demand was told success by it.
+    // An AbortTransfer went out and its attempt_aborted() has not come yet:
+    // the simulator reports it at once, but the real backend's I/O thread
+    // reports it after the engine's TaskEnded, and it still needs the key,
+    // keep_partial and carried. Such a task keeps its track, ended, until then.
+    bool abort_pending = false;
+    bool ended = false;
     bool keep_partial = false;  // Its abort kept the bytes as a partial.
     std::uint64_t carried = 0;  // Bytes of a kept partial it resumed from.
     // Priority pollution: the effective priority against what the active
@@ -343,8 +360,11 @@ class ResultRecorder {
   // (the subscribe that created it registers its demand first). Only live
   // tasks hold a track: a million-demand run has hundreds of thousands of
   // tasks but only a few thousand at a time, and a table of them all was a
-  // tenth of the simulate phase in page faults alone. A track asked for after
-  // its TaskEnded is a scratch one: nothing reads a task's figures after it.
+  // tenth of the simulate phase in page faults alone. A task's track is
+  // released at its TaskEnded, or at its last attempt_aborted() if that comes
+  // later (TaskTrack::abort_pending); asked for after that, a track is a
+  // scratch one: nothing reads a task's figures any more (its bytes went into
+  // the result at TaskEnded, as before).
   TaskTrack& track(TaskId task) {
     if (task.value > track_slot_.size()) track_slot_.resize(task.value, kNoTrack);
     std::uint32_t& slot = track_slot_[task.value - 1];

@@ -1,0 +1,113 @@
+// ResultRecorder scores the simulator and `demandflight replay` alike, but the
+// two report in different orders: the simulator reports an aborted attempt's
+// bytes while it handles the AbortTransfer, before the task's TaskEnded; the
+// real backend's I/O thread reports them after the engine has ended the task.
+// A partial kept by such an abort must be scored the same either way.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "demandflight/sim/recorder.h"
+
+namespace dfl::testing {
+namespace {
+
+sim::Trace two_callers_of_one_artifact() {
+  std::istringstream text(
+      R"({"format": "demandflight-trace", "version": 1, "name": "kept-partial"})"
+      "\n"
+      R"({"op": "artifact", "id": "rock", "resource": "props/rock_01.ktx2", "revision": "r7", )"
+      R"("target": "pc", "generation": 0, "size": 1000, "origin": "cdn"})"
+      "\n"
+      R"({"op": "subscribe", "t": 0.0, "demand": "first", "owner": "a", "artifact": "rock", )"
+      R"("priority": 1})"
+      "\n"
+      R"({"op": "cancel", "t": 1.0, "demand": "first"})"
+      "\n"
+      R"({"op": "subscribe", "t": 5.0, "demand": "second", "owner": "b", "artifact": "rock", )"
+      R"("priority": 1})"
+      "\n");
+  return sim::read_trace(text, "kept-partial");
+}
+
+// The first caller's task receives 400 bytes, is aborted when the caller
+// cancels, and keeps them; the second caller's task resumes after them.
+// `late`: the abort's bytes are reported after TaskEnded, as replay does.
+sim::Result run(const sim::Trace& trace, bool late) {
+  sim::ResultRecorder recorder(trace, "demand", "keep-partial", 1);
+  const sim::Record& first = trace.records[0];
+  const sim::Record& second = trace.records[2];
+  const DemandHandle a{0, 1};
+  const DemandHandle b{0, 2};  // The slot is used again.
+  const ArtifactKey& key = trace.artifacts[0].key;
+
+  recorder.before_subscribe(0, first);
+  recorder.subscribed(a, first, TaskId{1});
+  recorder.on(0, TaskCreated{TaskId{1}});
+  recorder.on(0, TaskPriorityChanged{TaskId{1}, 1});
+  recorder.transfer_started();
+  recorder.on(0, StartTransfer{TaskId{1}, TransferId{11}, key, 0, 0, 1000, 1});
+  recorder.after_commands(0);
+
+  recorder.on(1, Deliver{a, DemandOutcome::cancelled, TaskId{1}});
+  recorder.on(1, AbortTransfer{TaskId{1}, TransferId{11}, true, 400});
+  if (!late) {
+    recorder.transfer_bytes(TaskId{1}, 400);
+    recorder.attempt_aborted(TaskId{1}, 400);
+  }
+  recorder.on(1, TaskPriorityChanged{TaskId{1}, std::nullopt});
+  recorder.on(1, TaskEnded{TaskId{1}, TaskOutcome::aborted, 1, 400});
+  recorder.after_commands(1);
+  if (late) {
+    recorder.transfer_bytes(TaskId{1}, 400);
+    recorder.attempt_aborted(TaskId{1}, 400);
+  }
+
+  recorder.before_subscribe(5, second);
+  recorder.subscribed(b, second, TaskId{2});
+  recorder.on(5, TaskCreated{TaskId{2}});
+  recorder.on(5, TaskPriorityChanged{TaskId{2}, 1});
+  recorder.transfer_started();
+  recorder.on(5, StartTransfer{TaskId{2}, TransferId{12}, key, 0, 400, 1000, 1});
+  recorder.after_commands(5);
+  recorder.transfer_bytes(TaskId{2}, 600);
+  recorder.on(6, Deliver{b, DemandOutcome::succeeded, TaskId{2}});
+  recorder.on(6, TaskPriorityChanged{TaskId{2}, std::nullopt});
+  recorder.on(6, TaskEnded{TaskId{2}, TaskOutcome::installed, 1, 600});
+  recorder.after_commands(6);
+  return recorder.finish(6);
+}
+
+TEST(ResultRecorder, AKeptPartialIsScoredAlikeWhenTheAbortIsReportedAfterTheTaskEnded) {
+  const sim::Trace trace = two_callers_of_one_artifact();
+  const sim::Result in_order = run(trace, false);
+  const sim::Result late = run(trace, true);
+  EXPECT_EQ(in_order.summary.bytes_wasted, 0u) << "the second task resumed the kept 400 bytes";
+  EXPECT_EQ(late.summary.bytes_wasted, in_order.summary.bytes_wasted);
+  EXPECT_EQ(late.summary.bytes_transferred, 1000u);
+  EXPECT_EQ(late.summary.installs, 1u);
+}
+
+TEST(ResultRecorder, AnAbortedAttemptThatKeepsNothingIsWastedWhenReportedLate) {
+  // The same story without keep_partial: the 400 bytes are wasted, in both orders.
+  const sim::Trace trace = two_callers_of_one_artifact();
+  for (const bool late : {false, true}) {
+    sim::ResultRecorder recorder(trace, "demand", "always-abort", 1);
+    const DemandHandle a{0, 1};
+    recorder.before_subscribe(0, trace.records[0]);
+    recorder.subscribed(a, trace.records[0], TaskId{1});
+    recorder.on(0, TaskCreated{TaskId{1}});
+    recorder.on(0, StartTransfer{TaskId{1}, TransferId{11}, trace.artifacts[0].key, 0, 0, 1000});
+    recorder.after_commands(0);
+    recorder.on(1, Deliver{a, DemandOutcome::cancelled, TaskId{1}});
+    recorder.on(1, AbortTransfer{TaskId{1}, TransferId{11}, false, 0});
+    if (!late) recorder.attempt_aborted(TaskId{1}, 400);
+    recorder.on(1, TaskEnded{TaskId{1}, TaskOutcome::aborted, 1, 400});
+    recorder.after_commands(1);
+    if (late) recorder.attempt_aborted(TaskId{1}, 400);
+    EXPECT_EQ(recorder.finish(1).summary.bytes_wasted, 400u) << (late ? "late" : "in order");
+  }
+}
+
+}  // namespace
+}  // namespace dfl::testing
