@@ -1295,6 +1295,9 @@ void Scheduler::Impl::check_invariants() const {
 
   for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
     const Task& task = tasks_[t];
+    DFL_CHECK(!task.op_live || (task.id.value != 0 && (task.state == TaskState::transferring ||
+                                                       task.state == TaskState::finalizing)),
+              "operation ids outlive their tasks");
     if (task.id.value == 0) continue;
     ++live_tasks;
     DFL_CHECK(task.key_hash == installed_.hash(task.key), "stale key hash");
@@ -1406,12 +1409,6 @@ void Scheduler::Impl::check_invariants() const {
   for (std::size_t o = 0; o < origins_.size(); ++o) {
     DFL_CHECK(running_per_origin[o] == origins_[o].running, "per-origin running count is wrong");
     DFL_CHECK(origins_[o].running <= config_.max_per_origin, "max_per_origin exceeded");
-  }
-  for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
-    const Task& task = tasks_[t];
-    DFL_CHECK(!task.op_live || (task.id.value != 0 && (task.state == TaskState::transferring ||
-                                                       task.state == TaskState::finalizing)),
-              "operation ids outlive their tasks");
   }
 
   // Demands: every live demand is in a task (and counted there) and in its owner.

@@ -80,12 +80,13 @@ class Prefaulter {
     }
   }
 
+  std::size_t total_bytes(std::size_t i) const {
+    return tables_[i].data == nullptr ? 0 : tables_[i].capacity * tables_[i].element_bytes;
+  }
+
   bool complete() const {
     for (std::size_t i = 0; i < kTables; ++i) {
-      const Table& table = tables_[i];
-      if (table.data != nullptr &&
-          done_[i].load(std::memory_order_relaxed) < table.capacity * table.element_bytes)
-        return false;
+      if (done_[i].load(std::memory_order_relaxed) < total_bytes(i)) return false;
     }
     return true;
   }
@@ -93,11 +94,11 @@ class Prefaulter {
   // Faults in the next stretch of table i if it is behind; true if it did.
   bool step(std::size_t i) {
     const Table& table = tables_[i];
-    const std::size_t total = table.capacity * table.element_bytes;
-    const std::size_t want = std::min(
-        total, used_[i].load(std::memory_order_relaxed) * table.element_bytes + kAheadBytes);
+    const std::size_t want =
+        std::min(total_bytes(i),
+                 used_[i].load(std::memory_order_relaxed) * table.element_bytes + kAheadBytes);
     const std::size_t done = done_[i].load(std::memory_order_relaxed);
-    if (table.data == nullptr || want <= done) return false;
+    if (want <= done) return false;
     const std::size_t until = std::min(want, done + kAheadBytes);
     if (!populate(static_cast<std::byte*>(table.data) + done, until - done)) {
       unsupported_.store(true, std::memory_order_release);

@@ -115,8 +115,9 @@ class Simulation {
     build_platform();
     faults_.assign(recorder_.key_count(), KeyFaults{});
     handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
-    key_hash_.assign(trace_.artifacts.size(), 0);
-    key_hashed_.assign(trace_.artifacts.size(), false);
+    key_hash_.reserve(trace_.artifacts.size());
+    for (const Artifact& artifact : trace_.artifacts)
+      key_hash_.push_back(scheduler_.key_hash(artifact.key));
     if (!options_.transfer_log_path.empty()) {
       transfer_log_.open(options_.transfer_log_path);
       if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
@@ -241,7 +242,7 @@ class Simulation {
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
         prefault_->used(kDemandsTable, r.demand + 1);  // Demands are numbered as subscribed.
-        const DemandHandle h = scheduler_.subscribe(t, a.key, key_hash(r.artifact), o);
+        const DemandHandle h = scheduler_.subscribe(t, a.key, key_hash_[r.artifact], o);
         handle_of_demand_[r.demand] = h;
         std::optional<TaskId> task;
         if (auto info = scheduler_.demand(h)) task = info->task;
@@ -603,15 +604,6 @@ class Simulation {
 
   const std::string& artifact_name(std::uint32_t key) const { return recorder_.key_name(key); }
 
-  // The scheduler's hash of an artifact's key, computed on its first subscribe.
-  std::size_t key_hash(std::uint32_t artifact) {
-    if (!key_hashed_[artifact]) {
-      key_hash_[artifact] = scheduler_.key_hash(trace_.artifacts[artifact].key);
-      key_hashed_[artifact] = true;
-    }
-    return key_hash_[artifact];
-  }
-
   // --- Wake-ups and pollution -------------------------------------------------
 
   void arm_wakeup() {
@@ -650,8 +642,8 @@ class Simulation {
 
   std::size_t next_record_ = 0;
   std::vector<DemandHandle> handle_of_demand_;
-  std::vector<std::size_t> key_hash_;  // By artifact: see key_hash().
-  std::vector<bool> key_hashed_;
+  // By artifact: the scheduler's hash of its key, computed once, not per subscribe.
+  std::vector<std::size_t> key_hash_;
 
   // Open addressing: no node to allocate and free per transfer, finalize or
   // cancelled comm (hundreds of thousands of each in a large trace).

@@ -30,6 +30,21 @@ sim::Trace two_callers_of_one_artifact() {
   return sim::read_trace(text, "kept-partial");
 }
 
+// A subscribe that makes task `task`, whose first attempt starts at once,
+// resuming after `resume` bytes: what a runtime tells the recorder.
+void start_task(sim::ResultRecorder& recorder, const sim::Trace& trace, double t,
+                const sim::Record& record, DemandHandle handle, std::uint64_t task,
+                std::uint64_t resume) {
+  recorder.before_subscribe(t, record);
+  recorder.subscribed(handle, record, TaskId{task});
+  recorder.on(t, TaskCreated{TaskId{task}});
+  recorder.on(t, TaskPriorityChanged{TaskId{task}, 1});
+  recorder.transfer_started();
+  recorder.on(t, StartTransfer{TaskId{task}, TransferId{10 + task}, trace.artifacts[0].key, 0,
+                               resume, 1000, 1});
+  recorder.after_commands(t);
+}
+
 // The first caller's task receives 400 bytes, is aborted when the caller
 // cancels, and keeps them; the second caller's task resumes after them.
 // `late`: the abort's bytes are reported after TaskEnded, as replay does.
@@ -39,15 +54,8 @@ sim::Result run(const sim::Trace& trace, bool late) {
   const sim::Record& second = trace.records[2];
   const DemandHandle a{0, 1};
   const DemandHandle b{0, 2};  // The slot is used again.
-  const ArtifactKey& key = trace.artifacts[0].key;
 
-  recorder.before_subscribe(0, first);
-  recorder.subscribed(a, first, TaskId{1});
-  recorder.on(0, TaskCreated{TaskId{1}});
-  recorder.on(0, TaskPriorityChanged{TaskId{1}, 1});
-  recorder.transfer_started();
-  recorder.on(0, StartTransfer{TaskId{1}, TransferId{11}, key, 0, 0, 1000, 1});
-  recorder.after_commands(0);
+  start_task(recorder, trace, 0, first, a, 1, 0);
 
   recorder.on(1, Deliver{a, DemandOutcome::cancelled, TaskId{1}});
   recorder.on(1, AbortTransfer{TaskId{1}, TransferId{11}, true, 400});
@@ -63,13 +71,7 @@ sim::Result run(const sim::Trace& trace, bool late) {
     recorder.attempt_aborted(TaskId{1}, 400);
   }
 
-  recorder.before_subscribe(5, second);
-  recorder.subscribed(b, second, TaskId{2});
-  recorder.on(5, TaskCreated{TaskId{2}});
-  recorder.on(5, TaskPriorityChanged{TaskId{2}, 1});
-  recorder.transfer_started();
-  recorder.on(5, StartTransfer{TaskId{2}, TransferId{12}, key, 0, 400, 1000, 1});
-  recorder.after_commands(5);
+  start_task(recorder, trace, 5, second, b, 2, 400);
   recorder.transfer_bytes(TaskId{2}, 600);
   recorder.on(6, Deliver{b, DemandOutcome::succeeded, TaskId{2}});
   recorder.on(6, TaskPriorityChanged{TaskId{2}, std::nullopt});
@@ -94,11 +96,7 @@ TEST(ResultRecorder, AnAbortedAttemptThatKeepsNothingIsWastedWhenReportedLate) {
   for (const bool late : {false, true}) {
     sim::ResultRecorder recorder(trace, "demand", "always-abort", 1);
     const DemandHandle a{0, 1};
-    recorder.before_subscribe(0, trace.records[0]);
-    recorder.subscribed(a, trace.records[0], TaskId{1});
-    recorder.on(0, TaskCreated{TaskId{1}});
-    recorder.on(0, StartTransfer{TaskId{1}, TransferId{11}, trace.artifacts[0].key, 0, 0, 1000});
-    recorder.after_commands(0);
+    start_task(recorder, trace, 0, trace.records[0], a, 1, 0);
     recorder.on(1, Deliver{a, DemandOutcome::cancelled, TaskId{1}});
     recorder.on(1, AbortTransfer{TaskId{1}, TransferId{11}, false, 0});
     if (!late) recorder.attempt_aborted(TaskId{1}, 400);
