@@ -89,6 +89,7 @@ struct FetchArgs {
   std::uint64_t cache_bytes = 0;
   std::uint64_t drop_behind = backend::CacheOptions{}.drop_behind_bytes;
   bool quiet = false;
+  bool direct_io = true;
 };
 
 int run_fetch(const FetchArgs& args) {
@@ -110,6 +111,7 @@ int run_fetch(const FetchArgs& args) {
   options.install_sync =
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
   options.drop_behind_bytes = args.drop_behind;
+  options.direct_writes = args.direct_io;
   Counter counter;
   options.observer = &counter;
 
@@ -232,6 +234,10 @@ int run_fetch(const FetchArgs& args) {
                 static_cast<unsigned long long>(syncs.early_syncs));
   }
   std::printf("\n");
+  if (syncs.direct_bytes > 0) {
+    std::printf("  %s written around the page cache (O_DIRECT)\n",
+                human_bytes(static_cast<double>(syncs.direct_bytes)).c_str());
+  }
   if (!failures.empty()) {
     std::sort(failures.begin(), failures.end());
     failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
@@ -329,6 +335,10 @@ Subcommand add_fetch_command(CLI::App& app) {
                 "a large staging file's bytes this far behind its end leave the page cache "
                 "once on the disk (SIZE, e.g. 16MiB; 0 keeps every page)")
       ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  c->add_option("--direct-io", args->direct_io,
+                "with drop-behind, write large files' full 1 MiB buffers around the page "
+                "cache (O_DIRECT through io_uring) where the kernel allows")
       ->capture_default_str();
   c->add_option("--cache-bytes", args->cache_bytes, "cache capacity (default: unlimited)");
   c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();

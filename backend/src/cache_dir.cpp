@@ -1,6 +1,7 @@
 #include "demandflight/backend/cache_dir.h"
 
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,12 +43,26 @@ bool is_object_name(const std::string& name) {
 // were handed over (so each file's bytes stay in order). A Staging has at
 // most kMaxPending buffers in flight; more makes its writer wait (memory
 // stays bounded when the disk is slower than the network).
+//
+// Direct writes (CacheOptions::direct_writes): a full buffer of a file that
+// drops behind is submitted as an O_DIRECT write through io_uring and hashed
+// while the disk takes it; up to kMaxInFlight such writes are queued, and a
+// buffer counts as pending until its write completes, so a Staging's flush()
+// (which waits for its pending buffers) sees every byte in the file. A
+// direct write the kernel refuses or cuts short is written again, or its
+// rest, through the page cache; a file system that refuses O_DIRECT turns
+// direct writes off.
 class CacheDir::WriteBehind {
  public:
   static constexpr std::size_t kMaxPending = 8;
   static constexpr std::size_t kMaxFree = 64;
+  static constexpr unsigned kMaxInFlight = 4;  // 4 and 8 did alike; 1 stalls on the disk.
 
-  WriteBehind() : thread_([this] { run(); }) {}
+  explicit WriteBehind(bool direct) {
+    ring_ok_ = direct && ::io_uring_queue_init(kMaxInFlight, &ring_, 0) == 0;
+    direct_ = ring_ok_;
+    thread_ = std::thread([this] { run(); });
+  }
   ~WriteBehind() {
     {
       std::lock_guard lock(mutex_);
@@ -55,9 +70,10 @@ class CacheDir::WriteBehind {
     }
     cv_.notify_one();
     thread_.join();
+    if (ring_ok_) ::io_uring_queue_exit(&ring_);
   }
 
-  void submit(Staging::Core& core, std::vector<char> buffer) {
+  void submit(Staging::Core& core, Buffer buffer) {
     {
       std::unique_lock lock(core.mutex);
       core.done.wait(lock, [&] { return core.pending < kMaxPending; });
@@ -72,7 +88,7 @@ class CacheDir::WriteBehind {
 
   // Takes back a buffer that is no longer needed, for buffer() to hand out
   // again: small artifacts never fill one, and fresh ones cost page faults.
-  void recycle(std::vector<char> buffer) {
+  void recycle(Buffer buffer) {
     if (buffer.capacity() < kBufferBytes) return;
     buffer.clear();
     std::lock_guard lock(mutex_);
@@ -80,22 +96,29 @@ class CacheDir::WriteBehind {
   }
 
   // An empty buffer with the capacity of a full one, recycled when possible.
-  std::vector<char> buffer() {
+  Buffer buffer() {
     std::lock_guard lock(mutex_);
     if (free_.empty()) {
-      std::vector<char> fresh;
+      Buffer fresh;
       fresh.reserve(kBufferBytes);
       return fresh;
     }
-    std::vector<char> recycled = std::move(free_.back());
+    Buffer recycled = std::move(free_.back());
     free_.pop_back();
     return recycled;
   }
 
+  std::uint64_t direct_bytes() const { return direct_bytes_.load(std::memory_order_relaxed); }
+
  private:
   struct Job {
     Staging::Core* core;
-    std::vector<char> buffer;
+    Buffer buffer;
+  };
+  struct InFlight {  // A direct write the kernel has.
+    Staging::Core* core = nullptr;
+    Buffer buffer;
+    std::uint64_t offset = 0;
   };
 
   void run() {
@@ -103,33 +126,122 @@ class CacheDir::WriteBehind {
       Job job;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
+        if (in_flight_ == 0) cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) {
+          if (in_flight_ == 0) return;  // Stopped, and nothing left to complete.
+          lock.unlock();
+          reap(/*wait=*/true);  // Nothing else to do meanwhile.
+          continue;
+        }
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      Staging::Core& core = *job.core;
-      bool failed = false;
-      {
-        std::lock_guard lock(core.mutex);
-        failed = core.error.has_value();
-      }
-      std::optional<IoError> error;
-      if (!failed) error = Staging::write_out(core, job.buffer.data(), job.buffer.size());
-      recycle(std::move(job.buffer));
-      std::lock_guard lock(core.mutex);
-      if (error && !core.error) core.error = std::move(error);
-      --core.pending;
-      core.done.notify_all();
+      process(std::move(job));
     }
+  }
+
+  void process(Job job) {
+    Staging::Core& core = *job.core;
+    bool failed = false;
+    {
+      std::lock_guard lock(core.mutex);
+      failed = core.error.has_value();
+    }
+    std::optional<IoError> error;
+    if (!failed) {
+      if (write_direct(core, job.buffer)) return;  // Completes later (reap).
+      error = Staging::write_out(core, job.buffer.data(), job.buffer.size());
+    }
+    finish(core, std::move(job.buffer), std::move(error));
+  }
+
+  // Submits `buffer` as a direct write and hashes it meanwhile; false (and
+  // `buffer` untouched) when it must go through the page cache instead.
+  bool write_direct(Staging::Core& core, Buffer& buffer) {
+    if (!direct_ || core.drop_behind == 0 || core.direct_refused ||
+        buffer.size() != kBufferBytes || core.written % kBufferBytes != 0)
+      return false;
+    if (core.direct_fd < 0) {
+      if (Staging::open_file(core)) return false;  // write_out reports it.
+      core.direct_fd = ::open(core.path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+      if (core.direct_fd < 0) {
+        core.direct_refused = true;
+        if (errno == EINVAL) direct_ = false;  // The file system has no O_DIRECT.
+        return false;
+      }
+    }
+    while (in_flight_ >= kMaxInFlight) reap(/*wait=*/true);
+    io_uring_sqe* sqe = ::io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return false;  // Not with at most kMaxInFlight in flight.
+    auto* write = new InFlight{&core, std::move(buffer), core.written};
+    ::io_uring_prep_write(sqe, core.direct_fd, write->buffer.data(),
+                          static_cast<unsigned>(write->buffer.size()), write->offset);
+    ::io_uring_sqe_set_data(sqe, write);
+    if (::io_uring_submit(&ring_) != 1) {
+      buffer = std::move(write->buffer);
+      delete write;
+      direct_ = false;  // A ring that cannot submit will not later.
+      return false;
+    }
+    ++in_flight_;
+    core.hash.update(write->buffer.data(), write->buffer.size());  // While the disk reads it.
+    core.written += write->buffer.size();
+    // Nothing of it is in the page cache: nothing to write back or drop.
+    core.writeback_started = core.dropped = core.written;
+    Staging::request_early_sync(core);
+    reap(/*wait=*/false);
+    return true;
+  }
+
+  // Completes the direct writes that are done; with `wait`, at least one.
+  void reap(bool wait) {
+    io_uring_cqe* cqe = nullptr;
+    while (in_flight_ > 0) {
+      const int rc = wait ? ::io_uring_wait_cqe(&ring_, &cqe) : ::io_uring_peek_cqe(&ring_, &cqe);
+      if (rc == -EINTR) continue;
+      if (rc != 0) return;  // None ready (peek); a wait cannot fail otherwise.
+      std::unique_ptr<InFlight> write(static_cast<InFlight*>(::io_uring_cqe_get_data(cqe)));
+      const int res = cqe->res;
+      ::io_uring_cqe_seen(&ring_, cqe);
+      --in_flight_;
+      finish(*write->core, std::move(write->buffer), complete(*write, res));
+      wait = false;
+    }
+  }
+
+  // What a direct write left undone goes through the page cache.
+  std::optional<IoError> complete(InFlight& write, int res) {
+    const std::size_t size = write.buffer.size();
+    if (res >= 0 && static_cast<std::size_t>(res) == size) {
+      direct_bytes_.fetch_add(size, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    if (res == -EINVAL || res == -EOPNOTSUPP) direct_ = false;
+    const std::size_t done = res > 0 ? static_cast<std::size_t>(res) : 0;
+    direct_bytes_.fetch_add(done, std::memory_order_relaxed);
+    return Staging::pwrite_all(*write.core, write.buffer.data() + done, size - done, write.offset + done);
+  }
+
+  void finish(Staging::Core& core, Buffer buffer, std::optional<IoError> error) {
+    recycle(std::move(buffer));
+    std::lock_guard lock(core.mutex);
+    if (error && !core.error) core.error = std::move(error);
+    --core.pending;
+    core.done.notify_all();
   }
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
-  std::vector<std::vector<char>> free_;
+  std::vector<Buffer> free_;
   bool stop_ = false;
-  std::thread thread_;
+  // The writer thread's alone after construction:
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  bool direct_ = false;
+  unsigned in_flight_ = 0;
+  std::atomic<std::uint64_t> direct_bytes_{0};
+  std::thread thread_;  // Last: it starts with everything above in place.
 };
 
 // --- Early syncs -----------------------------------------------------------------
@@ -254,6 +366,7 @@ void CacheDir::Staging::discard() {
   if (!core_) return;
   wait_for_writer();  // The writer may still hold the descriptor.
   if (writer_ != nullptr) writer_->recycle(std::exchange(buffer_, {}));
+  if (core_->direct_fd >= 0) ::close(std::exchange(core_->direct_fd, -1));
   if (core_->fd >= 0) {
     ::close(core_->fd);
     core_->fd = -1;
@@ -262,24 +375,49 @@ void CacheDir::Staging::discard() {
   core_.reset();
 }
 
-std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data,
-                                                    std::size_t size) {
-  if (!core.opened) {
-    core.opened = true;
-    core.fd = open_staging(core.path);
-    if (core.fd < 0) return IoError{errno_text("cannot create", core.path)};
-  }
-  core.hash.update(data, size);
-  core.written += size;
+std::optional<IoError> CacheDir::Staging::open_file(Core& core) {
+  if (core.opened) return std::nullopt;
+  core.opened = true;
+  core.fd = open_staging(core.path);
+  if (core.fd < 0) return IoError{errno_text("cannot create", core.path)};
+  return std::nullopt;
+}
+
+std::optional<IoError> CacheDir::Staging::pwrite_all(Core& core, const char* data,
+                                                     std::size_t size, std::uint64_t offset) {
+  if (core.fd < 0) return IoError{"cannot write " + core.path.string() + ": not open"};
   while (size > 0) {
-    const ssize_t n = ::write(core.fd, data, size);
+    const ssize_t n = ::pwrite(core.fd, data, size, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
       return IoError{errno_text("cannot write", core.path)};
     }
     data += n;
     size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
   }
+  return std::nullopt;
+}
+
+void CacheDir::Staging::request_early_sync(Core& core) {
+  if (core.early_sync == nullptr || core.written - core.early_requested < core.early_sync_bytes)
+    return;
+  if (!core.early) {
+    core.early = std::make_shared<EarlySyncState>();
+    core.early->path = core.path;
+  }
+  core.early_sync->request(core.early);
+  core.early_requested = core.written;
+}
+
+std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data,
+                                                    std::size_t size) {
+  if (auto error = open_file(core)) return error;
+  core.hash.update(data, size);
+  // At an explicit offset: direct writes (WriteBehind) leave the file
+  // position where it was.
+  if (auto error = pwrite_all(core, data, size, core.written)) return error;
+  core.written += size;
   // Start writing back what is written so far, without waiting: the fsync
   // of the install then waits for the tail only, not for the whole file.
   if (core.written - core.writeback_started >= kWritebackBytes) {
@@ -301,15 +439,7 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
       ::posix_fadvise(core.fd, from, length, POSIX_FADV_DONTNEED);
       core.dropped += static_cast<std::uint64_t>(length);
     }
-    if (core.early_sync != nullptr &&
-        core.written - core.early_requested >= core.early_sync_bytes) {
-      if (!core.early) {
-        core.early = std::make_shared<EarlySyncState>();
-        core.early->path = core.path;
-      }
-      core.early_sync->request(core.early);
-      core.early_requested = core.written;
-    }
+    request_early_sync(core);
   }
   return std::nullopt;
 }
@@ -356,7 +486,8 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
       staging_(root_ / "staging"),
       sync_mode_(options.sync),
       drop_behind_(options.drop_behind_bytes),
-      early_sync_bytes_(options.early_sync_bytes) {
+      early_sync_bytes_(options.early_sync_bytes),
+      direct_writes_(options.direct_writes) {
   std::error_code ec;
   fs::create_directories(objects_, ec);
   if (ec) throw std::runtime_error("cannot create " + objects_.string() + ": " + ec.message());
@@ -384,7 +515,7 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
   objects_fd_ = ::open(objects_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (objects_fd_ < 0) throw std::runtime_error(errno_text("cannot open", objects_));
   early_sync_ = std::make_unique<EarlySync>();
-  if (options.write_behind) writer_ = std::make_unique<WriteBehind>();
+  if (options.write_behind) writer_ = std::make_unique<WriteBehind>(direct_writes_);
   if (sync_mode_ == SyncMode::batched) committer_ = std::thread([this] { commit_loop(); });
 }
 
@@ -480,7 +611,8 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
 }
 
 std::optional<IoError> CacheDir::close_staged(Staging::Core& core) {
-  if (::close(std::exchange(core.fd, -1)) != 0) {
+  const bool direct_closed = core.direct_fd < 0 || ::close(std::exchange(core.direct_fd, -1)) == 0;
+  if (::close(std::exchange(core.fd, -1)) != 0 || !direct_closed) {
     ::unlink(core.path.c_str());
     return IoError{errno_text("cannot close", core.path)};
   }
@@ -564,7 +696,8 @@ void CacheDir::drain() {
 }
 
 CacheDir::SyncCounts CacheDir::sync_counts() const {
-  return SyncCounts{file_syncs_, fs_syncs_, dir_syncs_, early_sync_->count()};
+  return SyncCounts{file_syncs_, fs_syncs_, dir_syncs_, early_sync_->count(),
+                    writer_ ? writer_->direct_bytes() : 0};
 }
 
 void CacheDir::commit_loop() {

@@ -84,7 +84,8 @@ class Client::Impl {
       : options_(std::move(options)),
         cache_(options_.cache_dir, CacheOptions{.write_behind = true,
                                                 .sync = options_.install_sync,
-                                                .drop_behind_bytes = options_.drop_behind_bytes}),
+                                                .drop_behind_bytes = options_.drop_behind_bytes,
+                                                .direct_writes = options_.direct_writes}),
         engine_(with_task_events(options_.scheduler),
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {

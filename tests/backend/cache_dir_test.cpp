@@ -1,7 +1,9 @@
 // The cache directory: what is visible, when, and under which name.
 #include "demandflight/backend/cache_dir.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <liburing.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -353,10 +355,13 @@ TEST(CacheDir, ALargeFileLeavesThePageCacheBehindItsEndOnceOnTheDisk) {
     const fs::path root = scratch(write_behind ? "drop-behind-wb" : "drop-behind");
     fs::create_directories(root);
     if (on_tmpfs(root)) GTEST_SKIP() << "tmpfs has no disk to leave the page cache for";
+    // Through the page cache (direct writes bypass it: tested below).
     CacheDir cache(root, CacheOptions{.write_behind = write_behind,
                                       .drop_behind_bytes = 4 * kMiB,
-                                      .early_sync_bytes = 0});
+                                      .early_sync_bytes = 0,
+                                      .direct_writes = false});
     install_large(cache, key("big"), body);
+    EXPECT_EQ(cache.sync_counts().direct_bytes, 0u);
     const fs::path object = cache.object_path(key("big"));
     // Writeback starts every 2 MiB; each time, what lies more than 4 MiB
     // behind the end leaves: the first 20 MiB, and the last 4 MiB stay.
@@ -370,9 +375,12 @@ TEST(CacheDir, ALargeFileLeavesThePageCacheBehindItsEndOnceOnTheDisk) {
 
 TEST(CacheDir, WithoutDropBehindALargeFileStaysInThePageCache) {
   const fs::path root = scratch("keep-pages");
-  CacheDir cache(root, CacheOptions{.drop_behind_bytes = 0, .early_sync_bytes = 0});
+  // With write-behind too: direct writes are for files that drop behind.
+  CacheDir cache(root, CacheOptions{.write_behind = true, .drop_behind_bytes = 0,
+                                    .early_sync_bytes = 0});
   const std::string body = large_body(24 * kMiB);
   install_large(cache, key("big"), body);
+  EXPECT_EQ(cache.sync_counts().direct_bytes, 0u);
   const std::size_t page = page_bytes();
   // All of it, unless the machine is short of memory.
   EXPECT_GT(resident_pages(cache.object_path(key("big")), 0, 20 * kMiB), 20 * kMiB / page * 9 / 10);
@@ -410,6 +418,100 @@ TEST(CacheDir, AnAbandonedLargeFileIsRemovedWhileItsEarlySyncMayRun) {
   EXPECT_TRUE(fs::is_empty(root / "staging"));
   install_large(cache, key("big"), body);  // The cache goes on working.
   EXPECT_EQ(read(cache.object_path(key("big"))), body);
+}
+
+// Whether this kernel and the file system under `dir` take O_DIRECT writes
+// through io_uring (a container may forbid io_uring; tmpfs before Linux 6.6
+// refuses O_DIRECT).
+bool direct_writes_possible(const fs::path& dir) {
+  io_uring ring{};
+  if (::io_uring_queue_init(2, &ring, 0) != 0) return false;
+  ::io_uring_queue_exit(&ring);
+  const fs::path probe = dir / "direct-probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  ::close(fd);
+  fs::remove(probe);
+  return true;
+}
+
+// Writes `body` in pieces of the given sizes, in turn, and commits it.
+void install_in_pieces(CacheDir& cache, const ArtifactKey& k, const std::string& body,
+                       const std::vector<std::size_t>& pieces) {
+  CacheDir::Staging staging = begin(cache, k);
+  std::size_t at = 0;
+  for (std::size_t i = 0; at < body.size(); ++i) {
+    const std::size_t n = std::min(pieces[i % pieces.size()], body.size() - at);
+    ASSERT_FALSE(staging.write(body.data() + at, n));
+    at += n;
+  }
+  ASSERT_FALSE(cache.commit(std::move(staging), body.size(), Sha256::hex_of(body)));
+}
+
+TEST(CacheDir, ALargeFilesFullBuffersGoAroundThePageCache) {
+  const fs::path root = scratch("direct");
+  fs::create_directories(root);
+  if (on_tmpfs(root)) GTEST_SKIP() << "tmpfs keeps every page";
+  if (!direct_writes_possible(root)) GTEST_SKIP() << "no io_uring or no O_DIRECT here";
+  CacheDir cache(root, CacheOptions{.write_behind = true, .drop_behind_bytes = 4 * kMiB});
+  // 24 full buffers and a 300 KiB tail, in pieces that straddle buffer ends.
+  const std::string body = large_body(24 * kMiB + 300 * 1024);
+  install_in_pieces(cache, key("big"), body, {64 << 10, 1, 777'777, 3 * kMiB});
+  EXPECT_EQ(cache.sync_counts().direct_bytes, 24 * kMiB);
+  const fs::path object = cache.object_path(key("big"));
+  const std::size_t page = page_bytes();
+  // The full buffers never entered the page cache; the tail was written
+  // through it and stays (unless the machine is short of memory).
+  EXPECT_EQ(resident_pages(object, 0, 24 * kMiB), 0u);
+  EXPECT_GT(resident_pages(object, 24 * kMiB, body.size()), 300 * 1024 / page * 9 / 10);
+  EXPECT_EQ(read(object), body) << "the bytes read back from the disk";
+  EXPECT_TRUE(fs::is_empty(root / "staging"));
+}
+
+TEST(CacheDir, DirectWritesOfFilesStagedTogetherKeepEachFilesBytes) {
+  const fs::path root = scratch("direct-many");
+  fs::create_directories(root);
+  if (!direct_writes_possible(root)) GTEST_SKIP() << "no io_uring or no O_DIRECT here";
+  CacheDir cache(root, CacheOptions{.write_behind = true, .drop_behind_bytes = 2 * kMiB});
+  // Three files (one of whole buffers only, one smaller than a buffer)
+  // written in turn, so that the disk has several files' writes at once.
+  const std::vector<std::string> bodies = {large_body(9 * kMiB + 12345), large_body(8 * kMiB),
+                                           large_body(kMiB - 1)};
+  std::vector<CacheDir::Staging> stagings;
+  for (std::size_t i = 0; i < bodies.size(); ++i)
+    stagings.push_back(begin(cache, key("f" + std::to_string(i))));
+  std::vector<std::size_t> at(bodies.size(), 0);
+  for (bool more = true; more;) {
+    more = false;
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      const std::size_t n = std::min<std::size_t>(300'000, bodies[i].size() - at[i]);
+      if (n == 0) continue;
+      ASSERT_FALSE(stagings[i].write(bodies[i].data() + at[i], n));
+      at[i] += n;
+      more = true;
+    }
+  }
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    ASSERT_FALSE(cache.commit(std::move(stagings[i]), bodies[i].size(),
+                              Sha256::hex_of(bodies[i])));
+  }
+  EXPECT_EQ(cache.sync_counts().direct_bytes, 17 * kMiB);
+  for (std::size_t i = 0; i < bodies.size(); ++i)
+    EXPECT_EQ(read(cache.object_path(key("f" + std::to_string(i)))), bodies[i]) << i;
+}
+
+TEST(CacheDir, ADirectWriteOfAWrongBodyIsNeverInstalled) {
+  const fs::path root = scratch("direct-wrong");
+  CacheDir cache(root, CacheOptions{.write_behind = true, .drop_behind_bytes = 2 * kMiB});
+  const std::string body = large_body(6 * kMiB + 5);
+  std::string wrong = body;
+  wrong[3 * kMiB + 17] ^= 1;  // In a buffer that goes around the page cache.
+  CacheDir::Staging staging = begin(cache, key("big"));
+  ASSERT_FALSE(staging.write(wrong.data(), wrong.size()));
+  EXPECT_TRUE(cache.commit(std::move(staging), body.size(), Sha256::hex_of(body)).has_value());
+  EXPECT_FALSE(cache.installed_size(key("big")).has_value());
+  EXPECT_FALSE(fs::exists(cache.object_path(key("big"))));
+  EXPECT_TRUE(fs::is_empty(root / "staging"));
 }
 
 }  // namespace

@@ -116,6 +116,9 @@ struct ClientOptions {
   // Staged bytes this far behind a file's end leave the page cache once on
   // the disk (CacheOptions::drop_behind_bytes; 0 keeps every page).
   std::uint64_t drop_behind_bytes = CacheOptions{}.drop_behind_bytes;
+  // Full staging buffers of such files go around the page cache (O_DIRECT
+  // through io_uring) where the kernel allows (CacheOptions::direct_writes).
+  bool direct_writes = CacheOptions{}.direct_writes;
   long connect_timeout_ms = 10'000;
   // A transfer slower than this many bytes per second for stall_time_s is a
   // (retryable) stall.
