@@ -1,9 +1,7 @@
 // The cache directory: what is visible, when, and under which name.
 #include "demandflight/backend/cache_dir.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <liburing.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -344,6 +342,7 @@ void install_large(CacheDir& cache, const ArtifactKey& k, const std::string& bod
   ASSERT_FALSE(cache.commit(std::move(staging), body.size(), Sha256::hex_of(body)));
 }
 
+using testing::direct_writes_possible;
 using testing::on_tmpfs;
 using testing::page_bytes;
 using testing::resident_pages;
@@ -418,21 +417,6 @@ TEST(CacheDir, AnAbandonedLargeFileIsRemovedWhileItsEarlySyncMayRun) {
   EXPECT_TRUE(fs::is_empty(root / "staging"));
   install_large(cache, key("big"), body);  // The cache goes on working.
   EXPECT_EQ(read(cache.object_path(key("big"))), body);
-}
-
-// Whether this kernel and the file system under `dir` take O_DIRECT writes
-// through io_uring (a container may forbid io_uring; tmpfs before Linux 6.6
-// refuses O_DIRECT).
-bool direct_writes_possible(const fs::path& dir) {
-  io_uring ring{};
-  if (::io_uring_queue_init(2, &ring, 0) != 0) return false;
-  ::io_uring_queue_exit(&ring);
-  const fs::path probe = dir / "direct-probe";
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  ::close(fd);
-  fs::remove(probe);
-  return true;
 }
 
 // Writes `body` in pieces of the given sizes, in turn, and commits it.

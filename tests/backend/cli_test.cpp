@@ -119,9 +119,12 @@ TEST_F(CliTest, FetchDropBehindLeavesALargeArtifactsPagesBehindItsEnd) {
   constexpr std::size_t kMiB = std::size_t{1} << 20;
   const std::string manifest = serve("big.bin", 12 * kMiB);
   if (on_tmpfs(dir_)) GTEST_SKIP() << "tmpfs has no disk to leave the page cache for";
+  // Through the page cache (direct writes never put the bytes there: below).
   const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
-                                        "--drop-behind", "2MiB", "--quiet", "TRACE"});
+                                        "--drop-behind", "2MiB", "--direct-io", "false", "--quiet",
+                                        "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.out.find("O_DIRECT"), std::string::npos) << run.out;
   // With the default window (16 MiB) all 12 MiB would stay; with 2 MiB,
   // the first 8 MiB (at least) left as they were written.
   EXPECT_EQ(testing::resident_pages(object("big.bin"), 0, 8 * kMiB), 0u);
@@ -131,6 +134,20 @@ TEST_F(CliTest, FetchDropBehindLeavesALargeArtifactsPagesBehindItsEnd) {
                                         "--drop-behind", "lots", "TRACE"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--drop-behind"), std::string::npos) << bad.err;
+}
+
+TEST_F(CliTest, FetchWritesALargeArtifactsFullBuffersAroundThePageCache) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::string manifest = serve("big.bin", 6 * kMiB + 100);
+  if (on_tmpfs(dir_)) GTEST_SKIP() << "tmpfs keeps every page";
+  if (!testing::direct_writes_possible(dir_ / "probe")) GTEST_SKIP() << "no io_uring or O_DIRECT";
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--quiet", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("6.0 MiB written around the page cache (O_DIRECT)"), std::string::npos)
+      << run.out;
+  EXPECT_EQ(testing::resident_pages(object("big.bin"), 0, 6 * kMiB), 0u);
+  EXPECT_EQ(read(object("big.bin")), content("big.bin", 6 * kMiB + 100));
 }
 
 TEST_F(CliTest, FetchExitsNonZeroAndNamesWhatFailed) {

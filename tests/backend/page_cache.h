@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <liburing.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -42,6 +43,22 @@ inline std::size_t resident_pages(const std::filesystem::path& path, std::size_t
 inline bool on_tmpfs(const std::filesystem::path& path) {
   struct statfs fs_info {};
   return ::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC;
+}
+
+// Whether this kernel and the file system under `dir` take O_DIRECT writes
+// through io_uring, as the cache's direct writes need (a container may
+// forbid io_uring; tmpfs before Linux 6.6 refuses O_DIRECT).
+inline bool direct_writes_possible(const std::filesystem::path& dir) {
+  io_uring ring{};
+  if (::io_uring_queue_init(2, &ring, 0) != 0) return false;
+  ::io_uring_queue_exit(&ring);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path probe = dir / "direct-probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  ::close(fd);
+  std::filesystem::remove(probe);
+  return true;
 }
 
 }  // namespace dfl::testing
