@@ -2,7 +2,10 @@
 #include "demandflight/backend/cache_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <condition_variable>
@@ -496,6 +499,37 @@ TEST(CacheDir, ADirectWriteOfAWrongBodyIsNeverInstalled) {
   EXPECT_FALSE(cache.installed_size(key("big")).has_value());
   EXPECT_FALSE(fs::exists(cache.object_path(key("big"))));
   EXPECT_TRUE(fs::is_empty(root / "staging"));
+}
+
+// The kernel refuses a direct write (here: past the process's file size
+// limit, whose aligned part it cannot write either): the page cache takes it
+// over, its error reaches commit, and no short file is installed (the size
+// and digest are of the bytes handed in, not of the file, so they would not
+// catch it). In a child process, since the limit is the whole process's:
+// returns its exit code, 0 when all went as it should.
+int stage_past_the_file_size_limit(const fs::path& root, const std::string& body) {
+  std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal.
+  const rlimit limit{3 * kMiB + 100, 3 * kMiB + 100};
+  if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 3;
+  CacheDir cache(root, CacheOptions{.write_behind = true, .drop_behind_bytes = 2 * kMiB});
+  auto begun = cache.begin(key("big"));
+  auto& staging = std::get<CacheDir::Staging>(begun);
+  (void)staging.write(body.data(), body.size());  // The error may show here or at commit.
+  const auto error = cache.commit(std::move(staging), body.size(), Sha256::hex_of(body));
+  if (!error || error->message.find("cannot write") == std::string::npos) return 4;
+  if (cache.installed_size(key("big")) || fs::exists(cache.object_path(key("big")))) return 5;
+  if (!fs::is_empty(root / "staging")) return 6;
+  if (cache.sync_counts().direct_bytes != 3 * kMiB) return 7;  // The first three went direct.
+  return 0;
+}
+
+TEST(CacheDir, ARefusedDirectWriteFailsTheInstallInsteadOfLeavingAShortFile) {
+  const fs::path root = scratch("direct-refused");
+  fs::create_directories(root);
+  if (!direct_writes_possible(root)) GTEST_SKIP() << "no io_uring or no O_DIRECT here";
+  const std::string body = large_body(6 * kMiB);
+  EXPECT_EXIT(std::_Exit(stage_past_the_file_size_limit(root, body)), ::testing::ExitedWithCode(0),
+              "");
 }
 
 }  // namespace
