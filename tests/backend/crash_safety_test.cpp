@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "artifact_content.h"
+#include "page_cache.h"
 #include "demandflight/backend/cache_dir.h"
 
 namespace dfl::testing {
@@ -131,8 +132,17 @@ std::chrono::microseconds uninterrupted_run(const fs::path& root, bool async) {
   const int status = reap(installer);
   const auto span = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
+  std::string said;
+  char c = 0;
+  while (::read(installer.out, &c, 1) == 1)
+    said += c;
   ::close(installer.out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (async && testing::direct_writes_possible(scratch)) {
+    // The kills below land in direct writes too (artifacts of up to 3 MiB).
+    EXPECT_NE(said.find("direct "), std::string::npos) << said;
+    EXPECT_EQ(said.find("direct 0\n"), std::string::npos) << said;
+  }
   {
     backend::CacheDir cache(scratch);
     EXPECT_EQ(check_visible_objects(cache), kArtifacts);

@@ -7,6 +7,8 @@
 // With "async" it hands each install to commit_async and goes on with the
 // next at once, so that installs wait together and the committer makes them
 // durable in batches (one syncfs each); it waits for all of them at the end.
+// Then the cache has a write-behind thread, as the Client's does (so full
+// buffers go around the page cache), and the helper prints "direct BYTES".
 // Usage: install_crash_helper ROOT N [STOP_AT|-1] [async]
 #include <signal.h>
 
@@ -27,10 +29,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s ROOT N [STOP_AT|-1] [async]\n", argv[0]);
     return 2;
   }
-  dfl::backend::CacheDir cache(argv[1]);
+  const bool async = argc == 5;
+  // async: as the Client installs (batched commits, a write-behind thread,
+  // direct writes of full buffers), so that kills land in those too.
+  dfl::backend::CacheDir cache(argv[1], dfl::backend::CacheOptions{.write_behind = async});
   const auto n = static_cast<std::uint32_t>(std::strtoul(argv[2], nullptr, 10));
   const long stop_at = argc >= 4 ? std::strtol(argv[3], nullptr, 10) : -1;
-  const bool async = argc == 5;
   std::atomic<bool> failed{false};
   std::printf("ready\n");
   std::fflush(stdout);
@@ -85,5 +89,9 @@ int main(int argc, char** argv) {
     }
   }
   cache.drain();
+  if (async) {  // How many staged bytes went around the page cache.
+    std::printf("direct %llu\n",
+                static_cast<unsigned long long>(cache.sync_counts().direct_bytes));
+  }
   return failed ? 1 : 0;
 }
