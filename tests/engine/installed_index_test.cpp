@@ -2,6 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace dfl {
 namespace {
 
@@ -56,6 +64,77 @@ TEST(InstalledIndex, FullIdentitySeparatesRevisionsResourceOnlyMergesThem) {
   InstalledIndex legacy(1000, KeyIdentity{true});
   legacy.insert(k("a", "r1"), 10, evicted);
   EXPECT_TRUE(legacy.contains(k("a", "r2")));
+}
+
+// The index against the plainest LRU there is (a list, most recent first,
+// searched from the front), on random inserts, refreshes, touches and
+// lookups over few keys, so that keys come back after eviction, tables grow,
+// and deletions shift entries across the table's end. Evictions, their
+// order, sizes and the used bytes must match at every step. DFL_SEED replays
+// a failure; the seed is printed.
+TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
+  std::uint64_t seed = std::random_device{}();
+  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
+  std::printf("InstalledIndex.MatchesAPlainLruOnRandomOperations: DFL_SEED=%llu\n",
+              static_cast<unsigned long long>(seed));
+  std::mt19937_64 random(seed);
+  for (int round = 0; round < 20; ++round) {
+    const std::uint64_t capacity = 200 + random() % 3000;
+    const bool resource_only = round % 4 == 3;
+    InstalledIndex index(capacity, KeyIdentity{resource_only});
+    const KeyIdentity::Equal equal{resource_only};
+    std::list<std::pair<ArtifactKey, std::uint64_t>> lru;  // Most recent first.
+    std::uint64_t used = 0;
+    const auto find = [&](const ArtifactKey& key) {
+      for (auto it = lru.begin(); it != lru.end(); ++it)
+        if (equal(it->first, key)) return it;
+      return lru.end();
+    };
+    const int keys = 5 + static_cast<int>(random() % 200);
+    for (int op = 0; op < 3000; ++op) {
+      const ArtifactKey key =
+          k("res-" + std::to_string(random() % keys), "r" + std::to_string(random() % 2));
+      const int what = static_cast<int>(random() % 10);
+      if (what < 5) {  // Insert or refresh.
+        // Large entries (a few live at a time, now and then one past the
+        // capacity) in some rounds, small ones (hundreds live) in the others.
+        const std::uint64_t spread = round % 2 == 0 ? capacity / 4 : capacity / 300 + 1;
+        const std::uint64_t size = 1 + random() % (spread + (random() % 8 == 0 ? capacity : 0));
+        std::vector<InstalledIndex::Entry> evicted, expected;
+        index.insert(key, size, evicted);
+        if (size > capacity) {
+          expected.push_back({key, size});
+        } else {
+          ArtifactKey kept = key;  // A refresh keeps the key first installed (resource-only
+          if (auto it = find(key); it != lru.end()) {  // identity: another revision's).
+            kept = it->first;
+            used -= it->second;
+            lru.erase(it);
+          }
+          lru.emplace_front(kept, size);
+          used += size;
+          while (used > capacity) {
+            expected.push_back({lru.back().first, lru.back().second});
+            used -= lru.back().second;
+            lru.pop_back();
+          }
+        }
+        ASSERT_EQ(evicted.size(), expected.size()) << "seed " << seed << " op " << op;
+        for (std::size_t i = 0; i < evicted.size(); ++i) {
+          ASSERT_EQ(evicted[i].key, expected[i].key) << "seed " << seed << " op " << op;
+          ASSERT_EQ(evicted[i].size_bytes, expected[i].size_bytes) << "seed " << seed;
+        }
+      } else if (what < 8) {  // A hit refreshes recency.
+        const auto it = find(key);
+        ASSERT_EQ(index.touch(key), it != lru.end()) << "seed " << seed << " op " << op;
+        if (it != lru.end()) lru.splice(lru.begin(), lru, it);
+      } else {
+        ASSERT_EQ(index.contains(key), find(key) != lru.end()) << "seed " << seed << " op " << op;
+      }
+      ASSERT_EQ(index.used_bytes(), used) << "seed " << seed << " op " << op;
+      ASSERT_EQ(index.size(), lru.size()) << "seed " << seed << " op " << op;
+    }
+  }
 }
 
 }  // namespace
