@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
@@ -60,7 +62,7 @@ class CacheDir::WriteBehind {
 
   explicit WriteBehind(bool direct) {
     ring_ok_ = direct && ::io_uring_queue_init(kMaxInFlight, &ring_, 0) == 0;
-    direct_ = ring_ok_;
+    direct_ = ring_ok_ && supports_write(ring_);
     thread_ = std::thread([this] { run(); });
   }
   ~WriteBehind() {
@@ -115,6 +117,15 @@ class CacheDir::WriteBehind {
     Staging::Core* core;
     Buffer buffer;
   };
+  // Whether the kernel has io_uring's plain write (Linux 5.6 and later).
+  static bool supports_write(io_uring& ring) {
+    io_uring_probe* probe = ::io_uring_get_probe_ring(&ring);
+    if (probe == nullptr) return false;
+    const bool supported = ::io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0;
+    ::io_uring_free_probe(probe);
+    return supported;
+  }
+
   struct InFlight {  // A direct write the kernel has.
     Staging::Core* core = nullptr;
     Buffer buffer;
@@ -136,6 +147,9 @@ class CacheDir::WriteBehind {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
+      // Completions first: once direct writes are off (a refusal), nothing
+      // else would reap those still in flight while jobs keep coming.
+      if (in_flight_ > 0) reap(/*wait=*/false);
       process(std::move(job));
     }
   }
@@ -178,6 +192,10 @@ class CacheDir::WriteBehind {
                           static_cast<unsigned>(write->buffer.size()), write->offset);
     ::io_uring_sqe_set_data(sqe, write);
     if (::io_uring_submit(&ring_) != 1) {
+      // The entry stays in the ring; should anything ever submit it, it is a
+      // no-op with nothing attached, not a write of a recycled buffer.
+      ::io_uring_prep_nop(sqe);
+      ::io_uring_sqe_set_data(sqe, nullptr);
       buffer = std::move(write->buffer);
       delete write;
       direct_ = false;  // A ring that cannot submit will not later.
@@ -199,10 +217,17 @@ class CacheDir::WriteBehind {
     while (in_flight_ > 0) {
       const int rc = wait ? ::io_uring_wait_cqe(&ring_, &cqe) : ::io_uring_peek_cqe(&ring_, &cqe);
       if (rc == -EINTR) continue;
-      if (rc != 0) return;  // None ready (peek); a wait cannot fail otherwise.
+      if (rc != 0 && !wait) return;  // None ready.
+      if (rc != 0) {
+        // The kernel still holds the buffers of the writes in flight: they
+        // can be neither reused nor freed, nor their files completed.
+        std::fprintf(stderr, "demandflight: io_uring wait failed: %s\n", std::strerror(-rc));
+        std::abort();
+      }
       std::unique_ptr<InFlight> write(static_cast<InFlight*>(::io_uring_cqe_get_data(cqe)));
       const int res = cqe->res;
       ::io_uring_cqe_seen(&ring_, cqe);
+      if (!write) continue;  // The no-op of a refused submission (write_direct).
       --in_flight_;
       finish(*write->core, std::move(write->buffer), complete(*write, res));
       wait = false;
@@ -376,10 +401,16 @@ void CacheDir::Staging::discard() {
 }
 
 std::optional<IoError> CacheDir::Staging::open_file(Core& core) {
-  if (core.opened) return std::nullopt;
+  if (core.opened) {
+    if (core.fd >= 0) return std::nullopt;
+    return IoError{"cannot create " + core.path.string() + ": " + std::strerror(core.open_errno)};
+  }
   core.opened = true;
   core.fd = open_staging(core.path);
-  if (core.fd < 0) return IoError{errno_text("cannot create", core.path)};
+  if (core.fd < 0) {
+    core.open_errno = errno;
+    return IoError{errno_text("cannot create", core.path)};
+  }
   return std::nullopt;
 }
 

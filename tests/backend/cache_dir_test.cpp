@@ -496,6 +496,9 @@ TEST(CacheDir, ADirectWriteOfAWrongBodyIsNeverInstalled) {
   CacheDir::Staging staging = begin(cache, key("big"));
   ASSERT_FALSE(staging.write(wrong.data(), wrong.size()));
   EXPECT_TRUE(cache.commit(std::move(staging), body.size(), Sha256::hex_of(body)).has_value());
+  if (direct_writes_possible(root)) {
+    EXPECT_EQ(cache.sync_counts().direct_bytes, 6 * kMiB) << "the wrong bytes went direct";
+  }
   EXPECT_FALSE(cache.installed_size(key("big")).has_value());
   EXPECT_FALSE(fs::exists(cache.object_path(key("big"))));
   EXPECT_TRUE(fs::is_empty(root / "staging"));
@@ -519,13 +522,17 @@ int stage_past_the_file_size_limit(const fs::path& root, const std::string& body
   if (!error || error->message.find("cannot write") == std::string::npos) return 4;
   if (cache.installed_size(key("big")) || fs::exists(cache.object_path(key("big")))) return 5;
   if (!fs::is_empty(root / "staging")) return 6;
-  if (cache.sync_counts().direct_bytes != 3 * kMiB) return 7;  // The first three went direct.
+  // The first three buffers went direct (a file system that finishes a cut
+  // direct write through its page cache may count the last 100 bytes too).
+  const std::uint64_t direct = cache.sync_counts().direct_bytes;
+  if (direct < 3 * kMiB || direct > 3 * kMiB + 100) return 7;
   return 0;
 }
 
 TEST(CacheDir, ARefusedDirectWriteFailsTheInstallInsteadOfLeavingAShortFile) {
   const fs::path root = scratch("direct-refused");
   fs::create_directories(root);
+  if (on_tmpfs(root)) GTEST_SKIP() << "tmpfs writes direct writes through its page cache";
   if (!direct_writes_possible(root)) GTEST_SKIP() << "no io_uring or no O_DIRECT here";
   const std::string body = large_body(6 * kMiB);
   EXPECT_EXIT(std::_Exit(stage_past_the_file_size_limit(root, body)), ::testing::ExitedWithCode(0),

@@ -51,13 +51,18 @@ inline bool on_tmpfs(const std::filesystem::path& path) {
 inline bool direct_writes_possible(const std::filesystem::path& dir) {
   io_uring ring{};
   if (::io_uring_queue_init(2, &ring, 0) != 0) return false;
+  io_uring_probe* ops = ::io_uring_get_probe_ring(&ring);
+  const bool writes = ops != nullptr && ::io_uring_opcode_supported(ops, IORING_OP_WRITE) != 0;
+  if (ops != nullptr) ::io_uring_free_probe(ops);
   ::io_uring_queue_exit(&ring);
+  if (!writes) return false;  // Before Linux 5.6.
   std::filesystem::create_directories(dir);
   const std::filesystem::path probe = dir / "direct-probe";
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  std::error_code ec;
+  std::filesystem::remove(probe, ec);  // Created even where O_DIRECT is refused.
   if (fd < 0) return false;
   ::close(fd);
-  std::filesystem::remove(probe);
   return true;
 }
 

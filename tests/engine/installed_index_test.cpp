@@ -92,14 +92,16 @@ TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
     };
     const int keys = 5 + static_cast<int>(random() % 200);
     for (int op = 0; op < 3000; ++op) {
-      const ArtifactKey key =
-          k("res-" + std::to_string(random() % keys), "r" + std::to_string(random() % 2));
+      const std::uint64_t which = random() % keys;  // One draw per statement: the
+      const std::uint64_t revision = random() % 2;   // same sequence on every compiler.
+      const ArtifactKey key = k("res-" + std::to_string(which), "r" + std::to_string(revision));
       const int what = static_cast<int>(random() % 10);
       if (what < 5) {  // Insert or refresh.
         // Large entries (a few live at a time, now and then one past the
         // capacity) in some rounds, small ones (hundreds live) in the others.
         const std::uint64_t spread = round % 2 == 0 ? capacity / 4 : capacity / 300 + 1;
-        const std::uint64_t size = 1 + random() % (spread + (random() % 8 == 0 ? capacity : 0));
+        const bool oversized = random() % 8 == 0;
+        const std::uint64_t size = 1 + random() % (spread + (oversized ? capacity : 0));
         std::vector<InstalledIndex::Entry> evicted, expected;
         index.insert(key, size, evicted);
         if (size > capacity) {

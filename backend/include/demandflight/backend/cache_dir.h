@@ -156,6 +156,7 @@ class CacheDir {
       std::filesystem::path path;
       int fd = -1;
       bool opened = false;  // With write-behind the file is created by the first write_out.
+      int open_errno = 0;   // Why it could not be created, if it could not.
       int direct_fd = -1;   // The same file opened with O_DIRECT, once a direct write is due.
       bool direct_refused = false;  // The file system refused O_DIRECT for this file.
       std::string object_name;
