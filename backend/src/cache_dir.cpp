@@ -416,7 +416,6 @@ std::optional<IoError> CacheDir::Staging::open_file(Core& core) {
 
 std::optional<IoError> CacheDir::Staging::pwrite_all(Core& core, const char* data,
                                                      std::size_t size, std::uint64_t offset) {
-  if (core.fd < 0) return IoError{"cannot write " + core.path.string() + ": not open"};
   while (size > 0) {
     const ssize_t n = ::pwrite(core.fd, data, size, static_cast<off_t>(offset));
     if (n < 0) {

@@ -1142,8 +1142,13 @@ class Scheduler::Impl {
     return (last_op_count_ << 32) | t;
   }
 
+  // The task slot an operation id carries (next_op_id).
+  static std::uint32_t slot_of_op(std::uint64_t op) {
+    return static_cast<std::uint32_t>(op & 0xffffffffu);
+  }
+
   std::uint32_t resolve_op(std::uint64_t op, TaskState expected) {
-    const auto t = static_cast<std::uint32_t>(op & 0xffffffffu);
+    const std::uint32_t t = slot_of_op(op);
     if (t >= tasks_.capacity() || !tasks_[t].op_live || tasks_[t].op != op ||
         tasks_[t].state != expected) {
       ++stats_.late_events_ignored;
@@ -1351,7 +1356,7 @@ void Scheduler::Impl::check_invariants() const {
         DFL_CHECK(!queue_.contains(t), "a transferring task is still queued");
         ++running;
         ++running_per_origin[task.origin];
-        DFL_CHECK(task.op_live && (task.op & 0xffffffffu) == t, "transfer id not registered");
+        DFL_CHECK(task.op_live && slot_of_op(task.op) == t, "transfer id not registered");
         const bool listed = std::find(orphans_.begin(), orphans_.end(), t) != orphans_.end();
         DFL_CHECK(listed == task.orphan, "orphan list disagrees with the task");
         break;
@@ -1363,7 +1368,7 @@ void Scheduler::Impl::check_invariants() const {
             "retry timer missing");
         break;
       case TaskState::finalizing: {
-        DFL_CHECK(task.op_live && (task.op & 0xffffffffu) == t, "finalize id not registered");
+        DFL_CHECK(task.op_live && slot_of_op(task.op) == t, "finalize id not registered");
         break;
       }
     }

@@ -180,7 +180,7 @@ class CacheDir {
     static std::optional<IoError> open_file(Core& core);
     // Hashes and writes one buffer on this thread, through the page cache.
     static std::optional<IoError> write_out(Core& core, const char* data, std::size_t size);
-    // Writes all of data at `offset` through the page cache.
+    // Writes all of data at `offset` through the page cache (the file is open).
     static std::optional<IoError> pwrite_all(Core& core, const char* data, std::size_t size,
                                              std::uint64_t offset);
     // Asks for an early sync when enough was written since the last one.
