@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
                   "write the network activities for bench/sim_bare_replay: a line per comm "
                   "started (T t id origin bytes) and cancelled (A t id)");
   sim->add_flag("--finalize-execs", options.finalize_execs,
-                "run every finalize as SimGrid Execs, also a lone one (the same times, slower; "
-                "for checking the lone-finalize timers)");
+                "run every finalize stage as a SimGrid Exec (the same times, slower; for "
+                "checking the simulator's own sharing of the CPU and the disk)");
   sim->add_flag("--quiet", quiet, "print nothing on success");
   bool profile = false;
   sim->add_flag("--profile", profile,

@@ -6,11 +6,12 @@
 //   engine next_wakeup()   -> a SimGrid timer; a stale one just calls on_timer
 //   StartTransfer          -> Comm origin->client of the bytes still missing
 //   AbortTransfer          -> Comm::cancel(); bytes done read before cancelling
-//   StartFinalize          -> hashing on the client host (speed hash_Bps), then
-//                             a write on the disk host (speed disk_write_Bps),
-//                             each shared fairly by the finalizes on it: an
-//                             Exec per finalize, or a timer while one is alone
-//                             (Stage below)
+//   StartFinalize          -> hashing at hash_Bps, then a disk write at
+//                             disk_write_Bps, each stage shared fairly by the
+//                             finalizes on it (processor sharing, computed
+//                             exactly; one SimGrid timer per stage: Stage
+//                             below), or SimGrid Execs on the client and disk
+//                             hosts with SimOptions::finalize_execs
 // Faults: transfer_error shortens the next attempts' comms to after_fraction of
 // their bytes and reports an error; corrupt makes the next completed transfers
 // fail verification; origin_down fails that origin's running transfers at once
@@ -27,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <queue>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -64,28 +66,42 @@ struct Finalize {
   std::uint64_t size = 0;
   bool corrupt = false;
   bool hashing = true;  // Else writing.
-  sg4::ExecPtr exec;    // Null while alone on its stage (a timer runs it).
+  sg4::ExecPtr exec;    // With SimOptions::finalize_execs only.
   double started_s = 0;
   int lane = -1;
 };
 
 // A resource a finalize passes through (the CPU that hashes, the disk that
-// writes), shared fairly by the finalizes on it. SimGrid shares it between
-// one Exec per finalize; a finalize alone on an idle stage needs no sharing
-// and runs as a timer at now + bytes / speed instead, a fraction of an Exec's
-// cost to SimGrid (README "Simulator"). When a second finalize arrives, the
-// lone one's remaining bytes move into an Exec, and the stage uses Execs
-// until it is idle again. The virtual times are the same either way
-// (SimFidelity.ConcurrentFinalizes*); SimOptions::finalize_execs turns the
-// timers off.
+// writes), shared fairly by the finalizes on it: with n of them, each
+// advances at speed / n, as SimGrid shares a host between its Execs. The
+// sharing is computed here, exactly, and costs SimGrid one timer per stage
+// (the next finalize to leave it), where an Exec per finalize cost it ~17,000
+// instructions more than a timer each (LMM variables, lazy updates, the
+// activity itself): a fifth of a large simulation (README "Simulator").
+//
+// Each finalize on the stage is tagged, as it enters, with the service every
+// finalize present will have received when it leaves: its finish tag, the
+// stage's `served` then plus its bytes. `served` grows at speed / n while n
+// finalizes share the stage, so the smallest tag leaves first, at
+// served_at + (tag - served) * n / speed. SimOptions::finalize_execs runs
+// every stage as SimGrid Execs instead; the times agree
+// (SimFidelity.ConcurrentFinalizes*, SimFidelity.SharedStagesGiveTheSameResultsAsExecs).
 struct Stage {
-  sg4::Host* host = nullptr;
+  sg4::Host* host = nullptr;  // Its Execs' host (finalize_execs).
   double speed = 0;
   std::size_t users = 0;
-  bool has_solo = false;   // A finalize runs alone on a timer:
-  std::uint64_t solo = 0;  // its id,
-  double solo_start = 0;   // when it began on this stage,
-  Timer* solo_timer = nullptr;
+  // Processor sharing (without finalize_execs).
+  struct Job {
+    double tag;  // Finish tag (bytes of service).
+    std::uint64_t id;
+    bool operator>(const Job& other) const {
+      return tag != other.tag ? tag > other.tag : id > other.id;
+    }
+  };
+  std::priority_queue<Job, std::vector<Job>, std::greater<>> jobs;
+  double served = 0;     // Service each finalize present has had since the stage was last idle,
+  double served_at = 0;  // as of this time.
+  Timer* timer = nullptr;  // At the first tag's end; null while pipelined (see enter_stage).
 };
 
 struct KeyFaults {
@@ -494,7 +510,7 @@ class Simulation {
     }
     if (kind == Tag::finalize) {
       if (activity.get_state() != sg4::Activity::State::FINISHED) return;
-      stage_done(id);
+      exec_done(id);
     }
   }
 
@@ -503,56 +519,108 @@ class Simulation {
   void enter_stage(Stage& stage, std::uint64_t id, Finalize& f) {
     settle_pipelined();
     const auto bytes = static_cast<double>(f.size);
-    if (stage.users++ == 0 && !options_.finalize_execs) {
-      stage.has_solo = true;
-      stage.solo = id;
-      stage.solo_start = now();
-      double end = now() + bytes / stage.speed;
-      if (&stage == &hashing_ && writing_.users == 0) {
-        // Nothing can reach the idle disk before this finalize (another would
-        // have to hash first, and share the CPU with it): one timer for both
-        // stages; it moves to the disk stage at the end of its hashing
-        // (settle_pipelined).
-        pipelined_ = id;
-        pipelined_hash_end_s_ = end;
-        end += bytes / writing_.speed;
-      }
-      stage.solo_timer = Timer::set(end, [this, id] {
+    ++stage.users;
+    if (options_.finalize_execs) {
+      start_exec(stage, id, f, bytes);
+      return;
+    }
+    if (&stage == &hashing_ && stage.users == 1 && writing_.users == 0) {
+      // Nothing can reach the idle disk before this finalize (another would
+      // have to hash first, and share the CPU with it): one timer for both
+      // stages; it moves to the disk stage at the end of its hashing
+      // (settle_pipelined), unless another finalize comes to hash first.
+      stage.served = 0;
+      stage.served_at = now();
+      stage.jobs.push(Stage::Job{bytes, id});
+      pipelined_ = id;
+      pipelined_hash_end_s_ = now() + bytes / hashing_.speed;
+      pipelined_timer_ = Timer::set(pipelined_hash_end_s_ + bytes / writing_.speed, [this] {
         enter();
-        stage_done(id);
+        settle_pipelined();
+        stage_timer_fired(writing_);
       });
       return;
     }
-    if (stage.has_solo) {
-      // Share from now on: the lone finalize's remaining bytes become an Exec.
-      // One due at this very instant just finishes on its timer.
-      Finalize& lone = finalizes_.at(stage.solo);
-      const double remaining =
-          static_cast<double>(lone.size) - (now() - stage.solo_start) * stage.speed;
-      if (remaining > 0) {
-        stage.solo_timer->remove();
-        stage.has_solo = false;
-        if (pipelined_ == stage.solo) pipelined_ = 0;
-        start_exec(stage, stage.solo, lone, remaining);
-      }
+    if (pipelined_ != 0) {
+      // Another finalize shares the CPU with the pipelined one: its hashing
+      // ends later than its timer says. Its stage takes it over.
+      pipelined_timer_->remove();
+      pipelined_timer_ = nullptr;
+      pipelined_ = 0;
+      if (&stage != &hashing_) reschedule(hashing_);
     }
-    start_exec(stage, id, f, bytes);
+    advance(stage);
+    stage.jobs.push(Stage::Job{stage.served + bytes, id});
+    reschedule(stage);
   }
 
   // A pipelined finalize past its hashing is on the disk stage now (alone:
   // see enter_stage), still on its one timer.
   void settle_pipelined() {
     if (pipelined_ == 0 || now() < pipelined_hash_end_s_) return;
-    Finalize& f = finalizes_.at(pipelined_);
+    const std::uint64_t id = pipelined_;
+    Finalize& f = finalizes_.at(id);
+    hashing_.jobs.pop();  // It was alone there.
     --hashing_.users;
-    hashing_.has_solo = false;
+    hashing_.served = 0;
     f.hashing = false;
     ++writing_.users;
-    writing_.has_solo = true;
-    writing_.solo = pipelined_;
-    writing_.solo_start = pipelined_hash_end_s_;
-    writing_.solo_timer = hashing_.solo_timer;
+    writing_.served = 0;
+    writing_.served_at = pipelined_hash_end_s_;
+    writing_.jobs.push(Stage::Job{static_cast<double>(f.size), id});
+    writing_.timer = pipelined_timer_;
+    pipelined_timer_ = nullptr;
     pipelined_ = 0;
+  }
+
+  // Brings `served` up to now.
+  void advance(Stage& stage) {
+    if (!stage.jobs.empty()) {
+      stage.served +=
+          (now() - stage.served_at) * stage.speed / static_cast<double>(stage.jobs.size());
+    }
+    stage.served_at = now();
+  }
+
+  // Arms the stage's timer for its first finish tag (after advance()).
+  void reschedule(Stage& stage) {
+    if (stage.timer != nullptr) {
+      stage.timer->remove();
+      stage.timer = nullptr;
+    }
+    if (stage.jobs.empty()) return;
+    const double at =
+        stage.served_at + (stage.jobs.top().tag - stage.served) *
+                              static_cast<double>(stage.jobs.size()) / stage.speed;
+    stage.timer = Timer::set(std::max(at, now()), [this, &stage] {
+      enter();
+      settle_pipelined();
+      stage_timer_fired(stage);
+    });
+  }
+
+  // The stage's timer: its first finalize leaves (and any whose tag is the
+  // same, to rounding: identical finalizes that came together).
+  void stage_timer_fired(Stage& stage) {
+    stage.timer = nullptr;  // SimGrid frees it.
+    advance(stage);
+    leaving_.clear();
+    leaving_.push_back(stage.jobs.top().id);
+    stage.jobs.pop();
+    const double tie = stage.served + 1e-9 * std::max(1.0, stage.served);
+    while (!stage.jobs.empty() && stage.jobs.top().tag <= tie) {
+      leaving_.push_back(stage.jobs.top().id);
+      stage.jobs.pop();
+    }
+    stage.users -= leaving_.size();
+    if (stage.jobs.empty()) stage.served = 0;
+    reschedule(stage);
+    // Moved out first: finishing one may start others, which reuse leaving_.
+    std::vector<std::uint64_t> left;
+    left.swap(leaving_);
+    for (std::uint64_t id : left)
+      stage_done(id);
+    left.swap(leaving_);  // Keeps the capacity.
   }
 
   void start_exec(const Stage& stage, std::uint64_t id, Finalize& f, double bytes) {
@@ -562,13 +630,17 @@ class Simulation {
     f.exec->start();
   }
 
-  void stage_done(std::uint64_t id) {
-    settle_pipelined();
+  // An Exec of a stage finished (finalize_execs).
+  void exec_done(std::uint64_t id) {
     Finalize& f = finalizes_.at(id);
-    Stage& stage = f.hashing ? hashing_ : writing_;
-    --stage.users;
-    if (stage.has_solo && stage.solo == id) stage.has_solo = false;
+    --(f.hashing ? hashing_ : writing_).users;
     retire(std::move(f.exec));
+    stage_done(id);
+  }
+
+  // Finalize `id` has left its stage.
+  void stage_done(std::uint64_t id) {
+    Finalize& f = finalizes_.at(id);
     if (f.hashing) {
       // Hashing done; now the disk write of the verified bytes.
       f.hashing = false;
@@ -658,7 +730,9 @@ class Simulation {
   absl::flat_hash_map<std::uint64_t, Finalize> finalizes_;
   Stage hashing_, writing_;
   std::uint64_t pipelined_ = 0;      // The finalize on one timer for both stages, if any,
-  double pipelined_hash_end_s_ = 0;  // and when its hashing ends.
+  double pipelined_hash_end_s_ = 0;  // when its hashing ends,
+  Timer* pipelined_timer_ = nullptr;  // and that timer.
+  std::vector<std::uint64_t> leaving_;  // Finalizes leaving a stage (stage_timer_fired).
   std::multiset<double> armed_;
   std::vector<Command> commands_;
 

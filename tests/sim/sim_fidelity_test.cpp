@@ -58,12 +58,12 @@ std::string finalize_header(const std::string& hash_Bps, const std::string& disk
          "}\n";
 }
 
-// d1 and d2 end at these times, with lone finalizes on timers (the default)
-// and with every finalize an Exec.
+// d1 and d2 end at these times, with the stages' sharing computed by the
+// simulator (the default) and with every finalize a SimGrid Exec.
 void expect_ends(const std::string& trace, double d1, double d2) {
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, {std::string("--finalize-execs")}}) {
-    SCOPED_TRACE(extra.empty() ? "lone finalizes on timers" : "--finalize-execs");
+    SCOPED_TRACE(extra.empty() ? "computed sharing" : "--finalize-execs");
     const CliRun run = simulate(trace, extra);
     EXPECT_NEAR(demand_record(run.result, "d1")["t_end"].get<double>(), d1, 1e-4);
     EXPECT_NEAR(demand_record(run.result, "d2")["t_end"].get<double>(), d2, 1e-4);
@@ -74,7 +74,6 @@ TEST(SimFidelity, ConcurrentFinalizesShareTheCpuAndTheDiskFairly) {
   // Hash and disk at 10 MB/s. a hashes alone until b arrives at 0.5 s, then at
   // half speed: a hashed at 1.5, b at 2.0. a writes alone until b joins at 2.0,
   // then both at half speed: a installed at 3.0, b alone again until 3.5.
-  // (A lone finalize runs on a timer; the arrival moves it into a SimGrid Exec.)
   const std::string trace = finalize_header("1e7", "1e7") + artifact("a", 10'000'000) +
                             artifact("b", 10'000'000) + sub(0, "d1", "a") + sub(0.5, "d2", "b");
   expect_ends(trace, 3.0, 3.5);
@@ -89,10 +88,12 @@ TEST(SimFidelity, ConcurrentFinalizesShareTheDiskAfterALoneHash) {
   expect_ends(trace, 19.0, 21.0);
 }
 
-TEST(SimFidelity, LoneFinalizeTimersGiveTheSameResultsAsExecs) {
+TEST(SimFidelity, SharedStagesGiveTheSameResultsAsExecs) {
   // Randomized: many finalizes on a slow CPU and disk, so that they queue,
-  // overlap in every combination and come and go alone; the timers of lone
-  // finalizes must give every demand the outcome and time Execs give it.
+  // overlap in every combination and come and go alone; the simulator's own
+  // processor sharing (and the one timer for both stages of a finalize that
+  // finds them idle) must give every demand the outcome and time SimGrid's
+  // Execs give it.
   const unsigned base = ::testing::UnitTest::GetInstance()->random_seed();
   for (unsigned round = 0; round < 8; ++round) {
     const unsigned seed = base + round;

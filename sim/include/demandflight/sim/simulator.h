@@ -36,8 +36,9 @@ struct SimOptions {
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   std::string transfer_log_path;              // Comms started and cancelled (for bench/).
-  // Run every finalize stage as a SimGrid Exec, also when it is alone (the
-  // default runs a lone one on a timer; the times are the same): for tests.
+  // Run every finalize stage as a SimGrid Exec (the default computes the
+  // fair sharing of the CPU and the disk itself, on timers; the times are
+  // the same): for tests.
   bool finalize_execs = false;
   // A policy object to use instead of `policy` (which then only names it in
   // the result): Python-defined policies, `demandflight train`'s recorder.
