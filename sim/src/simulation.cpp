@@ -9,9 +9,10 @@
 //   StartFinalize          -> hashing at hash_Bps, then a disk write at
 //                             disk_write_Bps, each stage shared fairly by the
 //                             finalizes on it (processor sharing, computed
-//                             exactly; one SimGrid timer per stage: Stage
-//                             below), or SimGrid Execs on the client and disk
-//                             hosts with SimOptions::finalize_execs
+//                             here, exactly, and caught up on at each SimGrid
+//                             event: Stage below), or SimGrid Execs on the
+//                             client and disk hosts with
+//                             SimOptions::finalize_execs
 // Faults: transfer_error shortens the next attempts' comms to after_fraction of
 // their bytes and reports an error; corrupt makes the next completed transfers
 // fail verification; origin_down fails that origin's running transfers at once
@@ -26,6 +27,7 @@
 #include <array>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <queue>
@@ -74,18 +76,30 @@ struct Finalize {
 // A resource a finalize passes through (the CPU that hashes, the disk that
 // writes), shared fairly by the finalizes on it: with n of them, each
 // advances at speed / n, as SimGrid shares a host between its Execs. The
-// sharing is computed here, exactly, and costs SimGrid one timer per stage
-// (the next finalize to leave it), where an Exec per finalize cost it ~17,000
-// instructions more than a timer each (LMM variables, lazy updates, the
-// activity itself): a fifth of a large simulation (README "Simulator").
+// sharing is computed here, exactly: an Exec per finalize cost SimGrid
+// thousands of instructions each (LMM variables, lazy updates, the activity),
+// and a timer per finalize a step of its own.
 //
 // Each finalize on the stage is tagged, as it enters, with the service every
 // finalize present will have received when it leaves: its finish tag, the
 // stage's `served` then plus its bytes. `served` grows at speed / n while n
 // finalizes share the stage, so the smallest tag leaves first, at
-// served_at + (tag - served) * n / speed. SimOptions::finalize_execs runs
-// every stage as SimGrid Execs instead; the times agree
-// (SimFidelity.ConcurrentFinalizes*, SimFidelity.SharedStagesGiveTheSameResultsAsExecs).
+// served_at + (tag - served) * n / speed.
+//
+// Nothing SimGrid does depends on when a finalize leaves: an install only
+// tells demands their outcome, evicts, and ends its task (it frees no
+// transfer slot and changes no queue, so it neither starts nor aborts a
+// transfer). So no SimGrid timer marks it: at each SimGrid event, before
+// anything else, the finalizes that left since the last one are finished, in
+// time order, each at its own virtual time (catch_up), and the rest at the
+// end of the run. A corrupt body is the exception (a failed verification may
+// retry at once): while one is on a stage, a timer wakes the simulation at
+// each leaving (arm_wake). A transfer started or aborted by a finalize that
+// is finished after its time would be a bug: the runtime stops with an error.
+//
+// SimOptions::finalize_execs runs every stage as SimGrid Execs instead; the
+// times agree (SimFidelity.ConcurrentFinalizes*,
+// SimFidelity.SharedStagesGiveTheSameResultsAsExecs).
 struct Stage {
   sg4::Host* host = nullptr;  // Its Execs' host (finalize_execs).
   double speed = 0;
@@ -101,7 +115,6 @@ struct Stage {
   std::priority_queue<Job, std::vector<Job>, std::greater<>> jobs;
   double served = 0;     // Service each finalize present has had since the stage was last idle,
   double served_at = 0;  // as of this time.
-  Timer* timer = nullptr;  // At the first tag's end; null while pipelined (see enter_stage).
 };
 
 struct KeyFaults {
@@ -156,6 +169,9 @@ class Simulation {
       });
     }
     engine_->run();
+    enter();
+    // Finalizes still on a stage when SimGrid has nothing left to do.
+    catch_up(std::numeric_limits<double>::infinity());
     prefault_.reset();  // Joins its thread before the result leaves.
     return finish();
   }
@@ -226,7 +242,11 @@ class Simulation {
   // Virtual time stands still inside a callback: it is read once as SimGrid
   // calls in (enter), not at each of the dozen uses per event.
   double now() const { return now_; }
-  void enter() { now_ = sg4::Engine::get_clock(); }
+  void enter() {
+    clock_ = sg4::Engine::get_clock();
+    catch_up(clock_);
+    now_ = clock_;
+  }
 
   // --- Trace records -------------------------------------------------------
 
@@ -346,7 +366,17 @@ class Simulation {
     arm_wakeup();
   }
 
+  // A transfer started, aborted or finalized by a finalize finished after
+  // its time would happen at the wrong time (see Stage): never silently.
+  void expect_on_time(const char* what) const {
+    if (late_) {
+      throw std::logic_error(std::string("a finalize finished after its time asked to ") + what +
+                             " (see Stage in sim/src/simulation.cpp)");
+    }
+  }
+
   void handle(StartTransfer& c) {
+    expect_on_time("start a transfer");
     recorder_.on(now(), c);
     const std::uint32_t key = recorder_.key_of_task(c.task);
     const std::uint32_t origin = c.origin;
@@ -393,6 +423,7 @@ class Simulation {
   }
 
   void handle(AbortTransfer& c) {
+    expect_on_time("abort a transfer");
     auto it = transfers_.find(c.transfer.value);
     if (it == transfers_.end()) return;
     Transfer& transfer = it->second;
@@ -408,6 +439,7 @@ class Simulation {
   }
 
   void handle(StartFinalize& c) {
+    expect_on_time("start a finalize");
     const std::uint32_t key = recorder_.key_of_task(c.task);
     Finalize f;
     f.id = c.finalize;
@@ -419,6 +451,7 @@ class Simulation {
     if (faults.corrupt > 0) {
       --faults.corrupt;
       f.corrupt = true;
+      if (!options_.finalize_execs) ++corrupt_on_stages_;
     }
     auto& stored = finalizes_.emplace(c.finalize.value, std::move(f)).first->second;
     enter_stage(hashing_, c.finalize.value, stored);
@@ -456,9 +489,9 @@ class Simulation {
   // but costs SimGrid a step of its own, per retirement.)
   void retire(sg4::ActivityPtr activity) {
     if (!activity) return;
-    if (now() > graveyard_s_) {
+    if (clock_ > graveyard_s_) {
       graveyard_.clear();
-      graveyard_s_ = now();
+      graveyard_s_ = clock_;
     }
     graveyard_.push_back(std::move(activity));
   }
@@ -517,63 +550,18 @@ class Simulation {
   // --- Finalize stages (see Stage) -------------------------------------------
 
   void enter_stage(Stage& stage, std::uint64_t id, Finalize& f) {
-    settle_pipelined();
     const auto bytes = static_cast<double>(f.size);
     ++stage.users;
     if (options_.finalize_execs) {
       start_exec(stage, id, f, bytes);
       return;
     }
-    if (&stage == &hashing_ && stage.users == 1 && writing_.users == 0) {
-      // Nothing can reach the idle disk before this finalize (another would
-      // have to hash first, and share the CPU with it): one timer for both
-      // stages; it moves to the disk stage at the end of its hashing
-      // (settle_pipelined), unless another finalize comes to hash first.
-      stage.served = 0;
-      stage.served_at = now();
-      stage.jobs.push(Stage::Job{bytes, id});
-      pipelined_ = id;
-      pipelined_hash_end_s_ = now() + bytes / hashing_.speed;
-      pipelined_timer_ = Timer::set(pipelined_hash_end_s_ + bytes / writing_.speed, [this] {
-        enter();
-        settle_pipelined();
-        stage_timer_fired(writing_);
-      });
-      return;
-    }
-    if (pipelined_ != 0) {
-      // Another finalize shares the CPU with the pipelined one: its hashing
-      // ends later than its timer says. Its stage takes it over.
-      pipelined_timer_->remove();
-      pipelined_timer_ = nullptr;
-      pipelined_ = 0;
-      if (&stage != &hashing_) reschedule(hashing_);
-    }
     advance(stage);
     stage.jobs.push(Stage::Job{stage.served + bytes, id});
-    reschedule(stage);
+    arm_wake();
   }
 
-  // A pipelined finalize past its hashing is on the disk stage now (alone:
-  // see enter_stage), still on its one timer.
-  void settle_pipelined() {
-    if (pipelined_ == 0 || now() < pipelined_hash_end_s_) return;
-    const std::uint64_t id = pipelined_;
-    Finalize& f = finalizes_.at(id);
-    hashing_.jobs.pop();  // It was alone there.
-    --hashing_.users;
-    hashing_.served = 0;
-    f.hashing = false;
-    ++writing_.users;
-    writing_.served = 0;
-    writing_.served_at = pipelined_hash_end_s_;
-    writing_.jobs.push(Stage::Job{static_cast<double>(f.size), id});
-    writing_.timer = pipelined_timer_;
-    pipelined_timer_ = nullptr;
-    pipelined_ = 0;
-  }
-
-  // Brings `served` up to now.
+  // Brings the stage's `served` up to now().
   void advance(Stage& stage) {
     if (!stage.jobs.empty()) {
       stage.served +=
@@ -582,27 +570,43 @@ class Simulation {
     stage.served_at = now();
   }
 
-  // Arms the stage's timer for its first finish tag (after advance()).
-  void reschedule(Stage& stage) {
-    if (stage.timer != nullptr) {
-      stage.timer->remove();
-      stage.timer = nullptr;
-    }
-    if (stage.jobs.empty()) return;
-    const double at =
-        stage.served_at + (stage.jobs.top().tag - stage.served) *
-                              static_cast<double>(stage.jobs.size()) / stage.speed;
-    stage.timer = Timer::set(std::max(at, now()), [this, &stage] {
-      enter();
-      settle_pipelined();
-      stage_timer_fired(stage);
-    });
+  // When the stage's first finish tag is reached, if nothing enters before.
+  static double next_leave(const Stage& stage) {
+    const double at = stage.served_at + (stage.jobs.top().tag - stage.served) *
+                                            static_cast<double>(stage.jobs.size()) / stage.speed;
+    return std::max(at, stage.served_at);
   }
 
-  // The stage's timer: its first finalize leaves (and any whose tag is the
-  // same, to rounding: identical finalizes that came together).
-  void stage_timer_fired(Stage& stage) {
-    stage.timer = nullptr;  // SimGrid frees it.
+  // The stage that a finalize leaves next, and when; null if both are idle.
+  Stage* next_leaving(double& at) {
+    Stage* next = nullptr;
+    for (Stage* stage : {&writing_, &hashing_}) {  // The disk first, at the same instant.
+      if (stage->jobs.empty()) continue;
+      const double t = next_leave(*stage);
+      if (next == nullptr || t < at) {
+        next = stage;
+        at = t;
+      }
+    }
+    return next;
+  }
+
+  // Finishes, in time order and each at its own time, the finalizes that
+  // leave a stage by `until` (see Stage). `clock_` is SimGrid's time.
+  void catch_up(double until) {
+    double at = 0;
+    while (Stage* stage = next_leaving(at)) {
+      if (at > until) break;
+      now_ = at;
+      late_ = at != clock_;
+      leave(*stage);
+    }
+    late_ = false;
+  }
+
+  // The stage's first finalize leaves (with any whose tag is the same, to
+  // rounding: identical finalizes that came together).
+  void leave(Stage& stage) {
     advance(stage);
     leaving_.clear();
     leaving_.push_back(stage.jobs.top().id);
@@ -614,13 +618,33 @@ class Simulation {
     }
     stage.users -= leaving_.size();
     if (stage.jobs.empty()) stage.served = 0;
-    reschedule(stage);
-    // Moved out first: finishing one may start others, which reuse leaving_.
+    // Moved out first: finishing one makes others enter stages.
     std::vector<std::uint64_t> left;
     left.swap(leaving_);
     for (std::uint64_t id : left)
       stage_done(id);
     left.swap(leaving_);  // Keeps the capacity.
+    arm_wake();
+  }
+
+  // While a corrupt body is on a stage, a SimGrid timer at each leaving, so
+  // that its failed verification (and a retry it may start) happens at its
+  // time (see Stage).
+  void arm_wake() {
+    double at = 0;
+    Stage* next = corrupt_on_stages_ > 0 ? next_leaving(at) : nullptr;
+    if (next != nullptr && wake_ != nullptr && wake_at_ == at) return;
+    if (wake_ != nullptr) {
+      wake_->remove();
+      wake_ = nullptr;
+    }
+    if (next == nullptr) return;
+    wake_at_ = std::max(at, clock_);
+    wake_ = Timer::set(wake_at_, [this] {
+      wake_ = nullptr;  // SimGrid frees it.
+      enter();          // Catches up: the leaving happens there.
+      arm_wake();
+    });
   }
 
   void start_exec(const Stage& stage, std::uint64_t id, Finalize& f, double bytes) {
@@ -649,7 +673,10 @@ class Simulation {
     }
     const FinalizeStatus status =
         f.corrupt ? FinalizeStatus::verify_failed : FinalizeStatus::installed;
-    if (f.corrupt) recorder_.wasted(f.size);
+    if (f.corrupt) {
+      recorder_.wasted(f.size);
+      if (!options_.finalize_execs) --corrupt_on_stages_;
+    }
     timeline_.finalize_ended(f.lane, "verify+install", f.started_s, now(), to_string(status));
     const FinalizeId finalize = f.id;
     finalizes_.erase(id);
@@ -681,7 +708,7 @@ class Simulation {
   void arm_wakeup() {
     const auto next = scheduler_.next_wakeup_s();
     if (!next) return;
-    const double at = std::max(*next, now());
+    const double at = std::max(*next, clock_);
     if (!armed_.empty() && *armed_.begin() <= at) return;  // An earlier timer will re-arm.
     armed_.insert(at);
     Timer::set(at, [this, at] {
@@ -693,7 +720,6 @@ class Simulation {
   }
 
   Result finish() {
-    enter();
     Result result = recorder_.finish(now());
     if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
     return result;
@@ -701,7 +727,9 @@ class Simulation {
 
   const Trace& trace_;
   SimOptions options_;
-  double now_ = 0;  // SimGrid's clock as of the callback running (enter).
+  double now_ = 0;    // The virtual time of what is being handled:
+  double clock_ = 0;  // SimGrid's clock as of the callback running (enter), or,
+  bool late_ = false;  // while a finalize is finished after its time (catch_up), earlier.
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
@@ -729,10 +757,10 @@ class Simulation {
   double graveyard_s_ = 0;  // When graveyard_'s activities were retired.
   absl::flat_hash_map<std::uint64_t, Finalize> finalizes_;
   Stage hashing_, writing_;
-  std::uint64_t pipelined_ = 0;      // The finalize on one timer for both stages, if any,
-  double pipelined_hash_end_s_ = 0;  // when its hashing ends,
-  Timer* pipelined_timer_ = nullptr;  // and that timer.
-  std::vector<std::uint64_t> leaving_;  // Finalizes leaving a stage (stage_timer_fired).
+  std::vector<std::uint64_t> leaving_;  // Finalizes leaving a stage (leave).
+  std::size_t corrupt_on_stages_ = 0;   // Corrupt bodies on a stage (arm_wake),
+  Timer* wake_ = nullptr;               // the timer that wakes the simulation for them,
+  double wake_at_ = 0;                  // and when.
   std::multiset<double> armed_;
   std::vector<Command> commands_;
 

@@ -100,10 +100,15 @@ TEST(SimFidelity, SharedStagesGiveTheSameResultsAsExecs) {
     SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun: --gtest_random_seed=" +
                  std::to_string(base) + ")");
     std::mt19937 rng(seed);
-    // Either stage may be the bottleneck, or neither.
+    // Either stage may be the bottleneck, or neither. Corrupt bodies fail
+    // their verification at the end of the disk stage; in odd rounds their
+    // retry starts at that very instant (no backoff).
+    const std::string scheduler =
+        round % 2 == 0
+            ? R"({"max_transfers": 4})"
+            : R"({"max_transfers": 4, "retry": {"max_attempts": 3, "base_s": 0, "cap_s": 0, "jitter": 0}})";
     std::string trace = finalize_header(std::to_string(2 + rng() % 20) + "e6",
-                                        std::to_string(2 + rng() % 20) + "e6",
-                                        R"({"max_transfers": 4})");
+                                        std::to_string(2 + rng() % 20) + "e6", scheduler);
     for (int i = 0; i < 40; ++i)
       trace += artifact("a" + std::to_string(i), 1'000'000 + rng() % 19'000'000);
     std::vector<std::pair<double, std::string>> records;
@@ -116,6 +121,12 @@ TEST(SimFidelity, SharedStagesGiveTheSameResultsAsExecs) {
         records.emplace_back(end, R"({"op": "cancel", "t": )" + std::to_string(end) +
                                       R"(, "demand": ")" + d + "\"}\n");
       }
+    }
+    for (int i = 0; i < 10; ++i) {
+      const double t = static_cast<double>(rng() % 60'000) / 1000.0;
+      records.emplace_back(t, R"({"op": "fault", "t": )" + std::to_string(t) +
+                                  R"(, "kind": "corrupt", "artifact": "a)" +
+                                  std::to_string(rng() % 40) + "\"}\n");
     }
     std::stable_sort(records.begin(), records.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
