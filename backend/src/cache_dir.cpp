@@ -250,7 +250,10 @@ class CacheDir::WriteBehind {
   void finish(Staging::Core& core, Buffer buffer, std::optional<IoError> error) {
     recycle(std::move(buffer));
     std::lock_guard lock(core.mutex);
-    if (error && !core.error) core.error = std::move(error);
+    if (error && !core.error) {
+      core.error = std::move(error);
+      core.failed.store(true, std::memory_order_release);
+    }
     --core.pending;
     core.done.notify_all();
   }
@@ -476,15 +479,22 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
 
 std::optional<IoError> CacheDir::Staging::write(const void* data, std::size_t size) {
   if (!core_) return IoError{"write to a closed staging file"};
-  if (writer_ != nullptr) {
+  // The writer's error, if any (checked without the lock on every piece of
+  // a body: the lock was 3% of a 1 GiB fetch's samples).
+  if (writer_ != nullptr && core_->failed.load(std::memory_order_acquire)) {
     std::lock_guard lock(core_->mutex);
-    if (core_->error) return core_->error;
+    return core_->error;
   }
   bytes_ += size;
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     const std::size_t take = std::min(kBufferBytes - buffer_.size(), size);
-    buffer_.insert(buffer_.end(), p, p + take);
+    // Grown without zeroing, then one memcpy: vector::insert copies element
+    // by element with an allocator other than std::allocator (14% of a 1 GiB
+    // fetch's samples).
+    const std::size_t at = buffer_.size();
+    buffer_.resize(at + take);
+    std::memcpy(buffer_.data() + at, p, take);
     p += take;
     size -= take;
     if (buffer_.size() < kBufferBytes) continue;

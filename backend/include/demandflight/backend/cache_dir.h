@@ -47,7 +47,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -119,6 +121,16 @@ struct PageAlignedAllocator {
   PageAlignedAllocator(const PageAlignedAllocator<U>&) noexcept {}  // NOLINT: rebinding.
   T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
   void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlignment); }
+  // What resize() adds is default-initialized, not zeroed: a staging buffer
+  // grows by what is then copied into it (CacheDir::Staging::write).
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   friend bool operator==(const PageAlignedAllocator&, const PageAlignedAllocator&) { return true; }
 };
 
@@ -173,6 +185,7 @@ class CacheDir {
       std::condition_variable done;
       std::size_t pending = 0;       // Buffers handed to the writer, not yet written.
       std::optional<IoError> error;  // The first write error; sticky.
+      std::atomic<bool> failed{false};  // `error` is set (read without the mutex).
     };
     // `cache` supplies the writer and the large-file settings.
     Staging(std::filesystem::path path, int fd, std::string object_name, CacheDir& cache);
