@@ -727,9 +727,11 @@ class Simulation {
 
   const Trace& trace_;
   SimOptions options_;
-  double now_ = 0;    // The virtual time of what is being handled:
-  double clock_ = 0;  // SimGrid's clock as of the callback running (enter), or,
-  bool late_ = false;  // while a finalize is finished after its time (catch_up), earlier.
+  // The virtual time of what is being handled: SimGrid's clock in a callback
+  // (enter), or the earlier time of a finalize that catch_up() finishes late.
+  double now_ = 0;
+  double clock_ = 0;   // SimGrid's clock as of the callback running (enter).
+  bool late_ = false;  // now_ is before clock_ (catch_up).
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
