@@ -322,8 +322,7 @@ Subcommand add_fetch_command(CLI::App& app) {
       ->check(CLI::Range(1u, 100u))
       ->capture_default_str();
   c->add_option("--finalize-threads", args->finalize_threads,
-                "verify+install threads (0: one per core but one, at least 1, for --sync batched; 16 "
-                "for per-file)")
+                "verify+install threads (0: one per core for --sync batched, 16 for per-file)")
       ->check(CLI::Range(0u, 64u))
       ->capture_default_str();
   c->add_option("--sync", args->sync,

@@ -98,9 +98,9 @@ class Client::Impl {
     io_thread_ = std::thread([this] { io_loop(); });
     unsigned threads = options_.finalize_threads;
     if (threads == 0) {
-      // Batched installs: the cores but one, which the I/O thread needs.
-      const unsigned cores = std::max(std::thread::hardware_concurrency(), 1u);
-      threads = options_.install_sync == SyncMode::per_file ? 16 : std::clamp(cores - 1, 1u, 8u);
+      threads = options_.install_sync == SyncMode::per_file
+                    ? 16
+                    : std::clamp(std::thread::hardware_concurrency(), 2u, 8u);
     }
     for (unsigned i = 0; i < threads; ++i) {
       finalize_threads_.emplace_back([this] { finalize_loop(); });
