@@ -47,6 +47,8 @@ TEST(SimFidelity, FinalizeCostsHashingThenADiskWrite) {
   const CliRun run = simulate(h + artifact("rock", 20'000'000) + sub(0, "d1", "rock"));
   // Transfer 2.05 s, hash 20 MB at 10 MB/s = 2 s, write at 20 MB/s = 1 s.
   EXPECT_NEAR(demand_record(run.result, "d1")["t_end"].get<double>(), 2.05 + 2.0 + 1.0, 1e-6);
+  // The install is the run's last event, though no SimGrid event marks it.
+  EXPECT_NEAR(run.result["summary"]["makespan_s"].get<double>(), 2.05 + 2.0 + 1.0, 1e-6);
 }
 
 // A platform where transfers take ~nothing, so finalizes start when asked.
@@ -91,9 +93,9 @@ TEST(SimFidelity, ConcurrentFinalizesShareTheDiskAfterALoneHash) {
 TEST(SimFidelity, SharedStagesGiveTheSameResultsAsExecs) {
   // Randomized: many finalizes on a slow CPU and disk, so that they queue,
   // overlap in every combination and come and go alone; the simulator's own
-  // processor sharing (and the one timer for both stages of a finalize that
-  // finds them idle) must give every demand the outcome and time SimGrid's
-  // Execs give it.
+  // processor sharing, whose finalizes are finished when the next SimGrid
+  // event comes (or at once, for a corrupt body), must give every demand the
+  // outcome and time SimGrid's Execs give it.
   const unsigned base = ::testing::UnitTest::GetInstance()->random_seed();
   for (unsigned round = 0; round < 8; ++round) {
     const unsigned seed = base + round;
