@@ -1056,6 +1056,13 @@ class Scheduler::Impl {
     task.state = TaskState::backoff;
     // The server's Retry-After is honoured: retrying sooner only earns another 503/429.
     task.retry_at_s = now_ + std::max(backoff_delay_s(task.id, task.attempts), at_least_s);
+    if (task.retry_at_s <= now_) {
+      // No backoff (retry base_s 0): queued again at once, as the timer's
+      // firing would; a timer due now would outlive this call unfired.
+      task.timer_seq = 0;
+      enqueue(t);
+      return;
+    }
     task.timer_seq = arm_timer(task.retry_at_s, TimerKind::retry, t, task.id.value);
   }
 
