@@ -171,6 +171,28 @@ TEST(Lifecycle, AVerifyFailureRetriesFromTheStart) {
   EXPECT_EQ(drv.scheduler.stats().installs, 1u);
 }
 
+TEST(Lifecycle, ARetryWithoutBackoffStartsAtOnce) {
+  // retry base_s 0: the failed attempt's call itself starts the next one
+  // (no timer due at that instant is left unfired), after a transfer error
+  // and after a failed verification alike.
+  SchedulerConfig c = Driver::small_config();
+  c.retry.base_s = 0;
+  c.retry.jitter = 0;
+  Driver drv(c);
+  const ArtifactKey rock = key("rock");
+  const DemandHandle a = drv.subscribe(rock, opts(1, 0));
+  drv.finish_transfer(rock, TransferStatus::retryable_error, 100);
+  EXPECT_EQ(drv.transfers_of(rock), 2u) << "the retry started in the failure's call";
+  EXPECT_EQ(drv.state_of(rock), TaskState::transferring);
+  EXPECT_EQ(drv.scheduler.next_wakeup_s(), std::nullopt);
+  drv.finish_transfer(rock, TransferStatus::ok, 1000);
+  drv.finish_finalize(rock, FinalizeStatus::verify_failed);
+  EXPECT_EQ(drv.transfers_of(rock), 3u) << "and after a failed verification";
+  EXPECT_EQ(drv.started.back().resume_offset_bytes, 0u);
+  drv.complete(rock);
+  EXPECT_EQ(drv.outcome(a), DemandOutcome::succeeded);
+}
+
 TEST(Lifecycle, PermanentErrorsFailEveryWaitingDemandOnce) {
   Driver drv;
   const ArtifactKey rock = key("rock");
