@@ -103,7 +103,6 @@ struct Finalize {
 struct Stage {
   sg4::Host* host = nullptr;  // Its Execs' host (finalize_execs).
   double speed = 0;
-  std::size_t users = 0;
   // Processor sharing (without finalize_execs).
   struct Job {
     double tag;  // Finish tag (bytes of service).
@@ -551,7 +550,6 @@ class Simulation {
 
   void enter_stage(Stage& stage, std::uint64_t id, Finalize& f) {
     const auto bytes = static_cast<double>(f.size);
-    ++stage.users;
     if (options_.finalize_execs) {
       start_exec(stage, id, f, bytes);
       return;
@@ -616,14 +614,11 @@ class Simulation {
       leaving_.push_back(stage.jobs.top().id);
       stage.jobs.pop();
     }
-    stage.users -= leaving_.size();
     if (stage.jobs.empty()) stage.served = 0;
-    // Moved out first: finishing one makes others enter stages.
-    std::vector<std::uint64_t> left;
-    left.swap(leaving_);
-    for (std::uint64_t id : left)
+    // Finishing one may make others enter a stage, never leave one (only
+    // catch_up calls leave), so leaving_ stays as it is meanwhile.
+    for (std::uint64_t id : leaving_)
       stage_done(id);
-    left.swap(leaving_);  // Keeps the capacity.
     arm_wake();
   }
 
@@ -656,9 +651,7 @@ class Simulation {
 
   // An Exec of a stage finished (finalize_execs).
   void exec_done(std::uint64_t id) {
-    Finalize& f = finalizes_.at(id);
-    --(f.hashing ? hashing_ : writing_).users;
-    retire(std::move(f.exec));
+    retire(std::move(finalizes_.at(id).exec));
     stage_done(id);
   }
 

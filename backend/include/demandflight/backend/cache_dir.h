@@ -49,7 +49,6 @@
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
-#include <utility>
 #include <variant>
 #include <vector>
 
@@ -122,14 +121,11 @@ struct PageAlignedAllocator {
   T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
   void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlignment); }
   // What resize() adds is default-initialized, not zeroed: a staging buffer
-  // grows by what is then copied into it (CacheDir::Staging::write).
+  // grows by what is then copied into it (CacheDir::Staging::write). Other
+  // constructions have no member to call and get std::allocator_traits' own.
   template <class U>
   void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
     ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   friend bool operator==(const PageAlignedAllocator&, const PageAlignedAllocator&) { return true; }
 };
