@@ -245,7 +245,7 @@ py::dict command_to_dict(const Command& command) {
         using T = std::decay_t<decltype(c)>;
         if constexpr (std::is_same_v<T, StartTransfer>) {
           return py::dict("type"_a = "start_transfer", "task"_a = c.task.value,
-                          "transfer"_a = c.transfer.value, "key"_a = c.key, "origin"_a = c.origin,
+                          "transfer"_a = c.transfer.value, "key"_a = *c.key, "origin"_a = c.origin,
                           "resume_offset_bytes"_a = c.resume_offset_bytes,
                           "size_bytes"_a = c.size_bytes, "attempt"_a = c.attempt);
         } else if constexpr (std::is_same_v<T, AbortTransfer>) {
@@ -254,17 +254,17 @@ py::dict command_to_dict(const Command& command) {
                           "kept_bytes"_a = c.kept_bytes);
         } else if constexpr (std::is_same_v<T, StartFinalize>) {
           return py::dict("type"_a = "start_finalize", "task"_a = c.task.value,
-                          "finalize"_a = c.finalize.value, "key"_a = c.key,
+                          "finalize"_a = c.finalize.value, "key"_a = *c.key,
                           "size_bytes"_a = c.size_bytes);
         } else if constexpr (std::is_same_v<T, Deliver>) {
           return py::dict("type"_a = "deliver", "demand"_a = c.demand,
                           "outcome"_a = std::string(to_string(c.outcome)),
                           "task"_a = c.task.value);
         } else if constexpr (std::is_same_v<T, EvictArtifact>) {
-          return py::dict("type"_a = "evict_artifact", "key"_a = c.key,
+          return py::dict("type"_a = "evict_artifact", "key"_a = *c.key,
                           "size_bytes"_a = c.size_bytes);
         } else if constexpr (std::is_same_v<T, DropPartial>) {
-          return py::dict("type"_a = "drop_partial", "key"_a = c.key, "bytes"_a = c.bytes);
+          return py::dict("type"_a = "drop_partial", "key"_a = *c.key, "bytes"_a = c.bytes);
         } else if constexpr (std::is_same_v<T, TaskCreated>) {
           return py::dict("type"_a = "task_created", "task"_a = c.task.value);
         } else if constexpr (std::is_same_v<T, TaskPriorityChanged>) {

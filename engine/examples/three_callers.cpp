@@ -142,13 +142,13 @@ class Story {
   void drain() {
     for (Command& command : scheduler_.take_commands()) {
       if (auto* start = std::get_if<StartTransfer>(&command)) {
-        running_[start->transfer.value] = start->key.resource;
-        rock_transfers_ += start->key.resource == "rock";
+        running_[start->transfer.value] = start->key->resource;
+        rock_transfers_ += start->key->resource == "rock";
       } else if (auto* abort = std::get_if<AbortTransfer>(&command)) {
         running_.erase(abort->transfer.value);
       } else if (auto* finalize = std::get_if<StartFinalize>(&command)) {
-        finalizing_[finalize->finalize.value] = finalize->key.resource;
-        rock_installs_ += finalize->key.resource == "rock";
+        finalizing_[finalize->finalize.value] = finalize->key->resource;
+        rock_installs_ += finalize->key->resource == "rock";
       } else if (auto* deliver = std::get_if<Deliver>(&command)) {
         const std::string& name = callers_.at(deliver->demand);
         const std::string outcome(to_string(deliver->outcome));

@@ -5,10 +5,13 @@ namespace dfl {
 InstalledIndex::InstalledIndex(std::uint64_t capacity_bytes, KeyIdentity identity)
     : hash_(identity.hash()), equal_(identity.equal()), capacity_bytes_(capacity_bytes) {}
 
+// A key shared with the index (the task's own KeyRef, or a caller's that the
+// task shared) is found without comparing strings.
 InstalledIndex::Map::iterator InstalledIndex::find(const ArtifactKey& key, std::size_t key_hash) {
   auto [first, last] = slots_.equal_range(key_hash);
   for (auto it = first; it != last; ++it) {
-    if (equal_(it->second->key, key)) return it;
+    const ArtifactKey* held = it->second->key.get();
+    if (held == &key || equal_(*held, key)) return it;
   }
   return slots_.end();
 }
@@ -17,7 +20,8 @@ InstalledIndex::Map::const_iterator InstalledIndex::find(const ArtifactKey& key,
                                                          std::size_t key_hash) const {
   auto [first, last] = slots_.equal_range(key_hash);
   for (auto it = first; it != last; ++it) {
-    if (equal_(it->second->key, key)) return it;
+    const ArtifactKey* held = it->second->key.get();
+    if (held == &key || equal_(*held, key)) return it;
   }
   return slots_.end();
 }
@@ -34,14 +38,14 @@ bool InstalledIndex::contains(const ArtifactKey& key) const {
   return find(key, hash_(key)) != slots_.end();
 }
 
-void InstalledIndex::insert(const ArtifactKey& key, std::size_t key_hash, std::uint64_t size_bytes,
+void InstalledIndex::insert(const KeyRef& key, std::size_t key_hash, std::uint64_t size_bytes,
                             std::vector<Entry>& evicted) {
   if (size_bytes > capacity_bytes_) {
     // Larger than the whole index: installed, used once, never kept.
     evicted.push_back(Entry{key, size_bytes});
     return;
   }
-  auto it = find(key, key_hash);
+  auto it = find(*key, key_hash);
   if (it == slots_.end()) {
     lru_.push_front(Slot{key, key_hash, size_bytes});
     slots_.emplace(key_hash, lru_.begin());
@@ -58,7 +62,7 @@ void InstalledIndex::insert(const ArtifactKey& key, std::size_t key_hash, std::u
 
 void InstalledIndex::evict_back(std::vector<Entry>& evicted) {
   Slot& slot = lru_.back();
-  auto it = find(slot.key, slot.key_hash);
+  auto it = find(*slot.key, slot.key_hash);
   slots_.erase(it);
   used_bytes_ -= slot.size_bytes;
   evicted.push_back(Entry{std::move(slot.key), slot.size_bytes});

@@ -176,8 +176,9 @@ struct Task {
   TaskState state = TaskState::queued;
   // Transferring or finalizing with no active demand (policy said complete).
   bool orphan = false;
-  // The key, kept in the slot: a reused slot reuses the strings' capacity.
-  ArtifactKey key;
+  // The key, shared with the commands and the installed index (and with the
+  // subscriber, if it passed a KeyRef).
+  KeyRef key;
   std::size_t key_hash = 0;  // Under the model's identity.
   // The other live tasks with this key hash (Impl::key_heads_), newest first.
   std::uint32_t key_prev = kNone;
@@ -208,6 +209,7 @@ struct Task {
 struct Partial {
   std::uint64_t bytes = 0;
   std::uint64_t seq = 0;  // Keep order: the oldest is dropped first.
+  KeyRef key;             // For DropPartial.
 };
 
 // Free-list slab: indices stay valid until released.
@@ -282,8 +284,9 @@ class Scheduler::Impl {
 
   std::size_t key_hash(const ArtifactKey& key) const { return installed_.hash(key); }
 
-  DemandHandle subscribe(double now, const ArtifactKey& key, std::size_t key_hash,
-                         const DemandOptions& options) {
+  // `shared`, if not null, is a KeyRef to `key` that a new task may share.
+  DemandHandle subscribe(double now, const ArtifactKey& key, const KeyRef* shared,
+                         std::size_t key_hash, const DemandOptions& options) {
     advance(now);
     ++stats_.demands_subscribed;
     DFL_ASSERT(options.origin < config_.max_origins, "origin id above max_origins");
@@ -317,7 +320,7 @@ class Scheduler::Impl {
         ++stats_.cache_hits;
         end_demand(d, DemandOutcome::succeeded);
       } else {
-        attach(d, key, key_hash, options);
+        attach(d, key, shared, key_hash, options);
       }
     }
     settle();
@@ -406,7 +409,7 @@ class Scheduler::Impl {
   void note_installed(double now, const ArtifactKey& key, std::uint64_t size_bytes) {
     advance(now);
     evicted_.clear();
-    installed_.insert(key, installed_.hash(key), size_bytes, evicted_);
+    installed_.insert(KeyRef(key), installed_.hash(key), size_bytes, evicted_);
     for (auto& entry : evicted_) {
       outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
     }
@@ -466,7 +469,7 @@ class Scheduler::Impl {
           for (auto& entry : evicted_) {
             outbox_.emplace_back(EvictArtifact{std::move(entry.key), entry.size_bytes});
           }
-          drop_partial(task.key);  // Another task of the key kept one (independent model).
+          drop_partial(*task.key);  // Another task of the key kept one (independent model).
           finish_task(t, TaskOutcome::installed, DemandOutcome::succeeded);
           break;
         }
@@ -595,12 +598,12 @@ class Scheduler::Impl {
   DemandHandle handle_of(std::uint32_t d) const { return {d, demands_[d].generation}; }
 
   // Joins the live task of the demand's key, or creates one.
-  void attach(std::uint32_t d, const ArtifactKey& key, std::size_t key_hash,
+  void attach(std::uint32_t d, const ArtifactKey& key, const KeyRef* shared, std::size_t key_hash,
               const DemandOptions& options) {
     std::uint32_t t = kNone;
     // Model rule: the independent model never shares a task.
     if (config_.model != Model::independent) t = find_task(key, key_hash);
-    if (t == kNone) t = create_task(key, key_hash, options);
+    if (t == kNone) t = create_task(shared != nullptr ? *shared : KeyRef(key), key_hash, options);
 
     Demand& demand = demands_[d];
     Task& task = tasks_[t];
@@ -724,20 +727,17 @@ class Scheduler::Impl {
     auto it = key_heads_.find(key_hash);
     if (it == key_heads_.end()) return kNone;
     for (std::uint32_t t = it->second; t != kNone; t = tasks_[t].key_next) {
-      if (key_equal_(tasks_[t].key, key)) return t;
+      const ArtifactKey* held = tasks_[t].key.get();
+      if (held == &key || key_equal_(*held, key)) return t;
     }
     return kNone;
   }
 
-  std::uint32_t create_task(const ArtifactKey& key, std::size_t key_hash,
-                            const DemandOptions& options) {
+  std::uint32_t create_task(KeyRef key, std::size_t key_hash, const DemandOptions& options) {
     const std::uint32_t t = tasks_.acquire();
     Task& task = tasks_[t];
-    // Reset every field but the key, whose strings keep their capacity.
-    ArtifactKey reused = std::move(task.key);
     task = Task{};
-    task.key = std::move(reused);
-    task.key = key;
+    task.key = std::move(key);
     task.key_hash = key_hash;
     task.id = TaskId{++last_task_id_};
     link_key(t);
@@ -892,7 +892,7 @@ class Scheduler::Impl {
     }
     OrphanView view;
     view.now_s = now_;
-    view.key = &task.key;
+    view.key = task.key.get();
     view.size_bytes = task.size_bytes;
     view.bytes_done = task.resume_offset_bytes + task.attempt_bytes;
     view.bytes_remaining =
@@ -940,17 +940,17 @@ class Scheduler::Impl {
 
   // Remembers `bytes` received of `key` for the next task of the key; returns
   // what is kept (0: nothing, the budget is off or too small, or no bytes).
-  std::uint64_t keep_partial(const ArtifactKey& key, std::uint64_t bytes) {
+  std::uint64_t keep_partial(const KeyRef& key, std::uint64_t bytes) {
     if (bytes == 0 || bytes > config_.partial_bytes || config_.max_partials == 0) return 0;
     // Installed meanwhile (another task of the key, independent model): no use.
-    if (installed_.contains(key)) return 0;
-    drop_partial(key);  // An older, shorter partial of the key: superseded.
+    if (installed_.contains(*key)) return 0;
+    drop_partial(*key);  // An older, shorter partial of the key: superseded.
     while (partial_used_ + bytes > config_.partial_bytes ||
            partials_.size() >= config_.max_partials) {
-      drop_partial(partial_order_.begin()->second);  // Oldest first.
+      drop_partial(*partial_order_.begin()->second);  // Oldest first.
     }
     const std::uint64_t seq = ++partial_seq_;
-    partials_.emplace(key, Partial{bytes, seq});
+    partials_.emplace(*key, Partial{bytes, seq, key});
     partial_order_.emplace(seq, key);
     partial_used_ += bytes;
     ++stats_.partials_kept;
@@ -962,7 +962,7 @@ class Scheduler::Impl {
     if (partials_.empty()) return;
     auto it = partials_.find(key);
     if (it == partials_.end()) return;
-    outbox_.emplace_back(DropPartial{key, it->second.bytes});
+    outbox_.emplace_back(DropPartial{it->second.key, it->second.bytes});
     ++stats_.partials_dropped;
     forget_partial(it);
   }
@@ -1012,7 +1012,7 @@ class Scheduler::Impl {
     ++task.attempts;
     // The first attempt takes over the key's kept partial, if there is one (a
     // queued task that is dropped before it starts leaves it kept).
-    if (task.attempts == 1) task.resume_offset_bytes = take_partial(task.key);
+    if (task.attempts == 1) task.resume_offset_bytes = take_partial(*task.key);
     task.attempt_bytes = 0;
     task.attempt_started_s = now_;
     task.op = next_op_id(t);
@@ -1102,6 +1102,7 @@ class Scheduler::Impl {
     }
     task.op_live = false;
     erase_key(t);
+    task.key = KeyRef{};  // A free slot pins no key.
     task.id = TaskId{};
     task.priorities.clear();
     tasks_.release(t);
@@ -1211,7 +1212,7 @@ class Scheduler::Impl {
     const Task& task = tasks_[t];
     TaskInfo out;
     out.id = task.id;
-    out.key = task.key;
+    out.key = *task.key;
     out.state = task.state;
     out.effective_priority = public_priority(task.effective);
     out.active_demands = task.active_demands;
@@ -1241,7 +1242,7 @@ class Scheduler::Impl {
   std::unordered_map<std::size_t, KeyHistory> history_;  // By key hash under the identity.
   // Kept partials by exact key, and their keep order (oldest first).
   std::unordered_map<ArtifactKey, Partial> partials_;
-  std::map<std::uint64_t, ArtifactKey> partial_order_;
+  std::map<std::uint64_t, KeyRef> partial_order_;
   std::uint64_t partial_used_ = 0;
   std::uint64_t partial_seq_ = 0;
   double now_ = 0;
@@ -1300,7 +1301,8 @@ void Scheduler::Impl::check_invariants() const {
       ++keyed_count;
       if (config_.model == Model::independent) continue;
       for (std::uint32_t v = tasks_[u].key_next; v != kNone; v = tasks_[v].key_next) {
-        DFL_CHECK(!key_equal_(tasks_[u].key, tasks_[v].key), "more than one live task for one key");
+        DFL_CHECK(!key_equal_(*tasks_[u].key, *tasks_[v].key),
+                  "more than one live task for one key");
       }
     }
   }
@@ -1312,7 +1314,7 @@ void Scheduler::Impl::check_invariants() const {
               "operation ids outlive their tasks");
     if (task.id.value == 0) continue;
     ++live_tasks;
-    DFL_CHECK(task.key_hash == installed_.hash(task.key), "stale key hash");
+    DFL_CHECK(task.key_hash == installed_.hash(*task.key), "stale key hash");
     DFL_CHECK(task.origin < origins_.size(), "task origin without slots");
 
     // Demand list, counts and histogram agree.
@@ -1479,7 +1481,7 @@ Scheduler& Scheduler::operator=(Scheduler&&) noexcept = default;
 
 DemandHandle Scheduler::subscribe(double now_s, const ArtifactKey& key,
                                   const DemandOptions& options) {
-  return impl_->subscribe(now_s, key, impl_->key_hash(key), options);
+  return impl_->subscribe(now_s, key, nullptr, impl_->key_hash(key), options);
 }
 std::size_t Scheduler::key_hash(const ArtifactKey& key) const {
   return impl_->key_hash(key);
@@ -1489,7 +1491,15 @@ DemandHandle Scheduler::subscribe(double now_s, const ArtifactKey& key, std::siz
 #ifndef NDEBUG
   DFL_ASSERT(key_hash == impl_->key_hash(key), "subscribe with a hash that is not key_hash(key)");
 #endif
-  return impl_->subscribe(now_s, key, key_hash, options);
+  return impl_->subscribe(now_s, key, nullptr, key_hash, options);
+}
+DemandHandle Scheduler::subscribe(double now_s, const KeyRef& key, std::size_t key_hash,
+                                  const DemandOptions& options) {
+  DFL_ASSERT(key, "subscribe with an empty KeyRef");
+#ifndef NDEBUG
+  DFL_ASSERT(key_hash == impl_->key_hash(*key), "subscribe with a hash that is not key_hash(key)");
+#endif
+  return impl_->subscribe(now_s, *key, &key, key_hash, options);
 }
 void Scheduler::cancel(double now_s, DemandHandle demand) {
   impl_->cancel(now_s, demand);

@@ -128,9 +128,9 @@ class Simulation {
   Simulation(const Trace& trace, const SimOptions& options)
       : trace_(trace),
         options_(options),
-        scheduler_(make_config(), make_policy()),
         recorder_(trace, std::string(to_string(options.model)), options.policy,
-                  options.seed.value_or(trace.seed)) {
+                  options.seed.value_or(trace.seed)),
+        scheduler_(make_config(), make_policy()) {
     // Orphan policies see exactly what a transfer has received when they decide.
     scheduler_.set_progress_probe([this](TransferId id) -> std::uint64_t {
       auto it = transfers_.find(id.value);
@@ -277,7 +277,8 @@ class Simulation {
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
         prefault_->used(kDemandsTable, r.demand + 1);  // Demands are numbered as subscribed.
-        const DemandHandle h = scheduler_.subscribe(t, a.key, key_hash_[r.artifact], o);
+        const DemandHandle h = scheduler_.subscribe(
+            t, recorder_.key_ref(recorder_.key_of_artifact(r.artifact)), key_hash_[r.artifact], o);
         handle_of_demand_[r.demand] = h;
         std::optional<TaskId> task;
         if (auto info = scheduler_.demand(h)) task = info->task;
@@ -725,6 +726,8 @@ class Simulation {
   double now_ = 0;
   double clock_ = 0;   // SimGrid's clock as of the callback running (enter).
   bool late_ = false;  // now_ is before clock_ (catch_up).
+  // Before the scheduler: its tasks borrow their keys from the recorder.
+  ResultRecorder recorder_;
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
@@ -732,7 +735,6 @@ class Simulation {
   std::vector<sg4::Host*> origin_hosts_;
   std::vector<double> origin_down_until_;
 
-  ResultRecorder recorder_;
   std::vector<KeyFaults> faults_;  // By key index.
 
   std::size_t next_record_ = 0;

@@ -50,7 +50,7 @@ class TransferLog : public backend::ClientObserver {
   void on_command(double, const Command& command) override {
     std::lock_guard lock(mutex_);
     if (const auto* s = std::get_if<StartTransfer>(&command)) {
-      events_.push_back("start " + s->key.resource);
+      events_.push_back("start " + s->key->resource);
       ++running_;
       max_running_ = std::max(max_running_, running_);
     }

@@ -74,7 +74,7 @@ TEST(CallbacksModel, Defect3_AnotherRevisionIsMergedIntoTheSameTransfer) {
   const DemandHandle old_rev = drv.subscribe(key("rock", "r1"), opts(1, 0));
   const DemandHandle new_rev = drv.subscribe(key("rock", "r2"), opts(2, 0));
   EXPECT_EQ(drv.started.size(), 1u);
-  EXPECT_EQ(drv.started[0].key.revision, "r1");
+  EXPECT_EQ(drv.started[0].key->revision, "r1");
   drv.complete(key("rock", "r1"));
   EXPECT_EQ(drv.outcome(new_rev), DemandOutcome::succeeded) << "told success with r1's bytes";
   EXPECT_EQ(drv.outcome(old_rev), DemandOutcome::succeeded);

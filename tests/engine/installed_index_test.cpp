@@ -105,7 +105,7 @@ TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
         std::vector<InstalledIndex::Entry> evicted, expected;
         index.insert(key, size, evicted);
         if (size > capacity) {
-          expected.push_back({key, size});
+          expected.push_back({KeyRef(key), size});
         } else {
           ArtifactKey kept = key;  // A refresh keeps the key first installed (resource-only
           if (auto it = find(key); it != lru.end()) {  // identity: another revision's).
@@ -116,7 +116,7 @@ TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
           lru.emplace_front(kept, size);
           used += size;
           while (used > capacity) {
-            expected.push_back({lru.back().first, lru.back().second});
+            expected.push_back({KeyRef(lru.back().first), lru.back().second});
             used -= lru.back().second;
             lru.pop_back();
           }

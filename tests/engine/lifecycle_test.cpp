@@ -24,7 +24,7 @@ SchedulerConfig one_slot() {
 std::vector<std::string> start_order(const Driver& drv) {
   std::vector<std::string> out;
   for (const auto& s : drv.started)
-    out.push_back(s.key.resource);
+    out.push_back(s.key->resource);
   return out;
 }
 
@@ -402,7 +402,7 @@ TEST(Lifecycle, RetryJitterDoesNotDependOnTheOrderOfSimultaneousFailures) {
       const std::size_t before = drv.started.size();
       drv.tick(*wake);
       for (std::size_t i = before; i < drv.started.size(); ++i)
-        restarted[drv.started[i].key.resource] = drv.now;
+        restarted[drv.started[i].key->resource] = drv.now;
     }
     return restarted;
   };

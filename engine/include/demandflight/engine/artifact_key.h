@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 
 namespace dfl {
 
@@ -28,6 +30,46 @@ std::string to_string(const ArtifactKey& key);
 struct ArtifactKeyHash {
   std::size_t operator()(const ArtifactKey& key) const noexcept;
 };
+
+// KeyRef: a shared, immutable ArtifactKey. The engine keeps one per task and
+// hands it on in its commands, its installed index and its evictions, so a
+// key's strings are copied at most once per task rather than once per use.
+// A caller that subscribes to one key many times (a manifest, a trace) can
+// make the KeyRef once and pass it: the task then shares the caller's key,
+// and comparing the two is a pointer comparison.
+//
+// A KeyRef is never null once made from a key. It compares by value: two
+// KeyRefs to equal keys are equal, whoever made them.
+class KeyRef {
+ public:
+  KeyRef() = default;  // Empty: only to be assigned to.
+  explicit KeyRef(ArtifactKey key) : key_(std::make_shared<const ArtifactKey>(std::move(key))) {}
+  explicit KeyRef(std::shared_ptr<const ArtifactKey> key) : key_(std::move(key)) {}
+  // A KeyRef that does not own `key`: copying it costs no reference count.
+  // The caller keeps `key` alive, unchanged, for as long as any copy may be
+  // held: by the scheduler (until it is destroyed) and in its commands.
+  static KeyRef borrow(const ArtifactKey& key) {
+    return KeyRef(std::shared_ptr<const ArtifactKey>(std::shared_ptr<const ArtifactKey>(), &key));
+  }
+
+  const ArtifactKey& operator*() const noexcept { return *key_; }
+  const ArtifactKey* operator->() const noexcept { return key_.get(); }
+  const ArtifactKey* get() const noexcept { return key_.get(); }
+  operator const ArtifactKey&() const noexcept { return *key_; }  // NOLINT: a key, read-only.
+  explicit operator bool() const noexcept { return key_ != nullptr; }
+
+  friend bool operator==(const KeyRef& a, const KeyRef& b) noexcept {
+    return a.key_ == b.key_ || (a.key_ && b.key_ && *a.key_ == *b.key_);
+  }
+  friend bool operator==(const KeyRef& a, const ArtifactKey& b) noexcept {
+    return a.key_ && (a.key_.get() == &b || *a.key_ == b);
+  }
+
+ private:
+  std::shared_ptr<const ArtifactKey> key_;
+};
+
+inline std::string to_string(const KeyRef& key) { return to_string(*key); }
 
 }  // namespace dfl
 

@@ -20,10 +20,11 @@ namespace dfl {
 // The runtime reports progress and the end with `transfer`. An attempt 1 with
 // a non-zero offset resumes a kept partial of the key (AbortTransfer with
 // keep_partial); later attempts resume the task's own earlier bytes.
+// Keys in commands are KeyRefs: the task's own key, shared, never copied.
 struct StartTransfer {
   TaskId task;
   TransferId transfer;
-  ArtifactKey key;
+  KeyRef key;
   OriginId origin = 0;
   std::uint64_t resume_offset_bytes = 0;
   std::uint64_t size_bytes = 0;  // Expected total size; 0 when unknown.
@@ -46,7 +47,7 @@ struct AbortTransfer {
 // The engine forgot a kept partial of `key` (the partial budget is full, or
 // the key got installed): the runtime may delete its bytes.
 struct DropPartial {
-  ArtifactKey key;
+  KeyRef key;
   std::uint64_t bytes = 0;
 };
 
@@ -54,7 +55,7 @@ struct DropPartial {
 struct StartFinalize {
   TaskId task;
   FinalizeId finalize;
-  ArtifactKey key;
+  KeyRef key;
   std::uint64_t size_bytes = 0;
 };
 
@@ -68,7 +69,7 @@ struct Deliver {
 // The installed-artifact index evicted `key` (LRU, over capacity): the runtime
 // may delete its bytes.
 struct EvictArtifact {
-  ArtifactKey key;
+  KeyRef key;
   std::uint64_t size_bytes = 0;
 };
 

@@ -37,7 +37,7 @@ struct KeyIdentity {
 class InstalledIndex {
  public:
   struct Entry {
-    ArtifactKey key;
+    KeyRef key;
     std::uint64_t size_bytes = 0;
   };
 
@@ -53,10 +53,14 @@ class InstalledIndex {
   bool contains(const ArtifactKey& key) const;
 
   // Installs (or refreshes) `key` and appends what had to leave to `evicted`.
+  // The index shares the key: it copies no strings.
   void insert(const ArtifactKey& key, std::uint64_t size_bytes, std::vector<Entry>& evicted) {
-    insert(key, hash(key), size_bytes, evicted);
+    insert(KeyRef(key), size_bytes, evicted);
   }
-  void insert(const ArtifactKey& key, std::size_t key_hash, std::uint64_t size_bytes,
+  void insert(const KeyRef& key, std::uint64_t size_bytes, std::vector<Entry>& evicted) {
+    insert(key, hash(*key), size_bytes, evicted);
+  }
+  void insert(const KeyRef& key, std::size_t key_hash, std::uint64_t size_bytes,
               std::vector<Entry>& evicted);
 
   std::uint64_t used_bytes() const { return used_bytes_; }
@@ -68,7 +72,7 @@ class InstalledIndex {
   // them by the key's hash, so a lookup hashes the key once and compares keys
   // only on a hash match.
   struct Slot {
-    ArtifactKey key;
+    KeyRef key;
     std::size_t key_hash = 0;
     std::uint64_t size_bytes = 0;
   };

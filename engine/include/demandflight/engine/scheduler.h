@@ -127,6 +127,12 @@ class Scheduler {
   // without NDEBUG, trusted in release builds.
   DemandHandle subscribe(double now_s, const ArtifactKey& key, std::size_t key_hash,
                          const DemandOptions& options);
+  // As above, with the key shared: a task this subscribe creates keeps `key`
+  // itself rather than a copy, and later subscribes with the same KeyRef find
+  // that task (and the installed key) without comparing strings. For callers
+  // that hold their keys as KeyRefs already (a manifest, a trace).
+  DemandHandle subscribe(double now_s, const KeyRef& key, std::size_t key_hash,
+                         const DemandOptions& options);
 
   // Withdraws this demand only (demand model). Idempotent: a stale, unknown or
   // already-ended handle is a no-op.

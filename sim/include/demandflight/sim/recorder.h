@@ -94,12 +94,26 @@ class ResultRecorder {
     }
     orphan_install_size_.assign(key_index_.size(), 0);
     partial_pending_.assign(key_index_.size(), 0);
+    // One KeyRef per key for the scheduler: the tasks, commands and installed
+    // index share these, so keys are compared by pointer and never copied.
+    keys_.reserve(key_artifact_.size());  // Never reallocated: key_refs_ point into it.
+    key_refs_.reserve(key_artifact_.size());
+    for (std::uint32_t a : key_artifact_) {
+      keys_.push_back(trace.artifacts[a].key);
+      key_refs_.push_back(KeyRef::borrow(keys_.back()));
+    }
   }
+  // key_refs_ borrow from keys_: the recorder neither moves nor copies.
+  ResultRecorder(const ResultRecorder&) = delete;
+  ResultRecorder& operator=(const ResultRecorder&) = delete;
 
   // --- Keys ------------------------------------------------------------------
   std::size_t key_count() const { return key_size_.size(); }
   std::uint32_t key_of_artifact(std::uint32_t artifact) const { return key_of_artifact_[artifact]; }
   std::uint32_t key_of_task(TaskId task) { return track(task).key; }
+  // The key as a KeyRef for Scheduler::subscribe. It borrows from the
+  // recorder: the scheduler must not outlive it.
+  const KeyRef& key_ref(std::uint32_t key) const { return key_refs_[key]; }
   // The id of the first alias of a key, for displays.
   const std::string& key_name(std::uint32_t key) const {
     return trace_.artifacts[key_artifact_[key]].id;
@@ -338,12 +352,19 @@ class ResultRecorder {
   // Charges the bytes `table` holds for `key` as wasted (a completed orphan
   // evicted unused, a kept partial dropped unresumed); `nonzero` counts the
   // table's non-zero entries, so that an empty table costs no lookup.
-  void charge_pending(const ArtifactKey& key, std::vector<std::uint64_t>& table,
+  void charge_pending(const KeyRef& key, std::vector<std::uint64_t>& table,
                       std::size_t& nonzero) {
     if (nonzero == 0) return;
-    auto it = key_index_.find(key);
-    if (it == key_index_.end()) return;
-    std::uint64_t& pending = table[it->second];
+    std::uint32_t index = 0;
+    const ArtifactKey* p = key.get();
+    if (std::less_equal<>{}(keys_.data(), p) && std::less<>{}(p, keys_.data() + keys_.size())) {
+      index = static_cast<std::uint32_t>(p - keys_.data());  // One of key_ref()'s.
+    } else {
+      auto it = key_index_.find(*key);
+      if (it == key_index_.end()) return;
+      index = it->second;
+    }
+    std::uint64_t& pending = table[index];
     if (pending == 0) return;
     result_.summary.bytes_wasted += pending;
     pending = 0;
@@ -402,6 +423,8 @@ class ResultRecorder {
   std::vector<std::uint32_t> key_of_artifact_;
   std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
   std::vector<std::uint64_t> key_size_;
+  std::vector<ArtifactKey> keys_;  // By key index.
+  std::vector<KeyRef> key_refs_;   // Borrowing from keys_.
   std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
   std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
   std::vector<std::uint64_t> partial_pending_;      // Per key: kept partial not yet resumed.
