@@ -7,35 +7,41 @@ InstalledIndex::InstalledIndex(std::uint64_t capacity_bytes, KeyIdentity identit
 
 // A key shared with the index (the task's own KeyRef, or a caller's that the
 // task shared) is found without comparing strings.
-InstalledIndex::Map::iterator InstalledIndex::find(const ArtifactKey& key, std::size_t key_hash) {
-  auto [first, last] = slots_.equal_range(key_hash);
-  for (auto it = first; it != last; ++it) {
-    const ArtifactKey* held = it->second->key.get();
-    if (held == &key || equal_(*held, key)) return it;
-  }
-  return slots_.end();
+std::size_t InstalledIndex::find(const ArtifactKey& key, std::size_t key_hash) const {
+  return table_.find(key_hash, [&](std::uint32_t s) {
+    const ArtifactKey* held = slots_[s].key.get();
+    return held == &key || equal_(*held, key);
+  });
 }
 
-InstalledIndex::Map::const_iterator InstalledIndex::find(const ArtifactKey& key,
-                                                         std::size_t key_hash) const {
-  auto [first, last] = slots_.equal_range(key_hash);
-  for (auto it = first; it != last; ++it) {
-    const ArtifactKey* held = it->second->key.get();
-    if (held == &key || equal_(*held, key)) return it;
-  }
-  return slots_.end();
+void InstalledIndex::unlink(std::uint32_t s) {
+  Slot& slot = slots_[s];
+  (slot.newer != kNone ? slots_[slot.newer].older : newest_) = slot.older;
+  (slot.older != kNone ? slots_[slot.older].newer : oldest_) = slot.newer;
+  slot.newer = slot.older = kNone;
+}
+
+void InstalledIndex::link_newest(std::uint32_t s) {
+  Slot& slot = slots_[s];
+  slot.newer = kNone;
+  slot.older = newest_;
+  (newest_ != kNone ? slots_[newest_].newer : oldest_) = s;
+  newest_ = s;
 }
 
 bool InstalledIndex::touch(const ArtifactKey& key, std::size_t key_hash) {
-  if (slots_.empty()) return false;
-  auto it = find(key, key_hash);
-  if (it == slots_.end()) return false;
-  lru_.splice(lru_.begin(), lru_, it->second);
+  const std::size_t at = find(key, key_hash);
+  if (at == detail::HashSlots::kNotFound) return false;
+  const std::uint32_t s = table_.slot_at(at);
+  if (s != newest_) {
+    unlink(s);
+    link_newest(s);
+  }
   return true;
 }
 
 bool InstalledIndex::contains(const ArtifactKey& key) const {
-  return find(key, hash_(key)) != slots_.end();
+  return find(key, hash_(key)) != detail::HashSlots::kNotFound;
 }
 
 void InstalledIndex::insert(const KeyRef& key, std::size_t key_hash, std::uint64_t size_bytes,
@@ -45,28 +51,48 @@ void InstalledIndex::insert(const KeyRef& key, std::size_t key_hash, std::uint64
     evicted.push_back(Entry{key, size_bytes});
     return;
   }
-  auto it = find(*key, key_hash);
-  if (it == slots_.end()) {
-    lru_.push_front(Slot{key, key_hash, size_bytes});
-    slots_.emplace(key_hash, lru_.begin());
-  } else {
-    Slot& slot = *it->second;
-    used_bytes_ -= slot.size_bytes;
+  const std::size_t at = find(*key, key_hash);
+  if (at == detail::HashSlots::kNotFound) {
+    std::uint32_t s = free_;
+    if (s != kNone) {
+      free_ = slots_[s].newer;
+    } else {
+      s = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& slot = slots_[s];
+    slot.key = key;
+    slot.key_hash = key_hash;
     slot.size_bytes = size_bytes;
-    lru_.splice(lru_.begin(), lru_, it->second);
+    link_newest(s);
+    table_.insert(key_hash, s);
+  } else {
+    // A refresh keeps the key first installed (under resource-only identity,
+    // another revision's).
+    const std::uint32_t s = table_.slot_at(at);
+    used_bytes_ -= slots_[s].size_bytes;
+    slots_[s].size_bytes = size_bytes;
+    if (s != newest_) {
+      unlink(s);
+      link_newest(s);
+    }
   }
   used_bytes_ += size_bytes;
   while (used_bytes_ > capacity_bytes_)
-    evict_back(evicted);
+    evict_oldest(evicted);
 }
 
-void InstalledIndex::evict_back(std::vector<Entry>& evicted) {
-  Slot& slot = lru_.back();
-  auto it = find(*slot.key, slot.key_hash);
-  slots_.erase(it);
+void InstalledIndex::evict_oldest(std::vector<Entry>& evicted) {
+  const std::uint32_t s = oldest_;
+  Slot& slot = slots_[s];
+  const std::size_t at = table_.find(slot.key_hash, [s](std::uint32_t t) { return t == s; });
+  table_.erase(at);
+  unlink(s);
   used_bytes_ -= slot.size_bytes;
   evicted.push_back(Entry{std::move(slot.key), slot.size_bytes});
-  lru_.pop_back();
+  slot.key = KeyRef{};
+  slot.newer = free_;
+  free_ = s;
 }
 
 }  // namespace dfl

@@ -25,6 +25,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "demandflight/engine/detail/hash_slots.h"
 #include "demandflight/engine/installed_index.h"
 #include "engine_assert.h"
 #include "task_queue.h"
@@ -724,9 +725,9 @@ class Scheduler::Impl {
   // The live task for `key` (the newest, in the independent model), or kNone.
   // Compares keys only on a hash match.
   std::uint32_t find_task(const ArtifactKey& key, std::size_t key_hash) const {
-    auto it = key_heads_.find(key_hash);
-    if (it == key_heads_.end()) return kNone;
-    for (std::uint32_t t = it->second; t != kNone; t = tasks_[t].key_next) {
+    const std::size_t at = key_heads_.find(key_hash, any_slot);
+    if (at == detail::HashSlots::kNotFound) return kNone;
+    for (std::uint32_t t = key_heads_.slot_at(at); t != kNone; t = tasks_[t].key_next) {
       const ArtifactKey* held = tasks_[t].key.get();
       if (held == &key || key_equal_(*held, key)) return t;
     }
@@ -1112,12 +1113,15 @@ class Scheduler::Impl {
   // model can queue thousands for one popular key.
   void link_key(std::uint32_t t) {
     Task& task = tasks_[t];
-    auto [it, inserted] = key_heads_.try_emplace(task.key_hash, t);
     task.key_prev = kNone;
-    task.key_next = inserted ? kNone : it->second;
-    if (!inserted) {
-      tasks_[it->second].key_prev = t;
-      it->second = t;
+    task.key_next = kNone;
+    const std::size_t at = key_heads_.find(task.key_hash, any_slot);
+    if (at == detail::HashSlots::kNotFound) {
+      key_heads_.insert(task.key_hash, t);
+    } else {
+      task.key_next = key_heads_.slot_at(at);
+      tasks_[task.key_next].key_prev = t;
+      key_heads_.set_slot_at(at, t);
     }
   }
 
@@ -1127,12 +1131,13 @@ class Scheduler::Impl {
     if (task.key_prev != kNone) {
       tasks_[task.key_prev].key_next = task.key_next;
     } else {
-      auto it = key_heads_.find(task.key_hash);
-      DFL_ASSERT(it != key_heads_.end() && it->second == t, "task missing from the key map");
+      const std::size_t at = key_heads_.find(task.key_hash, any_slot);
+      DFL_ASSERT(at != detail::HashSlots::kNotFound && key_heads_.slot_at(at) == t,
+                 "task missing from the key map");
       if (task.key_next != kNone) {
-        it->second = task.key_next;
+        key_heads_.set_slot_at(at, task.key_next);
       } else {
-        key_heads_.erase(it);
+        key_heads_.erase(at);
       }
     }
     task.key_prev = task.key_next = kNone;
@@ -1254,12 +1259,10 @@ class Scheduler::Impl {
   static constexpr std::size_t kIdleOwnersMax = 4096;
   // Live tasks by key hash (under the model's identity): the newest, whose
   // Task::key_next links the others. A list, because hashes collide and the
-  // independent model keeps several tasks per key.
-  struct IdentityHash {
-    std::size_t operator()(std::size_t h) const noexcept { return h; }
-  };
+  // independent model keeps several tasks per key. One entry per hash.
   KeyIdentity::Equal key_equal_;
-  std::unordered_map<std::size_t, std::uint32_t, IdentityHash> key_heads_;
+  detail::HashSlots key_heads_;
+  static bool any_slot(std::uint32_t) { return true; }  // The hash's one entry.
   std::vector<OriginSlots> origins_;
   detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
@@ -1289,7 +1292,15 @@ void Scheduler::Impl::check_invariants() const {
   // shared models no two of them have one key (contract 1).
   std::vector<bool> keyed(tasks_.capacity(), false);
   std::size_t keyed_count = 0;
-  for (const auto& [hash, first] : key_heads_) {
+  std::vector<std::pair<std::size_t, std::uint32_t>> heads;
+  key_heads_.for_each([&](std::size_t hash, std::uint32_t first) { heads.emplace_back(hash, first); });
+  std::vector<std::size_t> head_hashes;
+  for (const auto& [hash, first] : heads)
+    head_hashes.push_back(hash);
+  std::sort(head_hashes.begin(), head_hashes.end());
+  DFL_CHECK(std::adjacent_find(head_hashes.begin(), head_hashes.end()) == head_hashes.end(),
+            "two key lists for one hash");
+  for (const auto& [hash, first] : heads) {
     DFL_CHECK(tasks_[first].key_prev == kNone, "a key list's head has a predecessor");
     for (std::uint32_t u = first; u != kNone; u = tasks_[u].key_next) {
       DFL_CHECK(!keyed[u], "a task is in the key map twice");

@@ -9,11 +9,10 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
-#include <unordered_map>
 #include <vector>
 
 #include "demandflight/engine/artifact_key.h"
+#include "demandflight/engine/detail/hash_slots.h"
 
 namespace dfl {
 
@@ -65,33 +64,36 @@ class InstalledIndex {
 
   std::uint64_t used_bytes() const { return used_bytes_; }
   std::uint64_t capacity_bytes() const { return capacity_bytes_; }
-  std::size_t size() const { return lru_.size(); }
+  std::size_t size() const { return table_.size(); }
 
  private:
-  // Entries live in the LRU list (most recent at the front); the map finds
-  // them by the key's hash, so a lookup hashes the key once and compares keys
-  // only on a hash match.
+  // Entries live in a slab of slots, linked from the most to the least
+  // recently used; `table_` finds them by the key's hash, so a lookup hashes
+  // the key once, compares keys only on a hash match (by pointer first: a
+  // shared KeyRef), and nothing is allocated per entry.
+  static constexpr std::uint32_t kNone = detail::HashSlots::kEmpty;
   struct Slot {
-    KeyRef key;
+    KeyRef key;  // Empty while the slot is free.
     std::size_t key_hash = 0;
     std::uint64_t size_bytes = 0;
+    std::uint32_t newer = kNone;  // Towards newest_; the free list's link when free.
+    std::uint32_t older = kNone;  // Towards oldest_.
   };
-  using Lru = std::list<Slot>;
-  struct IdentityHash {
-    std::size_t operator()(std::size_t h) const noexcept { return h; }
-  };
-  using Map = std::unordered_multimap<std::size_t, Lru::iterator, IdentityHash>;
 
-  Map::iterator find(const ArtifactKey& key, std::size_t key_hash);
-  Map::const_iterator find(const ArtifactKey& key, std::size_t key_hash) const;
-  void evict_back(std::vector<Entry>& evicted);
+  std::size_t find(const ArtifactKey& key, std::size_t key_hash) const;
+  void unlink(std::uint32_t s);
+  void link_newest(std::uint32_t s);
+  void evict_oldest(std::vector<Entry>& evicted);
 
   KeyIdentity::Hash hash_;
   KeyIdentity::Equal equal_;
   std::uint64_t capacity_bytes_;
   std::uint64_t used_bytes_ = 0;
-  Map slots_;
-  Lru lru_;
+  std::vector<Slot> slots_;
+  std::uint32_t free_ = kNone;
+  std::uint32_t newest_ = kNone;
+  std::uint32_t oldest_ = kNone;
+  detail::HashSlots table_;
 };
 
 }  // namespace dfl
