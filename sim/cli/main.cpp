@@ -216,8 +216,8 @@ int main(int argc, char** argv) {
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
     const Trace trace = read_trace(trace_path);
-    const auto t_simulate = clock::now();
-    const Usage u_simulate = usage();
+    // Opened (and an old result truncated) before the simulation, so that an
+    // unwritable path fails at once; not part of the simulate phase's time.
     std::ofstream out;
     if (!out_path.empty()) {
       out.open(out_path);
@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+    const auto t_simulate = clock::now();
+    const Usage u_simulate = usage();
     const Result result = cli::simulate(trace, options);
     const auto t_write = clock::now();
     const Usage u_write = usage();
