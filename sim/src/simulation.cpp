@@ -143,9 +143,13 @@ class Simulation {
     build_platform();
     faults_.assign(recorder_.key_count(), KeyFaults{});
     handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
-    key_hash_.reserve(trace_.artifacts.size());
-    for (const Artifact& artifact : trace_.artifacts)
-      key_hash_.push_back(scheduler_.key_hash(artifact.key));
+    subscribe_as_.reserve(trace_.artifacts.size());
+    for (std::uint32_t a = 0; a < trace_.artifacts.size(); ++a) {
+      const Artifact& artifact = trace_.artifacts[a];
+      subscribe_as_.push_back(SubscribeAs{recorder_.key_ref(recorder_.key_of_artifact(a)),
+                                          scheduler_.key_hash(artifact.key), artifact.size_bytes,
+                                          artifact.origin});
+    }
     if (!options_.transfer_log_path.empty()) {
       transfer_log_.open(options_.transfer_log_path);
       if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
@@ -267,7 +271,7 @@ class Simulation {
     switch (r.op) {
       case Op::subscribe: {
         fire_due_timers();
-        const Artifact& a = trace_.artifacts[r.artifact];
+        const SubscribeAs& a = subscribe_as_[r.artifact];
         DemandOptions o;
         o.owner = r.owner;
         o.owner_generation = r.owner_generation;
@@ -277,8 +281,7 @@ class Simulation {
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
         prefault_->used(kDemandsTable, r.demand + 1);  // Demands are numbered as subscribed.
-        const DemandHandle h = scheduler_.subscribe(
-            t, recorder_.key_ref(recorder_.key_of_artifact(r.artifact)), key_hash_[r.artifact], o);
+        const DemandHandle h = scheduler_.subscribe(t, a.key, a.key_hash, o);
         handle_of_demand_[r.demand] = h;
         std::optional<TaskId> task;
         if (auto info = scheduler_.demand(h)) task = info->task;
@@ -739,8 +742,16 @@ class Simulation {
 
   std::size_t next_record_ = 0;
   std::vector<DemandHandle> handle_of_demand_;
-  // By artifact: the scheduler's hash of its key, computed once, not per subscribe.
-  std::vector<std::size_t> key_hash_;
+  // By artifact, what a subscribe of it passes, in one place: the key's
+  // KeyRef (one per key, aliases share it) and the scheduler's hash of it,
+  // computed once rather than per subscribe.
+  struct SubscribeAs {
+    KeyRef key;
+    std::size_t key_hash = 0;
+    std::uint64_t size_bytes = 0;
+    OriginId origin = 0;
+  };
+  std::vector<SubscribeAs> subscribe_as_;
 
   // Open addressing: no node to allocate and free per transfer, finalize or
   // cancelled comm (hundreds of thousands of each in a large trace).

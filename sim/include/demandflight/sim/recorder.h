@@ -83,6 +83,7 @@ class ResultRecorder {
     result_index_of_demand_.assign(trace.demand_ids.size(), 0);
     // Aliases with one key share one key index (faults, orphan installs).
     key_of_artifact_.reserve(trace.artifacts.size());
+    key_index_.reserve(trace.artifacts.size());  // No rehash: it would hash every key again.
     for (const Artifact& a : trace.artifacts) {
       auto [it, inserted] =
           key_index_.try_emplace(a.key, static_cast<std::uint32_t>(key_index_.size()));
