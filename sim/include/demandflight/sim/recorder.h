@@ -215,7 +215,6 @@ class ResultRecorder {
     TaskResult task;
     task.artifact = creating_artifact_;
     task.t_start = t;
-    task.priority_timeline.reserve(2);  // Its first priority, and none at its end.
     result_.tasks.push_back(std::move(task));
     return result_.tasks.back();
   }
