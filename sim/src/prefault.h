@@ -36,7 +36,7 @@ class Prefaulter {
     std::size_t element_bytes = 0;
     std::size_t capacity = 0;
   };
-  static constexpr std::size_t kTables = 2;
+  static constexpr std::size_t kTables = 3;
   // Kept faulted in beyond the part in use: a million-demand run fills
   // ~16 KB of its tables per millisecond, the thread looks every few.
   static constexpr std::size_t kAheadBytes = 16u << 20;

@@ -23,15 +23,16 @@ ojson percentiles_json(const Percentiles& p) {
 
 // Nearest rank: the value at rank ceil(q * n). Three selections in place,
 // each on the part above the previous rank: O(n), not a full sort.
-Percentiles percentiles(std::vector<double> values) {
+Percentiles percentiles(double* first, double* last) {
   Percentiles out;
-  if (values.empty()) return out;
-  const auto n = static_cast<double>(values.size());
-  auto lo = values.begin();
+  if (first == last) return out;
+  const auto size = static_cast<std::size_t>(last - first);
+  const auto n = static_cast<double>(size);
+  double* lo = first;
   auto rank = [&](double q) {
     const auto index = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n))) - 1;
-    auto nth = values.begin() + static_cast<std::ptrdiff_t>(std::min(index, values.size() - 1));
-    std::nth_element(lo, nth, values.end());
+    double* nth = first + std::min(index, size - 1);
+    std::nth_element(lo, nth, last);
     lo = nth;
     return *nth;
   };
@@ -41,48 +42,61 @@ Percentiles percentiles(std::vector<double> values) {
   return out;
 }
 
+Percentiles percentiles(std::vector<double> values) {
+  return percentiles(values.data(), values.data() + values.size());
+}
+
 void compute_latencies(Result& result) {
-  // Counted first, so that each vector is allocated once at its size: a
-  // million latencies pushed into growing vectors copied them over and over,
-  // into fresh pages each time.
+  std::size_t succeeded = 0;
+  for (const DemandResult& d : result.demands)
+    succeeded += d.ended && d.outcome == DemandOutcome::succeeded;
+  std::vector<double> scratch(succeeded);
+  compute_latencies(result, scratch.data());
+}
+
+void compute_latencies(Result& result, double* scratch) {
+  // Two passes over the demands: count the succeeded ones by priority, then
+  // place their latencies in `scratch`, grouped by priority. Each group's
+  // percentiles are selected in place, then those of the whole buffer (a
+  // selection needs no order): no vector per priority.
   auto counted = [](const DemandResult& d) {
     return d.ended && d.outcome == DemandOutcome::succeeded;
   };
-  std::size_t total = 0;
   std::map<Priority, std::size_t> count_by_priority;
   std::size_t* run = nullptr;  // Runs of one priority skip the map.
   Priority run_priority = 0;
   for (const DemandResult& d : result.demands) {
     if (!counted(d)) continue;
-    ++total;
     if (run == nullptr || d.priority != run_priority) {
       run = &count_by_priority[d.priority];
       run_priority = d.priority;
     }
     ++*run;
   }
-  std::vector<double> all;
-  all.reserve(total);
-  std::map<Priority, std::vector<double>> by_priority;
-  for (const auto& [priority, count] : count_by_priority)
-    by_priority[priority].reserve(count);
-  std::vector<double>* last = nullptr;
-  Priority last_priority = 0;
+  std::size_t total = 0;
+  std::map<Priority, std::size_t> next_by_priority;  // Where the group's next value goes.
+  for (const auto& [priority, count] : count_by_priority) {
+    next_by_priority[priority] = total;
+    total += count;
+  }
+  double* const values = scratch;
+  run = nullptr;
   for (const DemandResult& d : result.demands) {
     if (!counted(d)) continue;
-    const double latency = d.t_end - d.t_subscribe;
-    all.push_back(latency);
-    if (last == nullptr || d.priority != last_priority) {
-      last = &by_priority[d.priority];
-      last_priority = d.priority;
+    if (run == nullptr || d.priority != run_priority) {
+      run = &next_by_priority[d.priority];
+      run_priority = d.priority;
     }
-    last->push_back(latency);
+    values[(*run)++] = d.t_end - d.t_subscribe;
   }
-  result.summary.latency_s = percentiles(std::move(all));
   result.summary.latency_s_by_priority.clear();
-  for (auto& [priority, values] : by_priority) {
-    result.summary.latency_s_by_priority[priority] = percentiles(std::move(values));
+  std::size_t begin = 0;
+  for (const auto& [priority, count] : count_by_priority) {
+    result.summary.latency_s_by_priority[priority] =
+        percentiles(values + begin, values + begin + count);
+    begin += count;
   }
+  result.summary.latency_s = percentiles(values, values + total);
 }
 
 namespace {

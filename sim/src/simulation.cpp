@@ -159,7 +159,12 @@ class Simulation {
     const ResultRecorder::Storage storage = recorder_.storage();
     prefault_.emplace(std::array<Prefaulter::Table, Prefaulter::kTables>{
         Prefaulter::Table{storage.demands, sizeof(DemandResult), storage.demands_capacity},
-        Prefaulter::Table{storage.tasks, sizeof(TaskResult), storage.tasks_capacity}});
+        Prefaulter::Table{storage.tasks, sizeof(TaskResult), storage.tasks_capacity},
+        Prefaulter::Table{storage.latency_scratch, sizeof(double),
+                          storage.latency_scratch_capacity}});
+    // Wanted whole, but only at the end: the thread faults it in from the
+    // start, alongside the others.
+    prefault_->used(kLatencyTable, storage.latency_scratch_capacity);
 
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
       enter();
@@ -774,7 +779,7 @@ class Simulation {
 
   std::ofstream transfer_log_;
   Timeline timeline_;
-  static constexpr std::size_t kDemandsTable = 0, kTasksTable = 1;
+  static constexpr std::size_t kDemandsTable = 0, kTasksTable = 1, kLatencyTable = 2;
   std::optional<Prefaulter> prefault_;  // During run(): the result's tables.
 };
 

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -291,16 +292,21 @@ class ResultRecorder {
 
   // Where the result's tables lie, reserved at construction for the whole
   // run (a runtime may have their pages faulted in ahead of use): the
-  // demands' table fills up entirely, the tasks' grows by one per TaskCreated.
+  // demands' table fills up entirely, the tasks' grows by one per TaskCreated;
+  // finish() computes the latency percentiles in the scratch table, a double
+  // per demand, untouched until then.
   struct Storage {
     void* demands = nullptr;
     std::size_t demands_capacity = 0;
     void* tasks = nullptr;
     std::size_t tasks_capacity = 0;
+    void* latency_scratch = nullptr;
+    std::size_t latency_scratch_capacity = 0;
   };
   Storage storage() {
-    return Storage{result_.demands.data(), result_.demands.capacity(), result_.tasks.data(),
-                   result_.tasks.capacity()};
+    return Storage{result_.demands.data(),  result_.demands.capacity(),
+                   result_.tasks.data(),    result_.tasks.capacity(),
+                   latency_scratch_.get(), trace_.demand_ids.size()};
   }
 
   // The run is over at `t`.
@@ -312,7 +318,7 @@ class ResultRecorder {
       result_.summary.bytes_wasted += pending;
     for (std::uint64_t pending : partial_pending_)  // Kept, never resumed.
       result_.summary.bytes_wasted += pending;
-    compute_latencies(result_);
+    compute_latencies(result_, latency_scratch_.get());
     return std::move(result_);
   }
 
@@ -424,6 +430,10 @@ class ResultRecorder {
   std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
   std::vector<std::uint64_t> key_size_;
   std::vector<ArtifactKey> keys_;  // By key index.
+  // Room for every demand's latency (finish); not initialized, so that its
+  // pages are untouched until a prefaulter or finish() writes them.
+  std::unique_ptr<double[]> latency_scratch_ =
+      std::make_unique_for_overwrite<double[]>(trace_.demand_ids.size());
   std::vector<KeyRef> key_refs_;   // Borrowing from keys_.
   std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
   std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.

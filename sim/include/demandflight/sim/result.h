@@ -87,8 +87,13 @@ struct Result {
 
 // Fills the latency fields of result.summary from result.demands.
 void compute_latencies(Result& result);
+// The same, with `scratch` (room for one double per succeeded demand; at
+// most result.demands.size()) as its working memory, which a caller can
+// have ready in advance.
+void compute_latencies(Result& result, double* scratch);
 
 Percentiles percentiles(std::vector<double> values);
+Percentiles percentiles(double* first, double* last);  // Reorders the values.
 
 void write_result_json(const Result& result, const Trace& trace, std::ostream& out);
 
