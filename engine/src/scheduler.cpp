@@ -601,10 +601,14 @@ class Scheduler::Impl {
   // Joins the live task of the demand's key, or creates one.
   void attach(std::uint32_t d, const ArtifactKey& key, const KeyRef* shared, std::size_t key_hash,
               const DemandOptions& options) {
-    std::uint32_t t = kNone;
-    // Model rule: the independent model never shares a task.
-    if (config_.model != Model::independent) t = find_task(key, key_hash);
-    if (t == kNone) t = create_task(shared != nullptr ? *shared : KeyRef(key), key_hash, options);
+    // Model rule: the independent model never shares a task. It shares the
+    // key, though: a new task of a key that a live task has takes its KeyRef
+    // (keys are immutable), rather than a copy of the strings.
+    std::uint32_t t = find_task(key, key_hash);
+    if (t == kNone || config_.model == Model::independent) {
+      const KeyRef* same = t != kNone ? &tasks_[t].key : shared;
+      t = create_task(same != nullptr ? *same : KeyRef(key), key_hash, options);
+    }
 
     Demand& demand = demands_[d];
     Task& task = tasks_[t];

@@ -74,6 +74,22 @@ TEST(KeyRef, EqualKeysFromAnyRefShareOneTask) {
   EXPECT_EQ(drv.scheduler.stats().cache_hits, 1u);
 }
 
+// The independent model never shares a task, but its tasks of one key share
+// the key: a plain-key subscribe copies the strings only when no live task
+// has them.
+TEST(KeyRef, TheIndependentModelsTasksOfOneKeyShareTheirKey) {
+  SchedulerConfig config = Driver::small_config();
+  config.model = Model::independent;
+  Driver drv(config);
+  drv.subscribe(key("rock"), opts(1, 1));
+  drv.subscribe(key("rock"), opts(2, 1));
+  drv.subscribe(key("moss"), opts(3, 1));
+  ASSERT_EQ(drv.started.size(), 2u);  // Two slots: rock twice.
+  EXPECT_NE(drv.started[0].task, drv.started[1].task);
+  EXPECT_EQ(drv.started[0].key.get(), drv.started[1].key.get());
+  EXPECT_EQ(drv.scheduler.live_tasks(), 3u);
+}
+
 // An ended task that installed nothing lets go of its key: the engine pins
 // no key of a task that is gone.
 TEST(KeyRef, AnEndedTaskHoldsNoReferenceToItsKey) {
