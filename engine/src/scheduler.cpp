@@ -1266,7 +1266,9 @@ class Scheduler::Impl {
   // independent model keeps several tasks per key. One entry per hash.
   KeyIdentity::Equal key_equal_;
   detail::HashSlots key_heads_;
-  static bool any_slot(std::uint32_t) { return true; }  // The hash's one entry.
+  static bool any_slot(std::uint32_t) {
+    return true;
+  }  // The hash's one entry.
   std::vector<OriginSlots> origins_;
   detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
@@ -1297,7 +1299,8 @@ void Scheduler::Impl::check_invariants() const {
   std::vector<bool> keyed(tasks_.capacity(), false);
   std::size_t keyed_count = 0;
   std::vector<std::pair<std::size_t, std::uint32_t>> heads;
-  key_heads_.for_each([&](std::size_t hash, std::uint32_t first) { heads.emplace_back(hash, first); });
+  key_heads_.for_each(
+      [&](std::size_t hash, std::uint32_t first) { heads.emplace_back(hash, first); });
   std::vector<std::size_t> head_hashes;
   for (const auto& [hash, first] : heads)
     head_hashes.push_back(hash);

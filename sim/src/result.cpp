@@ -79,7 +79,6 @@ void compute_latencies(Result& result, double* scratch) {
     next_by_priority[priority] = total;
     total += count;
   }
-  double* const values = scratch;
   run = nullptr;
   for (const DemandResult& d : result.demands) {
     if (!counted(d)) continue;
@@ -87,16 +86,16 @@ void compute_latencies(Result& result, double* scratch) {
       run = &next_by_priority[d.priority];
       run_priority = d.priority;
     }
-    values[(*run)++] = d.t_end - d.t_subscribe;
+    scratch[(*run)++] = d.t_end - d.t_subscribe;
   }
   result.summary.latency_s_by_priority.clear();
   std::size_t begin = 0;
   for (const auto& [priority, count] : count_by_priority) {
     result.summary.latency_s_by_priority[priority] =
-        percentiles(values + begin, values + begin + count);
+        percentiles(scratch + begin, scratch + begin + count);
     begin += count;
   }
-  result.summary.latency_s = percentiles(values, values + total);
+  result.summary.latency_s = percentiles(scratch, scratch + total);
 }
 
 namespace {

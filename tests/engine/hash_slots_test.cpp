@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <iterator>
 #include <map>
 #include <random>
@@ -51,8 +51,8 @@ TEST(HashSlots, MatchesAMultimapOnRandomOperations) {
     const int target = 1 + static_cast<int>(random() % (round % 2 == 1 ? 12 : 300));
     for (int op = 0; op < 2000; ++op) {
       const std::size_t hash = random() % hashes * 0x100000001ull;
-      const bool add = static_cast<int>(reference.size()) < target ? random() % 3 != 0
-                                                                   : random() % 3 == 0;
+      const bool add =
+          static_cast<int>(reference.size()) < target ? random() % 3 != 0 : random() % 3 == 0;
       if (add) {
         table.insert(hash, next_slot);
         reference.emplace(hash, next_slot);

@@ -40,8 +40,8 @@ void start_task(sim::ResultRecorder& recorder, const sim::Trace& trace, double t
   recorder.on(t, TaskCreated{TaskId{task}});
   recorder.on(t, TaskPriorityChanged{TaskId{task}, 1});
   recorder.transfer_started();
-  recorder.on(t, StartTransfer{TaskId{task}, TransferId{10 + task}, KeyRef(trace.artifacts[0].key), 0,
-                               resume, 1000, 1});
+  recorder.on(t, StartTransfer{TaskId{task}, TransferId{10 + task}, KeyRef(trace.artifacts[0].key),
+                               0, resume, 1000, 1});
   recorder.after_commands(t);
 }
 

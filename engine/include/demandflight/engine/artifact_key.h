@@ -69,7 +69,9 @@ class KeyRef {
   std::shared_ptr<const ArtifactKey> key_;
 };
 
-inline std::string to_string(const KeyRef& key) { return to_string(*key); }
+inline std::string to_string(const KeyRef& key) {
+  return to_string(*key);
+}
 
 }  // namespace dfl
 

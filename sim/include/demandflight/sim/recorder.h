@@ -304,9 +304,14 @@ class ResultRecorder {
     std::size_t latency_scratch_capacity = 0;
   };
   Storage storage() {
-    return Storage{result_.demands.data(),  result_.demands.capacity(),
-                   result_.tasks.data(),    result_.tasks.capacity(),
-                   latency_scratch_.get(), trace_.demand_ids.size()};
+    Storage s;
+    s.demands = result_.demands.data();
+    s.demands_capacity = result_.demands.capacity();
+    s.tasks = result_.tasks.data();
+    s.tasks_capacity = result_.tasks.capacity();
+    s.latency_scratch = latency_scratch_.get();
+    s.latency_scratch_capacity = trace_.demand_ids.size();
+    return s;
   }
 
   // The run is over at `t`.
@@ -358,8 +363,7 @@ class ResultRecorder {
   // Charges the bytes `table` holds for `key` as wasted (a completed orphan
   // evicted unused, a kept partial dropped unresumed); `nonzero` counts the
   // table's non-zero entries, so that an empty table costs no lookup.
-  void charge_pending(const KeyRef& key, std::vector<std::uint64_t>& table,
-                      std::size_t& nonzero) {
+  void charge_pending(const KeyRef& key, std::vector<std::uint64_t>& table, std::size_t& nonzero) {
     if (nonzero == 0) return;
     std::uint32_t index = 0;
     const ArtifactKey* p = key.get();
@@ -430,11 +434,11 @@ class ResultRecorder {
   std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
   std::vector<std::uint64_t> key_size_;
   std::vector<ArtifactKey> keys_;  // By key index.
+  std::vector<KeyRef> key_refs_;   // Borrowing from keys_.
   // Room for every demand's latency (finish); not initialized, so that its
   // pages are untouched until a prefaulter or finish() writes them.
   std::unique_ptr<double[]> latency_scratch_ =
       std::make_unique_for_overwrite<double[]>(trace_.demand_ids.size());
-  std::vector<KeyRef> key_refs_;   // Borrowing from keys_.
   std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
   std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
   std::vector<std::uint64_t> partial_pending_;      // Per key: kept partial not yet resumed.
