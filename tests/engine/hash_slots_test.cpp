@@ -4,6 +4,7 @@
 // around the table's end, and erases shift entries back across it. DFL_SEED
 // replays a failure; the seed is printed.
 #include "demandflight/engine/detail/hash_slots.h"
+#include "random_test_seed.h"
 
 #include <gtest/gtest.h>
 
@@ -36,10 +37,8 @@ TEST(HashSlots, EntriesWithOneHashAreFoundByTheirSlot) {
 }
 
 TEST(HashSlots, MatchesAMultimapOnRandomOperations) {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("HashSlots.MatchesAMultimapOnRandomOperations: DFL_SEED=%llu\n",
-              static_cast<unsigned long long>(seed));
+  const std::uint64_t seed =
+      dfl::testing::random_test_seed("HashSlots.MatchesAMultimapOnRandomOperations");
   std::mt19937_64 random(seed);
   for (int round = 0; round < 20; ++round) {
     HashSlots table;

@@ -1,4 +1,5 @@
 #include "demandflight/engine/installed_index.h"
+#include "random_test_seed.h"
 
 #include <gtest/gtest.h>
 
@@ -73,10 +74,8 @@ TEST(InstalledIndex, FullIdentitySeparatesRevisionsResourceOnlyMergesThem) {
 // order, sizes and the used bytes must match at every step. DFL_SEED replays
 // a failure; the seed is printed.
 TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("InstalledIndex.MatchesAPlainLruOnRandomOperations: DFL_SEED=%llu\n",
-              static_cast<unsigned long long>(seed));
+  const std::uint64_t seed =
+      dfl::testing::random_test_seed("InstalledIndex.MatchesAPlainLruOnRandomOperations");
   std::mt19937_64 random(seed);
   for (int round = 0; round < 20; ++round) {
     const std::uint64_t capacity = 200 + random() % 3000;

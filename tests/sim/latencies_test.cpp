@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "demandflight/sim/result.h"
+#include "random_test_seed.h"
 
 namespace dfl::sim {
 namespace {
@@ -41,10 +42,8 @@ void expect_same(const Percentiles& got, const Percentiles& want, const char* wh
 }
 
 TEST(Latencies, MatchASortedReferenceOverallAndByPriority) {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("Latencies.MatchASortedReferenceOverallAndByPriority: DFL_SEED=%llu\n",
-              static_cast<unsigned long long>(seed));
+  const std::uint64_t seed =
+      dfl::testing::random_test_seed("Latencies.MatchASortedReferenceOverallAndByPriority");
   std::mt19937_64 random(seed);
   for (int round = 0; round < 40; ++round) {
     Result result;

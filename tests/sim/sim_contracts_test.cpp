@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "random_test_seed.h"
 
 namespace dfl::testing {
 namespace {
@@ -28,14 +29,8 @@ std::string cancel(double t, const std::string& demand) {
   return R"({"op": "cancel", "t": )" + std::to_string(t) + R"(, "demand": ")" + demand + "\"}\n";
 }
 
-// A randomized test's seed: DFL_SEED if set, else a fresh one, printed so that
-// a failure can be replayed. DFL_TRACES sets how many traces it draws.
-std::uint64_t random_test_seed(const char* what) {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("%s: DFL_SEED=%llu\n", what, static_cast<unsigned long long>(seed));
-  return seed;
-}
+// How many traces a randomized test draws: DFL_TRACES, or `fallback`. Its
+// seed comes from random_test_seed (random_test_seed.h).
 int random_test_count(int fallback) {
   const char* env = std::getenv("DFL_TRACES");
   return env != nullptr ? std::atoi(env) : fallback;
