@@ -112,6 +112,7 @@ int run_fetch(const FetchArgs& args) {
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
   options.drop_behind_bytes = args.drop_behind;
   options.direct_writes = args.direct_io;
+  options.pin_on_success = false;  // It only downloads.
   Counter counter;
   options.observer = &counter;
 
@@ -130,6 +131,7 @@ int run_fetch(const FetchArgs& args) {
   std::size_t outstanding = manifest.artifacts.size() * args.copies;
   std::array<std::uint64_t, 5> outcomes{};
   std::vector<std::string> failures;
+  std::unordered_map<std::string, std::string> failure_reason;  // Artifact id -> why.
   std::vector<std::string> lines;  // Plain lines waiting to be printed.
 
   backend::CacheDir::SyncCounts syncs;
@@ -143,16 +145,22 @@ int run_fetch(const FetchArgs& args) {
         o.owner = copy;  // Each copy is another caller.
         o.priority = args.priority;
         client.subscribe(
-            artifact_ref(a), o, [&, id = a.id, size = a.size_bytes, copy](DemandOutcome outcome) {
+            artifact_ref(a), o,
+            [&, id = a.id, size = a.size_bytes, copy](const backend::DemandResult& result) {
+              const DemandOutcome outcome = result.outcome;
               std::lock_guard lock(mutex);
               ++outcomes[static_cast<std::size_t>(outcome)];
-              if (outcome != DemandOutcome::succeeded) failures.push_back(id);
+              if (outcome != DemandOutcome::succeeded) {
+                failures.push_back(id);
+                failure_reason.try_emplace(id, result.reason);
+              }
               if (copy == 0 && mode == "lines") {
                 char line[512];
                 std::snprintf(line, sizeof line, "%-9s %s (%s) at %.3f s",
                               std::string(to_string(outcome)).c_str(), id.c_str(),
                               human_bytes(static_cast<double>(size)).c_str(), elapsed());
                 lines.emplace_back(line);
+                if (outcome != DemandOutcome::succeeded) lines.back() += ": " + result.reason;
               }
               if (--outstanding == 0) done_cv.notify_all();
             });
@@ -249,7 +257,8 @@ int run_fetch(const FetchArgs& args) {
     for (const sim::Artifact& a : manifest.artifacts)
       by_id.emplace(a.id, &a);
     for (std::size_t i = 0; i < failures.size() && i < 20; ++i) {
-      const std::string why = counter.why(by_id.at(failures[i])->key);
+      std::string why = failure_reason[failures[i]];
+      if (why.empty()) why = counter.why(by_id.at(failures[i])->key);
       std::fprintf(stderr, "  %s: %s\n", failures[i].c_str(),
                    why.empty() ? "no attempt failed (cancelled or timed out)" : why.c_str());
     }

@@ -107,6 +107,7 @@ int run_replay(const ReplayArgs& args) {
   options.orphan_policy = args.policy;
   options.cache_dir = args.cache_dir;
   options.resolver = base_url_resolver(args.base_url, trace);
+  options.pin_on_success = false;  // It only downloads.
 
   sim::ResultRecorder recorder(trace, std::string(to_string(model)), args.policy,
                                args.seed.value_or(trace.seed));

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <random>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -21,8 +25,71 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// "cannot write PATH: No space left on device", with "disk full: " before a
+// full file system's errors, so that a user sees the cause first.
 std::string errno_text(const std::string& what, const fs::path& path) {
-  return what + " " + path.string() + ": " + std::strerror(errno);
+  const bool full = errno == ENOSPC || errno == EDQUOT;
+  return (full ? "disk full: " : "") + what + " " + path.string() + ": " + std::strerror(errno);
+}
+
+constexpr const char* kDigestAttribute = "user.demandflight.sha256";
+
+bool is_digest(std::string_view s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// Retries a call interrupted by a signal.
+template <class F>
+int retry_eintr(F call) {
+  int rc = 0;
+  do {
+    rc = call();
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+bool same_file(int fd, const fs::path& path) {
+  struct stat a {}, b {};
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+// The owner id in a staging file's name "<object>.<owner>.<n>.part".
+std::string owner_of_staging(const std::string& name) {
+  const std::size_t first = name.find('.');
+  if (first == std::string::npos) return {};
+  const std::size_t second = name.find('.', first + 1);
+  if (second == std::string::npos) return {};
+  return name.substr(first + 1, second - first - 1);
+}
+
+std::string random_owner_id() {
+  std::random_device device;
+  std::uint64_t bits = (std::uint64_t{device()} << 32) ^ device();
+  bits ^= static_cast<std::uint64_t>(::getpid()) << 17;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+// SHA-256 of a file's first `length` bytes (all of it if nullopt).
+std::optional<std::string> hash_file(int fd, std::optional<std::uint64_t> length = std::nullopt) {
+  Sha256 hash;
+  std::vector<char> buffer(1 << 20);
+  std::uint64_t offset = 0;
+  for (;;) {
+    std::size_t want = buffer.size();
+    if (length) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, *length - offset));
+    if (want == 0) break;
+    const ssize_t n = ::pread(fd, buffer.data(), want, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    hash.update(buffer.data(), static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
+  }
+  if (length && offset != *length) return std::nullopt;
+  return Sha256::hex(hash.finish());
 }
 
 int open_staging(const fs::path& path) {
@@ -362,6 +429,7 @@ CacheDir::Staging::Staging(fs::path path, int fd, std::string object_name, Cache
   core_->fd = fd;
   core_->opened = fd >= 0;
   core_->object_name = std::move(object_name);
+  core_->cache = &cache;
   if (writer_ != nullptr) {
     buffer_ = writer_->buffer();
   } else {
@@ -419,10 +487,19 @@ std::optional<IoError> CacheDir::Staging::open_file(Core& core) {
 
 std::optional<IoError> CacheDir::Staging::pwrite_all(Core& core, const char* data,
                                                      std::size_t size, std::uint64_t offset) {
+  bool made_room = false;
   while (size > 0) {
     const ssize_t n = ::pwrite(core.fd, data, size, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if ((errno == ENOSPC || errno == EDQUOT) && !made_room && core.cache != nullptr) {
+        // The file system is full: evict what nobody holds, then once more.
+        made_room = true;
+        const std::uint64_t rest =
+            core.size_hint > offset ? core.size_hint - offset : static_cast<std::uint64_t>(size);
+        if (core.cache->make_space(std::max<std::uint64_t>(rest, size))) continue;
+        errno = ENOSPC;
+      }
       return IoError{errno_text("cannot write", core.path)};
     }
     data += n;
@@ -524,33 +601,21 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
     : root_(std::move(root)),
       objects_(root_ / "objects"),
       staging_(root_ / "staging"),
+      locks_(root_ / "locks"),
+      owner_(random_owner_id()),
+      capacity_bytes_(options.capacity_bytes),
       sync_mode_(options.sync),
       drop_behind_(options.drop_behind_bytes),
       early_sync_bytes_(options.early_sync_bytes),
       direct_writes_(options.direct_writes) {
   std::error_code ec;
-  fs::create_directories(objects_, ec);
-  if (ec) throw std::runtime_error("cannot create " + objects_.string() + ": " + ec.message());
-  fs::create_directories(staging_, ec);
-  if (ec) throw std::runtime_error("cannot create " + staging_.string() + ": " + ec.message());
-
-  // A crash leaves at most staging files behind: none of them was published.
-  for (const auto& entry : fs::directory_iterator(staging_, ec)) {
-    fs::remove(entry.path(), ec);
-    if (ec)
-      throw std::runtime_error("cannot remove " + entry.path().string() + ": " + ec.message());
-    ++staging_leftovers_removed_;
+  for (const fs::path* dir : {&objects_, &staging_, &locks_}) {
+    fs::create_directories(*dir, ec);
+    if (ec) throw std::runtime_error("cannot create " + dir->string() + ": " + ec.message());
   }
-  if (ec) throw std::runtime_error("cannot list " + staging_.string() + ": " + ec.message());
-
-  for (const auto& entry : fs::directory_iterator(objects_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!is_object_name(name) || !entry.is_regular_file()) continue;
-    const std::uint64_t size = entry.file_size();
-    index_.emplace(name, size);
-    index_bytes_ += size;
-  }
-  if (ec) throw std::runtime_error("cannot list " + objects_.string() + ": " + ec.message());
+  take_owner_lock();
+  remove_dead_staging();
+  rescan_objects(/*at_open=*/true);
 
   objects_fd_ = ::open(objects_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (objects_fd_ < 0) throw std::runtime_error(errno_text("cannot open", objects_));
@@ -569,6 +634,120 @@ CacheDir::~CacheDir() {
     committer_.join();  // It commits what is still waiting first.
   }
   if (objects_fd_ >= 0) ::close(objects_fd_);
+  if (owner_fd_ >= 0) {
+    // Gone: a later start-up may remove what this owner left in staging/.
+    ::unlink((locks_ / ("owner-" + owner_)).c_str());
+    ::close(owner_fd_);
+  }
+}
+
+void CacheDir::take_owner_lock() {
+  // Locked under a temporary name, then renamed into place: no other
+  // CacheDir ever sees the owner file unlocked.
+  const fs::path fresh = locks_ / (".new-" + owner_);
+  owner_fd_ = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (owner_fd_ < 0) throw std::runtime_error(errno_text("cannot create", fresh));
+  if (retry_eintr([&] { return ::flock(owner_fd_, LOCK_EX | LOCK_NB); }) != 0 ||
+      ::rename(fresh.c_str(), (locks_ / ("owner-" + owner_)).c_str()) != 0) {
+    const std::string message = errno_text("cannot lock", fresh);
+    ::unlink(fresh.c_str());
+    throw std::runtime_error(message);
+  }
+}
+
+bool CacheDir::owner_alive(const std::string& owner) const {
+  if (owner == owner_) return true;
+  const int fd = ::open((locks_ / ("owner-" + owner)).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // No lock: its owner is gone (or never made one).
+  // The owner holds its lock exclusively for as long as it is open.
+  const bool alive = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return alive;
+}
+
+void CacheDir::remove_dead_staging() {
+  std::error_code ec;
+  std::unordered_map<std::string, bool> alive;  // Owner id -> open somewhere.
+  auto is_alive = [&](const std::string& owner) {
+    auto [it, fresh] = alive.try_emplace(owner, false);
+    if (fresh) it->second = owner_alive(owner);
+    return it->second;
+  };
+  for (const auto& entry : fs::directory_iterator(staging_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (is_alive(owner_of_staging(name))) continue;  // Another live process's.
+    fs::remove(entry.path(), ec);
+    if (ec)
+      throw std::runtime_error("cannot remove " + entry.path().string() + ": " + ec.message());
+    ++staging_leftovers_removed_;
+  }
+  if (ec) throw std::runtime_error("cannot list " + staging_.string() + ": " + ec.message());
+  // The owner locks of owners that are gone (a crash left them).
+  for (const auto& entry : fs::directory_iterator(locks_, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::string owner;
+    if (name.rfind("owner-", 0) == 0) owner = name.substr(6);
+    if (name.rfind(".new-", 0) == 0) owner = name.substr(5);
+    if (owner.empty() || owner == owner_) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, entry.path())) {
+      ::unlink(entry.path().c_str());
+    }
+    ::close(fd);
+  }
+}
+
+void CacheDir::rescan_objects(bool at_open) {
+  struct Found {
+    std::string name;
+    std::uint64_t size;
+    std::int64_t mtime_ns;
+  };
+  std::vector<Found> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(objects_, ec)) {
+    const std::string name = entry.path().filename().string();
+    struct stat st {};
+    if (!is_object_name(name) || ::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    found.push_back(Found{name, static_cast<std::uint64_t>(st.st_size),
+                          std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec});
+  }
+  if (ec && at_open)
+    throw std::runtime_error("cannot list " + objects_.string() + ": " + ec.message());
+  if (ec) return;  // Later: the index stays as it was.
+  // Objects new to the index enter by age (installs set the time): the
+  // oldest is the first to go.
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+  std::unordered_map<std::string, std::uint64_t> on_disk;
+  for (const Found& f : found)
+    on_disk.emplace(f.name, f.size);
+  std::lock_guard lock(mutex_);
+  for (auto it = index_.begin(); it != index_.end();) {
+    auto disk = on_disk.find(it->first);
+    if (disk == on_disk.end()) {  // Evicted by another CacheDir.
+      index_bytes_ -= it->second.size;
+      lru_.erase(it->second.lru);
+      it = index_.erase(it);
+      continue;
+    }
+    if (disk->second != it->second.size) {  // Installed again meanwhile.
+      index_bytes_ = index_bytes_ - it->second.size + disk->second;
+      it->second.size = disk->second;
+      it->second.sha256.clear();
+    }
+    ++it;
+  }
+  std::list<std::string> fresh;
+  for (const Found& f : found) {
+    if (index_.count(f.name) != 0) continue;
+    auto at = fresh.insert(fresh.end(), f.name);
+    index_.emplace(f.name, IndexEntry{f.size, {}, at});
+    index_bytes_ += f.size;
+  }
+  lru_.splice(lru_.begin(), fresh);  // Older than anything this CacheDir used.
 }
 
 std::string CacheDir::object_name(const ArtifactKey& key) {
@@ -592,8 +771,213 @@ std::optional<std::uint64_t> CacheDir::installed_size(const ArtifactKey& key) co
   std::lock_guard lock(mutex_);
   auto it = index_.find(name);
   if (it == index_.end()) return std::nullopt;
-  return it->second;
+  return it->second.size;
 }
+
+void CacheDir::touch_locked(IndexEntry& entry) {
+  lru_.splice(lru_.end(), lru_, entry.lru);
+}
+
+void CacheDir::erase_locked(const std::string& name) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return;
+  index_bytes_ -= it->second.size;
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+}
+
+std::optional<CacheDir::ObjectInfo> CacheDir::stat_object(const ArtifactKey& key,
+                                                          bool with_digest) {
+  const std::string name = object_name(key);
+  const fs::path path = objects_ / name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::lock_guard lock(mutex_);
+    erase_locked(name);  // Evicted by another CacheDir, if it was known.
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  ObjectInfo info{static_cast<std::uint64_t>(st.st_size), {}};
+  {
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(name);
+    if (it == index_.end()) {
+      auto at = lru_.insert(lru_.end(), name);
+      it = index_.emplace(name, IndexEntry{info.size, {}, at}).first;
+      index_bytes_ += info.size;
+    } else if (it->second.size != info.size) {
+      index_bytes_ = index_bytes_ - it->second.size + info.size;
+      it->second.size = info.size;
+      it->second.sha256.clear();
+    }
+    touch_locked(it->second);
+    info.sha256 = it->second.sha256;
+  }
+  if (with_digest && info.sha256.empty()) {
+    char digest[65] = {};
+    const ssize_t n = ::fgetxattr(fd, kDigestAttribute, digest, 64);
+    if (n == 64 && is_digest(std::string_view(digest, 64))) {
+      info.sha256.assign(digest, 64);
+    } else if (auto hashed = hash_file(fd)) {  // No attribute here: hashed once.
+      info.sha256 = *hashed;
+      ::fsetxattr(fd, kDigestAttribute, info.sha256.data(), 64, 0);  // Best effort.
+    }
+    std::lock_guard lock(mutex_);
+    if (auto it = index_.find(name); it != index_.end() && it->second.size == info.size)
+      it->second.sha256 = info.sha256;
+  }
+  ::close(fd);
+  return info;
+}
+
+// --- Holds and key locks -------------------------------------------------------
+
+CacheDir::Hold& CacheDir::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void CacheDir::Hold::release() {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));  // Closing drops the flock.
+}
+
+CacheDir::Hold CacheDir::hold_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Hold{};
+  if (retry_eintr([&] { return ::flock(fd, LOCK_SH); }) != 0) {
+    ::close(fd);
+    return Hold{};
+  }
+  return Hold{fd};
+}
+
+std::optional<CacheDir::Hold> CacheDir::hold(const ArtifactKey& key) const {
+  const fs::path path = objects_ / object_name(key);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Hold held = hold_file(path);
+    if (!held) return std::nullopt;
+    // An eviction that had the object locked unlinked it before we got the
+    // lock; or an install replaced it: hold what the name is now.
+    struct stat st {};
+    if (::fstat(held.fd_, &st) == 0 && st.st_nlink > 0 && same_file(held.fd_, path)) return held;
+  }
+  return std::nullopt;
+}
+
+CacheDir::KeyLock& CacheDir::KeyLock::operator=(KeyLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+void CacheDir::KeyLock::release() {
+  if (fd_ == -2) fd_ = -1;  // A lock that held nothing.
+  if (fd_ < 0) return;
+  // Removed while still held: whoever waits on the old file sees it is no
+  // longer the lock and opens the new one.
+  ::unlink(path_.c_str());
+  ::close(std::exchange(fd_, -1));
+}
+
+std::optional<CacheDir::KeyLock> CacheDir::try_lock_key(const ArtifactKey& key) {
+  const fs::path path = locks_ / (object_name(key) + ".key");
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return KeyLock{-2, {}};  // No lock to be had: fetch unguarded.
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return std::nullopt;  // Another fetch of the key, here or in another process.
+    }
+    if (same_file(fd, path)) return KeyLock{fd, path};
+    ::close(fd);  // Its holder removed it while we opened it: try the new one.
+  }
+  return std::nullopt;
+}
+
+// --- Eviction --------------------------------------------------------------------
+
+bool CacheDir::try_evict(const std::string& name) {
+  const fs::path path = objects_ / name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::lock_guard lock(mutex_);
+    erase_locked(name);  // Already gone.
+    return true;
+  }
+  // Without waiting: an object somebody holds stays.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || !same_file(fd, path)) {
+    ::close(fd);
+    return false;
+  }
+  ::unlink(path.c_str());
+  ::close(fd);
+  {
+    std::lock_guard lock(mutex_);
+    erase_locked(name);
+  }
+  evictions_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::optional<IoError> CacheDir::make_room(std::uint64_t incoming) {
+  if (capacity_bytes_ == ~std::uint64_t{0}) return std::nullopt;
+  if (incoming > capacity_bytes_) {
+    return IoError{"cache full: an object of " + std::to_string(incoming) +
+                   " bytes is larger than the capacity of " + std::to_string(capacity_bytes_)};
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::string> oldest;
+    {
+      std::lock_guard lock(mutex_);
+      if (index_bytes_ + incoming <= capacity_bytes_) return std::nullopt;
+      oldest.assign(lru_.begin(), lru_.end());
+    }
+    for (const std::string& name : oldest) {
+      {
+        std::lock_guard lock(mutex_);
+        if (index_bytes_ + incoming <= capacity_bytes_) return std::nullopt;
+      }
+      try_evict(name);
+    }
+    if (pass == 0) rescan_objects(/*at_open=*/false);  // Others may have evicted or installed meanwhile.
+  }
+  std::lock_guard lock(mutex_);
+  if (index_bytes_ + incoming <= capacity_bytes_) return std::nullopt;
+  return IoError{"cache full: " + std::to_string(index_bytes_) + " of " +
+                 std::to_string(capacity_bytes_) +
+                 " bytes are held (pinned) and cannot be evicted for " + std::to_string(incoming) +
+                 " more"};
+}
+
+bool CacheDir::make_space(std::uint64_t needed) {
+  auto free_bytes = [this]() -> std::uint64_t {
+    struct statvfs fsinfo {};
+    if (::fstatvfs(objects_fd_, &fsinfo) != 0) return 0;
+    return std::uint64_t{fsinfo.f_bavail} * fsinfo.f_frsize;
+  };
+  std::vector<std::string> oldest;
+  {
+    std::lock_guard lock(mutex_);
+    oldest.assign(lru_.begin(), lru_.end());
+  }
+  bool evicted = false;
+  for (const std::string& name : oldest) {
+    if (free_bytes() >= needed) break;
+    evicted = try_evict(name) || evicted;
+  }
+  return evicted;
+}
+
 
 std::size_t CacheDir::installed_count() const {
   std::lock_guard lock(mutex_);
@@ -605,24 +989,101 @@ std::uint64_t CacheDir::installed_bytes() const {
   return index_bytes_;
 }
 
-std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key) {
+std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key,
+                                                       std::uint64_t size_hint) {
   std::string name = object_name(key);
   std::uint64_t serial = 0;
   {
     std::lock_guard lock(mutex_);
     serial = ++next_staging_;
   }
-  const fs::path path =
-      staging_ / (name + "." + std::to_string(::getpid()) + "." + std::to_string(serial) + ".part");
+  const fs::path path = staging_ / (name + "." + owner_ + "." + std::to_string(serial) + ".part");
   if (writer_) {
     // Created by whichever thread first writes to it: the receiving thread
     // never waits on the staging directory (a rename out of it waits for the
     // objects/ fsync while holding it).
-    return Staging(path, -1, std::move(name), *this);
+    Staging staging(path, -1, std::move(name), *this);
+    staging.core_->size_hint = size_hint;
+    return staging;
   }
   const int fd = open_staging(path);
   if (fd < 0) return IoError{errno_text("cannot create", path)};
-  return Staging(path, fd, std::move(name), *this);
+  Staging staging(path, fd, std::move(name), *this);
+  staging.core_->size_hint = size_hint;
+  return staging;
+}
+
+std::optional<CacheDir::Staging> CacheDir::adopt_partial(const ArtifactKey& key,
+                                                         std::uint64_t size_hint) {
+  const std::string name = object_name(key);
+  std::error_code ec;
+  fs::path best;
+  std::uint64_t best_size = 0;
+  for (const auto& entry : fs::directory_iterator(staging_, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(name + ".", 0) != 0) continue;
+    std::error_code size_ec;
+    const std::uint64_t size = entry.file_size(size_ec);
+    if (size_ec || size <= best_size || owner_alive(owner_of_staging(file))) continue;
+    best = entry.path();
+    best_size = size;
+  }
+  if (best.empty()) return std::nullopt;
+  auto begun = begin(key, size_hint);
+  auto* staging = std::get_if<Staging>(&begun);
+  if (staging == nullptr) return std::nullopt;
+  Staging::Core& core = *staging->core_;
+  // Renamed first: a start-up that cleans dead owners' files cannot take it
+  // from us after this, and only one adopter wins.
+  if (::rename(best.c_str(), core.path.c_str()) != 0) return std::nullopt;
+  const int fd = ::open(core.path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    ::unlink(core.path.c_str());
+    return std::nullopt;
+  }
+  // Bytes before the first hole, in whole buffers: every buffer but a
+  // file's last was written whole, and a direct write still in flight when
+  // the owner died may have left a hole before a later one.
+  const off_t hole = ::lseek(fd, 0, SEEK_HOLE);
+  std::uint64_t keep = hole < 0 ? 0 : static_cast<std::uint64_t>(hole);
+  keep -= keep % kBufferBytes;
+  std::optional<std::string> ok;
+  Sha256 hash;
+  if (::ftruncate(fd, static_cast<off_t>(keep)) == 0) {
+    std::vector<char> buffer(1 << 20);
+    std::uint64_t offset = 0;
+    while (offset < keep) {
+      const ssize_t n = ::pread(fd, buffer.data(),
+                                std::min<std::uint64_t>(buffer.size(), keep - offset),
+                                static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      hash.update(buffer.data(), static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    if (offset == keep) ok = "";
+  }
+  if (!ok || keep == 0) {
+    ::close(fd);
+    ::unlink(core.path.c_str());
+    return std::nullopt;
+  }
+  core.fd = fd;
+  core.opened = true;
+  core.hash = std::move(hash);
+  core.written = core.writeback_started = core.dropped = keep;
+  staging->bytes_ = keep;
+  return std::move(*staging);
+}
+
+std::variant<CacheDir::Sealed, IoError> CacheDir::seal(Staging& staging) {
+  if (!staging.core_) return IoError{"seal of a closed staging file"};
+  Staging::Core& core = *staging.core_;
+  if (!core.digest) {
+    if (auto error = staging.flush()) return *error;
+    core.digest = Sha256::hex(core.hash.finish());
+  }
+  return Sealed{staging.bytes_, *core.digest};
 }
 
 std::optional<IoError> CacheDir::verify(Staging& staging,
@@ -630,14 +1091,15 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
                                         const std::optional<std::string>& expected_sha256,
                                         bool close) {
   if (!staging.core_) return IoError{"commit of a closed staging file"};
-  if (auto error = staging.flush()) return error;  // `staging` removes its file when dropped.
+  auto sealed = seal(staging);  // `staging` removes its file when dropped.
+  if (auto* error = std::get_if<IoError>(&sealed)) return *error;
   Staging::Core& core = *staging.core_;
   if (expected_size && staging.bytes_ != *expected_size) {
     return IoError{"size mismatch for " + core.object_name + ": expected " +
                    std::to_string(*expected_size) + " bytes, got " +
                    std::to_string(staging.bytes_)};
   }
-  const std::string digest = Sha256::hex(core.hash.finish());
+  const std::string& digest = *core.digest;
   if (expected_sha256 && digest != *expected_sha256) {
     return IoError{"sha256 mismatch for " + core.object_name + ": expected " + *expected_sha256 +
                    ", got " + digest};
@@ -647,6 +1109,9 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
       return IoError{"cannot write back " + core.path.string() + ": " + std::strerror(error)};
     }
   }
+  // The digest goes with the object (best effort: without it, a later
+  // CacheDir hashes the object when a caller asks for its digest).
+  if (core.fd >= 0) ::fsetxattr(core.fd, kDigestAttribute, digest.data(), digest.size(), 0);
   return close ? close_staged(core) : std::nullopt;
 }
 
@@ -669,12 +1134,18 @@ std::optional<IoError> CacheDir::publish(const fs::path& staged, const std::stri
   return std::nullopt;
 }
 
-void CacheDir::add_to_index(const std::string& object_name, std::uint64_t bytes) {
+void CacheDir::add_to_index(const std::string& object_name, std::uint64_t bytes,
+                            std::string sha256) {
   std::lock_guard lock(mutex_);
-  auto [it, inserted] = index_.try_emplace(object_name, bytes);
-  if (!inserted) {
-    index_bytes_ -= it->second;
-    it->second = bytes;
+  auto it = index_.find(object_name);
+  if (it == index_.end()) {
+    auto at = lru_.insert(lru_.end(), object_name);
+    index_.emplace(object_name, IndexEntry{bytes, std::move(sha256), at});
+  } else {
+    index_bytes_ -= it->second.size;
+    it->second.size = bytes;
+    it->second.sha256 = std::move(sha256);
+    touch_locked(it->second);
   }
   index_bytes_ += bytes;
 }
@@ -695,6 +1166,14 @@ std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint
     cv.wait(lock, [&] { return outcome.has_value(); });
     return std::move(*outcome);
   }
+  Hold held;
+  return commit_per_file(std::move(staging), expected_size, expected_sha256, held);
+}
+
+std::optional<IoError> CacheDir::commit_per_file(Staging staging,
+                                                 std::optional<std::uint64_t> expected_size,
+                                                 const std::optional<std::string>& expected_sha256,
+                                                 Hold& held) {
   if (auto error = verify(staging, expected_size, expected_sha256, /*close=*/false)) return error;
   Staging::Core& core = *staging.core_;
   // Durable bytes first, then the name: a crash between the two leaves only a
@@ -703,16 +1182,24 @@ std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint
   if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
   ++file_syncs_;
   if (auto error = close_staged(core)) return error;
+  // Held from before its rename until the caller has what it needs: no
+  // eviction, here or elsewhere, can take the new object meanwhile.
+  held = hold_file(core.path);
+  if (auto error = make_room(staging.bytes_)) {
+    ::unlink(core.path.c_str());
+    return error;
+  }
   if (auto error = publish(core.path, core.object_name)) return error;
   if (auto error = sync_objects_after_rename()) return error;
-  add_to_index(core.object_name, staging.bytes_);
+  add_to_index(core.object_name, staging.bytes_, *core.digest);
   return std::nullopt;
 }
 
 void CacheDir::commit_async(Staging staging, std::optional<std::uint64_t> expected_size,
                             const std::optional<std::string>& expected_sha256, CommitDone done) {
   if (sync_mode_ == SyncMode::per_file) {
-    done(commit(std::move(staging), expected_size, expected_sha256));
+    Hold held;  // Until `done` has returned.
+    done(commit_per_file(std::move(staging), expected_size, expected_sha256, held));
     return;
   }
   if (auto error = verify(staging, expected_size, expected_sha256, /*close=*/true)) {
@@ -722,7 +1209,7 @@ void CacheDir::commit_async(Staging staging, std::optional<std::uint64_t> expect
   }
   // Closed and verified: from here the committer owns the file.
   PendingCommit pending{staging.core_->path, staging.core_->object_name, staging.bytes_,
-                        std::move(done)};
+                        *staging.core_->digest, std::move(done)};
   {
     std::lock_guard lock(commit_mutex_);
     committing_.push_back(std::move(pending));
@@ -783,6 +1270,21 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
       ++file_syncs_;
     }
   }
+  // Each new object is held from before its rename until its `done` has
+  // returned (see commit_per_file), and room is made for the whole batch
+  // before any of it becomes visible.
+  std::vector<Hold> holds(batch.size());
+  std::uint64_t incoming = 0;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (errors[i]) continue;
+    holds[i] = hold_file(batch[i].staged);
+    if (auto error = make_room(incoming + batch[i].bytes)) {
+      errors[i] = std::move(error);
+      ::unlink(batch[i].staged.c_str());
+      continue;
+    }
+    incoming += batch[i].bytes;
+  }
   bool renamed = false;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (errors[i]) continue;
@@ -797,7 +1299,7 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
     }
   }
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (!errors[i]) add_to_index(batch[i].object_name, batch[i].bytes);
+    if (!errors[i]) add_to_index(batch[i].object_name, batch[i].bytes, batch[i].sha256);
   }
   for (std::size_t i = 0; i < batch.size(); ++i) {
     batch[i].done(std::move(errors[i]));
@@ -834,13 +1336,9 @@ bool CacheDir::remove(const ArtifactKey& key) {
   const std::string name = object_name(key);
   {
     std::lock_guard lock(mutex_);
-    auto it = index_.find(name);
-    if (it == index_.end()) return false;
-    index_bytes_ -= it->second;
-    index_.erase(it);
+    if (index_.count(name) == 0) return false;
   }
-  ::unlink((objects_ / name).c_str());
-  return true;
+  return try_evict(name);
 }
 
 }  // namespace dfl::backend

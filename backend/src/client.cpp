@@ -1,7 +1,9 @@
 // The libcurl runtime for the scheduler core. See client.h for the threads.
 //
 // Ownership, so that no data needs more than one lock:
-// - engine_mutex_: the Scheduler, the callbacks, the expected digests;
+// - engine_mutex_: the Scheduler, the demands (callbacks, expectations) and
+//   the tasks' records (what their demands expect, why they failed, what
+//   was installed), each erased with its demand or task;
 // - the I/O thread alone: curl handles, transfers in flight, and each task's
 //   staging file between attempts (its length is the resume offset);
 // - ready_mutex_: staged bodies handed from the I/O thread to finalize;
@@ -59,7 +61,126 @@ std::string header_value(std::string_view line, std::size_t name_length) {
   return std::string(v);
 }
 
+// One caller's expectation of an artifact.
+struct Expect {
+  std::uint64_t size = 0;             // 0: any size.
+  std::optional<std::string> sha256;  // nullopt: any bytes.
+  bool operator==(const Expect&) const = default;
+};
+
+// Why bytes of `size` with digest `sha256` do not meet `e`; nullopt if they do.
+std::optional<std::string> contradiction(const Expect& e, std::uint64_t size,
+                                         const std::string& sha256) {
+  if (e.size != 0 && e.size != size) {
+    return "size mismatch: expected " + std::to_string(e.size) + " bytes, got " +
+           std::to_string(size);
+  }
+  if (e.sha256 && *e.sha256 != sha256) {
+    return "sha256 mismatch: expected " + *e.sha256 + ", got " + sha256;
+  }
+  return std::nullopt;
+}
+
+// What a transfer enforces while the body streams in, from every
+// expectation its task's demands stated.
+struct Limits {
+  std::optional<std::uint64_t> exact;  // Every demand expects this size: more is an error, less a retry.
+  std::optional<std::uint64_t> cap;    // They disagree: more than the largest is an error.
+  bool verified = false;               // Some demand states a digest (the whole body is checked).
+  bool operator==(const Limits&) const = default;
+};
+
+Limits limits_of(const std::vector<Expect>& expects) {
+  Limits l;
+  bool all_sized = !expects.empty();
+  std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
+  for (const Expect& e : expects) {
+    l.verified = l.verified || e.sha256.has_value();
+    if (e.size == 0) {
+      all_sized = false;
+    } else {
+      lo = std::min(lo, e.size);
+      hi = std::max(hi, e.size);
+    }
+  }
+  if (all_sized) (lo == hi ? l.exact : l.cap) = hi;
+  return l;
+}
+
+std::optional<std::string> normalized_digest(const std::optional<std::string>& sha256) {
+  if (!sha256) return std::nullopt;
+  std::string d = *sha256;
+  for (char& c : d)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (d.size() != 64 || d.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw std::invalid_argument("ArtifactRef.sha256: expected 64 hex digits, got \"" + *sha256 +
+                                "\"");
+  }
+  return d;
+}
+
 }  // namespace
+
+// --- Pins ------------------------------------------------------------------------
+
+struct Pin::State {
+  std::mutex mutex;
+  CacheDir::Hold hold;
+  std::filesystem::path path;
+  OwnerId owner = 0;
+  OwnerGeneration generation = 0;
+  void release() {
+    std::lock_guard lock(mutex);
+    hold.release();
+  }
+  bool held() {
+    std::lock_guard lock(mutex);
+    return static_cast<bool>(hold);
+  }
+};
+
+Pin& Pin::operator=(Pin&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void Pin::release() {
+  if (state_) state_->release();
+  state_.reset();
+}
+
+Pin::operator bool() const {
+  return state_ && state_->held();
+}
+
+const std::filesystem::path& Pin::path() const {
+  static const std::filesystem::path none;
+  return state_ ? state_->path : none;
+}
+
+std::string percent_encode_path(std::string_view value, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(value.size());
+  for (const char ch : value) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    const bool unreserved = alnum || c == '-' || c == '.' || c == '_' || c == '~';
+    // pchar's sub-delimiters, ':' and '@' mean nothing special in a path segment.
+    const bool pchar = std::string_view("!$&'()*+,;=:@").find(ch) != std::string_view::npos;
+    if (unreserved || pchar || (keep_slash && c == '/')) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
 
 UrlResolver url_template(std::string pattern) {
   return [pattern = std::move(pattern)](const ArtifactKey& key, OriginId) {
@@ -70,9 +191,9 @@ UrlResolver url_template(std::string pattern) {
         url.replace(at, name.size(), value);
       }
     };
-    replace("{resource}", key.resource);
-    replace("{revision}", key.revision);
-    replace("{target}", key.target);
+    replace("{resource}", percent_encode_path(key.resource, /*keep_slash=*/true));
+    replace("{revision}", percent_encode_path(key.revision, false));
+    replace("{target}", percent_encode_path(key.target, false));
     replace("{generation}", std::to_string(key.generation));
     return url;
   };
@@ -82,11 +203,13 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)),
-        cache_(options_.cache_dir, CacheOptions{.write_behind = true,
-                                                .sync = options_.install_sync,
-                                                .drop_behind_bytes = options_.drop_behind_bytes,
-                                                .direct_writes = options_.direct_writes}),
-        engine_(with_task_events(options_.scheduler),
+        cache_(options_.cache_dir,
+               CacheOptions{.write_behind = true,
+                            .sync = options_.install_sync,
+                            .drop_behind_bytes = options_.drop_behind_bytes,
+                            .direct_writes = options_.direct_writes,
+                            .capacity_bytes = options_.scheduler.cache_bytes}),
+        engine_(engine_config(options_.scheduler),
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {
     if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
@@ -124,7 +247,7 @@ class Client::Impl {
     {
       std::lock_guard lock(engine_mutex_);
       std::vector<DemandHandle> waiting;
-      for (const auto& [packed, callback] : callbacks_) {
+      for (const auto& [packed, demand] : demands_) {
         waiting.push_back(DemandHandle{static_cast<std::uint32_t>(packed >> 32),
                                        static_cast<std::uint32_t>(packed)});
       }
@@ -145,27 +268,42 @@ class Client::Impl {
 
   DemandHandle subscribe(const ArtifactRef& artifact, const DemandOptions& options,
                          Callback on_terminal) {
+    const Expect expect{artifact.size_bytes, normalized_digest(artifact.sha256)};
     DemandOptions o = options;
     o.origin = artifact.origin;
     o.size_bytes = artifact.size_bytes;
+    // The disk decides a cache hit: another process may have installed the
+    // key, or evicted it, since this one last looked. Read before the engine
+    // lock (it may hash an object), and held at once when pinning, so that
+    // no eviction takes it before the demand's result does.
+    std::optional<CacheDir::ObjectInfo> on_disk =
+        cache_.stat_object(artifact.key, expect.sha256.has_value());
+    std::optional<CacheDir::Hold> held;
+    if (on_disk && options_.pin_on_success) {
+      held = cache_.hold(artifact.key);
+      if (!held) on_disk.reset();
+    }
     std::lock_guard lock(engine_mutex_);
     const double t = now();
     fire_due_timers_locked(t);
-    if (artifact.sha256) expected_sha256_[artifact.key] = *artifact.sha256;
-    if (artifact.size_bytes > 0) expected_size_[artifact.key] = artifact.size_bytes;
-    // An installed artifact the engine does not know yet (installed by an
-    // earlier process) is a cache hit too.
-    if (auto size = cache_.installed_size(artifact.key);
-        size && (artifact.size_bytes == 0 || *size == artifact.size_bytes)) {
-      engine_.note_installed(t, artifact.key, *size);
+    if (on_disk) {
+      engine_.note_installed(t, artifact.key, on_disk->size);
+    } else {
+      engine_.forget_installed(t, artifact.key);
     }
     const DemandHandle h = engine_.subscribe(t, artifact.key, o);
-    callbacks_.emplace(pack(h), std::move(on_terminal));
-    if (options_.observer != nullptr) {
-      std::optional<TaskId> task;
-      if (auto info = engine_.demand(h); info && info->task.value != 0) task = info->task;
-      options_.observer->on_subscribe(t, h, artifact, o, task);
+    DemandRecord record{std::move(on_terminal), artifact.key,          expect,
+                        options.owner,          options.owner_generation, std::move(on_disk),
+                        std::move(held)};
+    std::optional<TaskId> task;
+    if (auto info = engine_.demand(h); info && info->task.value != 0) {
+      task = info->task;
+      record.hit.reset();  // Served by the task, judged by what it installs.
+      record.hit_hold.reset();
+      attach_expectation(info->task, artifact.key, expect);
     }
+    demands_.insert_or_assign(pack(h), std::move(record));
+    if (options_.observer != nullptr) options_.observer->on_subscribe(t, h, artifact, o, task);
     route_locked();
     return h;
   }
@@ -187,9 +325,28 @@ class Client::Impl {
   }
 
   void end_owner(OwnerId owner, std::optional<OwnerGeneration> generation) {
-    std::lock_guard lock(engine_mutex_);
-    engine_.end_owner(now(), owner, generation);
-    route_locked();
+    {
+      std::lock_guard lock(engine_mutex_);
+      engine_.end_owner(now(), owner, generation);
+      route_locked();
+    }
+    // Its pins go with it.
+    std::vector<std::shared_ptr<Pin::State>> ended;
+    {
+      std::lock_guard lock(pins_mutex_);
+      auto [first, last] = pins_.equal_range(owner);
+      for (auto it = first; it != last;) {
+        auto state = it->second.lock();
+        if (!state || !generation || state->generation <= *generation) {
+          if (state) ended.push_back(std::move(state));
+          it = pins_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& state : ended)
+      state->release();
   }
 
   std::filesystem::path path_of(const ArtifactKey& key) const { return cache_.object_path(key); }
@@ -213,9 +370,113 @@ class Client::Impl {
   }
 
  private:
-  static SchedulerConfig with_task_events(SchedulerConfig c) {
+  static SchedulerConfig engine_config(SchedulerConfig c) {
     c.emit_task_events = true;  // TaskEnded tells the I/O thread to drop a task's staging.
+    // The capacity is the cache directory's, which knows the pins of every
+    // process: the engine's index only remembers what is installed.
+    c.cache_bytes = ~std::uint64_t{0};
     return c;
+  }
+
+  // What the disk and the demands say, kept by the client (engine_mutex_).
+  struct DemandRecord {
+    Callback callback;
+    ArtifactKey key;
+    Expect expect;
+    OwnerId owner = 0;
+    OwnerGeneration generation = 0;
+    std::optional<CacheDir::ObjectInfo> hit;  // The installed object, for a cache hit.
+    std::optional<CacheDir::Hold> hit_hold;   // Held for its pin.
+  };
+  struct TaskRecord {
+    ArtifactKey key;
+    std::vector<Expect> expects;  // Every distinct expectation its demands stated.
+    std::string last_reason;      // Why its last attempt failed.
+    std::string rejected_digest;  // The last body's digest, if no demand's digest met it.
+    std::optional<CacheDir::ObjectInfo> installed;  // Once installed: what.
+    std::optional<CacheDir::Hold> held;             // Installed by another process: held here.
+  };
+
+  // A demand joined `task` (new, live, or an orphan it re-attaches to).
+  void attach_expectation(TaskId task, const ArtifactKey& key, const Expect& expect) {
+    TaskRecord& record = tasks_[task.value];
+    if (record.expects.empty()) record.key = key;
+    if (std::find(record.expects.begin(), record.expects.end(), expect) != record.expects.end())
+      return;
+    const Limits before = limits_of(record.expects);
+    record.expects.push_back(expect);
+    const Limits after = limits_of(record.expects);
+    if (after == before || record.expects.size() == 1) return;
+    // A running transfer of the task enforces the new limits from now on.
+    IoJob job{IoJob::Kind::limits, {}, {}, task, false, {}, {}};
+    job.limits = after;
+    push_io(std::move(job));
+    curl_multi_wakeup(multi_);
+  }
+
+  // The one terminal of the demand behind `d`, judged for that demand.
+  DemandResult verdict(const Deliver& d, DemandRecord& demand) {
+    DemandResult r;
+    r.outcome = d.outcome;
+    auto task = d.task.value != 0 ? tasks_.find(d.task.value) : tasks_.end();
+    TaskRecord* record = task != tasks_.end() ? &task->second : nullptr;
+    switch (d.outcome) {
+      case DemandOutcome::succeeded: {
+        const CacheDir::ObjectInfo* facts = nullptr;
+        if (record != nullptr && record->installed) facts = &*record->installed;
+        if (record == nullptr && demand.hit) facts = &*demand.hit;
+        if (facts == nullptr) {
+          r.outcome = DemandOutcome::failed;
+          r.reason = "the installed object could not be checked";
+          return r;
+        }
+        if (auto why = contradiction(demand.expect, facts->size, facts->sha256)) {
+          r.outcome = DemandOutcome::failed;  // Right for others, not for this caller.
+          r.reason = *why;
+          return r;
+        }
+        if (!options_.pin_on_success) return r;
+        std::optional<CacheDir::Hold> held =
+            record != nullptr ? cache_.hold(demand.key) : std::move(demand.hit_hold);
+        if (!held) {
+          r.outcome = DemandOutcome::failed;
+          r.reason = "evicted before it could be pinned";
+          return r;
+        }
+        r.pin = make_pin(std::move(*held), demand);
+        return r;
+      }
+      case DemandOutcome::failed:
+        if (record != nullptr && !record->rejected_digest.empty() && demand.expect.sha256 &&
+            *demand.expect.sha256 != record->rejected_digest) {
+          r.reason = "sha256 mismatch: expected " + *demand.expect.sha256 + ", got " +
+                     record->rejected_digest;
+        } else if (record != nullptr && !record->last_reason.empty()) {
+          r.reason = record->last_reason;
+        } else {
+          r.reason = "failed";
+        }
+        return r;
+      default:
+        r.reason = std::string(to_string(d.outcome));
+        return r;
+    }
+  }
+
+  Pin make_pin(CacheDir::Hold held, const DemandRecord& demand) {
+    auto state = std::make_shared<Pin::State>();
+    state->hold = std::move(held);
+    state->owner = demand.owner;
+    state->generation = demand.generation;
+    state->path = cache_.object_path(demand.key);
+    std::lock_guard lock(pins_mutex_);
+    if (pins_.size() >= 2 * pins_live_ + 64) {  // Forget the pins released since.
+      for (auto it = pins_.begin(); it != pins_.end();)
+        it = it->second.expired() ? pins_.erase(it) : std::next(it);
+      pins_live_ = pins_.size();
+    }
+    pins_.emplace(demand.owner, state);
+    return Pin(std::move(state));
   }
 
   double now() const {
@@ -238,23 +499,22 @@ class Client::Impl {
   }
 
   struct IoJob {
-    enum class Kind { start, abort, forget, drop_partial } kind;
+    enum class Kind { start, abort, forget, drop_partial, limits } kind;
     StartTransfer start;
     TransferId transfer;
     TaskId task;
     bool keep_partial = false;  // abort: keep the staged bytes for the key.
     ArtifactKey key;            // drop_partial.
+    Limits limits;              // start, limits: what the task's demands expect.
   };
   struct FinalizeJob {
     FinalizeId finalize;
     TaskId task;
     ArtifactKey key;
-    std::optional<std::uint64_t> size;
-    std::optional<std::string> sha256;
   };
   struct Delivery {
     Callback callback;
-    DemandOutcome outcome;
+    DemandResult result;
   };
 
   void route_locked() {
@@ -268,33 +528,36 @@ class Client::Impl {
     }
     for (Command& command : commands_) {
       if (auto* c = std::get_if<StartTransfer>(&command)) {
-        push_io(IoJob{IoJob::Kind::start, std::move(*c), {}, c->task, false, {}});
+        IoJob job{IoJob::Kind::start, std::move(*c), {}, c->task, false, {}, {}};
+        if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
+          job.limits = limits_of(it->second.expects);
+        } else if (job.start.size_bytes > 0) {
+          job.limits.exact = job.start.size_bytes;
+        }
+        push_io(std::move(job));
         io = true;
       } else if (auto* a = std::get_if<AbortTransfer>(&command)) {
-        push_io(IoJob{IoJob::Kind::abort, {}, a->transfer, a->task, a->keep_partial, {}});
+        push_io(IoJob{IoJob::Kind::abort, {}, a->transfer, a->task, a->keep_partial, {}, {}});
         io = true;
       } else if (auto* p = std::get_if<DropPartial>(&command)) {
-        push_io(IoJob{IoJob::Kind::drop_partial, {}, {}, {}, false, std::move(p->key)});
+        push_io(IoJob{IoJob::Kind::drop_partial, {}, {}, {}, false, std::move(p->key), {}});
       } else if (auto* e = std::get_if<TaskEnded>(&command)) {
         // Housekeeping: no need to wake the I/O thread for it (it wakes at
         // least every 100 ms, and at once for the next start or abort).
-        push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task, false, {}});
+        push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task, false, {}, {}});
+        tasks_.erase(e->task.value);  // Its demands' terminals came before.
       } else if (auto* f = std::get_if<StartFinalize>(&command)) {
-        FinalizeJob job{f->finalize, f->task, f->key, std::nullopt, std::nullopt};
-        if (auto it = expected_size_.find(f->key); it != expected_size_.end())
-          job.size = it->second;
-        if (auto it = expected_sha256_.find(f->key); it != expected_sha256_.end()) {
-          job.sha256 = it->second;
-        }
         std::lock_guard lock(finalize_mutex_);
-        finalize_jobs_.push_back(std::move(job));
+        finalize_jobs_.push_back(FinalizeJob{f->finalize, f->task, *f->key});
         finalize = true;
       } else if (auto* d = std::get_if<Deliver>(&command)) {
-        auto it = callbacks_.find(pack(d->demand));
-        if (it == callbacks_.end()) continue;
+        auto it = demands_.find(pack(d->demand));
+        if (it == demands_.end()) continue;
+        DemandRecord demand = std::move(it->second);
+        demands_.erase(it);
+        Delivery out{std::move(demand.callback), verdict(*d, demand)};
         std::lock_guard lock(delivery_mutex_);
-        deliveries_.push_back(Delivery{std::move(it->second), d->outcome});
-        callbacks_.erase(it);
+        deliveries_.push_back(std::move(out));
         delivery = true;
       } else if (auto* ev = std::get_if<EvictArtifact>(&command)) {
         // Synchronously, so that no later install of the key can be undone by it.
@@ -318,7 +581,8 @@ class Client::Impl {
     TransferId id;
     TaskId task;
     ArtifactKey key;
-    std::optional<std::uint64_t> expected_size;
+    std::optional<std::uint64_t> expected_size;  // Limits::exact.
+    std::optional<std::uint64_t> size_cap;       // Limits::cap.
     std::uint64_t offset = 0;
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
@@ -334,6 +598,22 @@ class Client::Impl {
   struct TaskFiles {
     std::optional<CacheDir::Staging> staging;
     std::string etag;
+    // The key's lock across processes, held while this task transfers (and
+    // then finalizes): released in backoff, so that no two processes wait
+    // on each other's keys with their slots full.
+    std::optional<CacheDir::KeyLock> lock;
+  };
+  // A start whose key another fetch (another process, or another Client on
+  // the cache) holds: it waits for that fetch's object, or for its lock.
+  struct Waiting {
+    StartTransfer start;
+    Limits limits;
+  };
+  // A body ready for finalize, or the news that another fetch installed it.
+  struct Ready {
+    std::optional<CacheDir::Staging> staging;
+    std::optional<CacheDir::KeyLock> lock;
+    bool installed_elsewhere = false;
   };
 
   void io_loop() {
@@ -345,6 +625,7 @@ class Client::Impl {
       }
       for (IoJob& job : jobs)
         handle(job);
+      poll_waiting();
       int running = 0;
       curl_multi_perform(multi_, &running);
       int queued = 0;
@@ -366,11 +647,14 @@ class Client::Impl {
           }
         }
       }
+      // Another process's install is seen by looking: often enough not to add to its latency.
+      if (!waiting_.empty()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
       if (timeout_ms > 0) curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
     }
     for (auto& [id, transfer] : transfers_)
       release(*transfer);
     transfers_.clear();
+    waiting_.clear();
     files_.clear();
     partials_.clear();
     for (CURL* e : idle_handles_)
@@ -409,9 +693,21 @@ class Client::Impl {
   void handle(IoJob& job) {
     switch (job.kind) {
       case IoJob::Kind::start:
-        start(job.start);
+        start(job.start, job.limits);
+        return;
+      case IoJob::Kind::limits:
+        for (auto& [id, transfer] : transfers_) {
+          if (transfer->task.value != job.task.value) continue;
+          transfer->expected_size = job.limits.exact;
+          transfer->size_cap = job.limits.cap;
+        }
+        for (Waiting& w : waiting_) {
+          if (w.start.task.value == job.task.value) w.limits = job.limits;
+        }
         return;
       case IoJob::Kind::abort:
+        std::erase_if(waiting_,
+                      [&](const Waiting& w) { return w.start.transfer.value == job.transfer.value; });
         if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
           const std::uint64_t received = it->second->appended;
           if (job.keep_partial) job.key = it->second->key;
@@ -426,6 +722,7 @@ class Client::Impl {
           // Kept for the key: the next task of it resumes after these bytes.
           auto node = files_.extract(job.task.value);
           if (node && node.mapped().staging && node.mapped().staging->bytes() > 0) {
+            node.mapped().lock.reset();  // Others may fetch the key meanwhile.
             partials_.insert_or_assign(job.key, std::move(node.mapped()));
           }
         }
@@ -443,25 +740,81 @@ class Client::Impl {
     }
   }
 
-  void start(const StartTransfer& c) {
+  // Each waiting start looks for the object another fetch is installing,
+  // then tries the key's lock: the fetch it waited for failed, or died.
+  void poll_waiting() {
+    if (waiting_.empty()) return;
+    std::vector<Waiting> waiting;
+    waiting.swap(waiting_);
+    for (Waiting& w : waiting) {
+      if (cache_.stat_object(*w.start.key, false)) {
+        installed_elsewhere(w.start);
+      } else if (auto lock = cache_.try_lock_key(*w.start.key)) {
+        files_[w.start.task.value].lock = std::move(*lock);
+        start(w.start, w.limits);
+      } else {
+        waiting_.push_back(std::move(w));
+      }
+    }
+  }
+
+  // The key is installed (by another fetch): no bytes to move; finalize
+  // checks the object and holds it.
+  void installed_elsewhere(const StartTransfer& c) {
+    auto node = files_.extract(c.task.value);  // Whatever it staged is not needed.
+    {
+      std::lock_guard lock(ready_mutex_);
+      Ready ready;
+      ready.installed_elsewhere = true;
+      ready_.insert_or_assign(c.task.value, std::move(ready));
+    }
+    report(c.transfer, c.task, TransferStatus::ok, 0);
+  }
+
+  void start(const StartTransfer& c, const Limits& limits) {
     TaskFiles& files = files_[c.task.value];
+    if (!files.lock) {
+      auto lock = cache_.try_lock_key(*c.key);
+      if (!lock) {  // Another fetch of the key, in this process or another.
+        waiting_.push_back(Waiting{c, limits});
+        return;
+      }
+      files.lock = std::move(*lock);
+    }
+    // Installed meanwhile, by the fetch this one waited for or by another
+    // process since the subscribe looked.
+    if (cache_.stat_object(*c.key, false)) {
+      installed_elsewhere(c);
+      return;
+    }
+    const std::uint64_t size = limits.exact.value_or(0);
     if (!files.staging) {
       // A first attempt with an offset resumes the key's kept partial.
       if (auto node = partials_.extract(c.key)) {
         // A partial that holds the whole body is not resumed: a Range past
         // the end would only earn a 416. Started over instead (rare: the
         // last bytes arrived in the instant of the abort).
-        const bool whole = c.size_bytes > 0 && node.mapped().staging->bytes() >= c.size_bytes;
+        const bool whole = size > 0 && node.mapped().staging->bytes() >= size;
         if (c.attempt == 1 && c.resume_offset_bytes > 0 && !whole) {
-          files = std::move(node.mapped());
+          files.staging = std::move(node.mapped().staging);
+          files.etag = std::move(node.mapped().etag);
         }
       }
     }
+    if (!files.staging && limits.verified && c.attempt == 1) {
+      // What a fetch that died left: only where the whole body's digest is
+      // checked, since nothing else vouches for those bytes.
+      if (auto adopted = cache_.adopt_partial(*c.key, size)) {
+        if (size == 0 || adopted->bytes() < size) files.staging = std::move(adopted);
+      }
+    }
     if (!files.staging) {
-      auto begun = cache_.begin(c.key);
+      auto begun = cache_.begin(c.key, size);
       if (auto* error = std::get_if<IoError>(&begun)) {
-        report(c.transfer, c.task, TransferStatus::permanent_error, 0);
-        (void)error;
+        const std::string reason = error->message;
+        files_.erase(c.task.value);
+        report(c.transfer, c.task, TransferStatus::permanent_error, 0, std::nullopt, &*c.key,
+               reason);
         return;
       }
       files.staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
@@ -471,7 +824,8 @@ class Client::Impl {
     t->id = c.transfer;
     t->task = c.task;
     t->key = c.key;
-    if (c.size_bytes > 0) t->expected_size = c.size_bytes;
+    t->expected_size = limits.exact;
+    t->size_cap = limits.cap;
     // The staged bytes are the truth: resume after exactly those.
     t->offset = files.staging->bytes();
     t->url = options_.resolver(c.key, c.origin);
@@ -544,7 +898,7 @@ class Client::Impl {
     if (t.verdict.plan == BodyPlan::restart && files.staging && files.staging->bytes() > 0) {
       // The whole body is coming (the server ignored Range, or If-Range no
       // longer matched): what was staged is worthless now.
-      auto begun = cache_.begin(t.key);
+      auto begun = cache_.begin(t.key, t.expected_size.value_or(0));
       if (auto* error = std::get_if<IoError>(&begun)) {
         t.write_error = *error;
       } else {
@@ -562,7 +916,8 @@ class Client::Impl {
     if (t->verdict.plan == BodyPlan::reject || t->write_error) return 0;  // Nothing is kept.
     TaskFiles& files = self.files_[t->task.value];
     const std::size_t bytes = size * n;
-    if (t->expected_size && files.staging->bytes() + bytes > *t->expected_size) {
+    const std::optional<std::uint64_t> limit = t->expected_size ? t->expected_size : t->size_cap;
+    if (limit && files.staging->bytes() + bytes > *limit) {
       t->too_large = true;
       return 0;
     }
@@ -585,8 +940,8 @@ class Client::Impl {
       reason = t->verdict.reason;
     } else if (t->too_large) {
       status = TransferStatus::permanent_error;
-      reason = "body larger than the expected " + std::to_string(t->expected_size.value_or(0)) +
-               " bytes";
+      reason = "body larger than the expected " +
+               std::to_string(t->expected_size.value_or(t->size_cap.value_or(0))) + " bytes";
     } else if (t->write_error) {
       status = TransferStatus::permanent_error;
       reason = t->write_error->message;
@@ -599,12 +954,18 @@ class Client::Impl {
                std::to_string(*t->expected_size) + " bytes";
     }
     if (status == TransferStatus::ok) {
-      // The body goes to finalize; this task's files leave the I/O thread.
+      // The body goes to finalize, with the key's lock; this task's files
+      // leave the I/O thread.
       auto node = files_.extract(t->task.value);
+      Ready ready;
+      ready.staging = std::move(node.mapped().staging);
+      ready.lock = std::move(node.mapped().lock);
       std::lock_guard lock(ready_mutex_);
-      ready_.insert_or_assign(t->task.value, std::move(*node.mapped().staging));
+      ready_.insert_or_assign(t->task.value, std::move(ready));
     } else if (status == TransferStatus::permanent_error) {
       files_.erase(t->task.value);
+    } else if (auto it = files_.find(t->task.value); it != files_.end()) {
+      it->second.lock.reset();  // In backoff: another process may fetch the key meanwhile.
     }
     const TransferId id = t->id;
     const TaskId task = t->task;
@@ -624,6 +985,12 @@ class Client::Impl {
               const std::string& reason = {}) {
     std::lock_guard lock(engine_mutex_);
     const double t = now();
+    if (status != TransferStatus::ok) {
+      if (auto it = tasks_.find(task.value); it != tasks_.end()) {
+        it->second.last_reason = reason.empty() ? "transfer failed" : reason;
+        it->second.rejected_digest.clear();
+      }
+    }
     if (options_.observer != nullptr) {
       if (status != TransferStatus::ok && key != nullptr) {
         options_.observer->on_attempt_failed(t, task, *key, reason);
@@ -668,38 +1035,115 @@ class Client::Impl {
         job = std::move(finalize_jobs_.front());
         finalize_jobs_.pop_front();
       }
-      std::optional<CacheDir::Staging> staging;
+      Ready ready;
       {
         std::lock_guard lock(ready_mutex_);
-        if (auto node = ready_.extract(job.task.value)) staging.emplace(std::move(node.mapped()));
+        if (auto node = ready_.extract(job.task.value)) ready = std::move(node.mapped());
       }
-      const std::uint64_t bytes = staging ? staging->bytes() : 0;
-      if (!staging) {  // Its files were dropped: nothing to install.
-        finalize_ended(job, bytes, std::nullopt, FinalizeStatus::error);
+      if (ready.installed_elsewhere) {
+        adopt_install(job);
         continue;
       }
-      // Reports on this thread, or on the cache's committer once the install is durable.
-      const std::optional<std::uint64_t> size = job.size;
-      const std::optional<std::string> sha256 = std::move(job.sha256);
-      cache_.commit_async(std::move(*staging), size, sha256,
-                          [this, job = std::move(job), bytes](std::optional<IoError> error) {
-                            finalize_ended(job, bytes, std::move(error), FinalizeStatus::installed);
+      if (!ready.staging) {  // Its files were dropped: nothing to install.
+        finalize_ended(job, 0, FinalizeStatus::error, "staged bytes lost");
+        continue;
+      }
+      const std::uint64_t bytes = ready.staging->bytes();
+      auto sealed = cache_.seal(*ready.staging);
+      if (auto* error = std::get_if<IoError>(&sealed)) {
+        finalize_ended(job, bytes, FinalizeStatus::error, error->message);
+        continue;
+      }
+      const CacheDir::Sealed& body = std::get<CacheDir::Sealed>(sealed);
+      if (auto why = decide(job.task, body)) {
+        // Fetched again from byte 0 (once per body, whoever expects what).
+        finalize_ended(job, bytes, FinalizeStatus::verify_failed, *why);
+        continue;
+      }
+      // Reports on this thread, or on the cache's committer once the install
+      // is durable; the key's lock goes once the demands have their verdicts.
+      auto lock = std::make_shared<std::optional<CacheDir::KeyLock>>(std::move(ready.lock));
+      cache_.commit_async(std::move(*ready.staging), std::nullopt, std::nullopt,
+                          [this, job = std::move(job), bytes, lock](std::optional<IoError> error) {
+                            if (error) {
+                              finalize_ended(job, bytes, FinalizeStatus::error, error->message);
+                            } else {
+                              finalize_ended(job, bytes, FinalizeStatus::installed, {});
+                            }
+                            lock->reset();
                           });
     }
   }
 
-  // `status` is the outcome when there is no error.
-  void finalize_ended(const FinalizeJob& job, std::uint64_t bytes, std::optional<IoError> error,
-                      FinalizeStatus status) {
-    if (error) {
-      // Wrong bytes are fetched again from 0.
-      status = error->message.find("mismatch") != std::string::npos ? FinalizeStatus::verify_failed
-                                                                    : FinalizeStatus::error;
+  // Whether the body (its size and digest, judged once) is installed: when
+  // it meets the expectation of some demand that states a digest; or, when
+  // no demand of the task states one, that of any demand; or, when digests
+  // were stated and none is met, that of a demand which states none, if the
+  // origin served these same bytes twice in a row (then it is the origin's
+  // artifact, not a transfer's accident, and a demand that expects other
+  // bytes is what is wrong). Otherwise the body is refused (and the task
+  // retries, once per body): why, or nullopt to install. engine_mutex_ is
+  // taken here; on install, what was installed is recorded for the verdicts.
+  std::optional<std::string> decide(TaskId task, const CacheDir::Sealed& body) {
+    std::lock_guard lock(engine_mutex_);
+    auto it = tasks_.find(task.value);
+    if (it == tasks_.end()) return std::nullopt;  // Nobody expects anything.
+    TaskRecord& record = it->second;
+    bool digest_stated = false, digest_met = false, plain_met = false;
+    std::optional<std::string> first_why;
+    for (const Expect& e : record.expects) {
+      const auto why = contradiction(e, body.bytes, body.sha256);
+      if (e.sha256) {
+        digest_stated = true;
+        digest_met = digest_met || !why;
+      } else {
+        plain_met = plain_met || !why;
+      }
+      if (why && !first_why) first_why = why;
     }
+    const bool accept = record.expects.empty() || digest_met || (!digest_stated && plain_met) ||
+                        (plain_met && record.rejected_digest == body.sha256);
+    if (!accept) {
+      record.rejected_digest = digest_stated ? body.sha256 : std::string();
+      return first_why.value_or("the body meets no demand's expectation");
+    }
+    record.installed = CacheDir::ObjectInfo{body.bytes, body.sha256};
+    return std::nullopt;
+  }
+
+  // Another fetch installed the key: checked (its size and digest, for the
+  // verdicts) and held until the task's demands have theirs.
+  void adopt_install(const FinalizeJob& job) {
+    auto info = cache_.stat_object(job.key, /*with_digest=*/true);
+    auto held = info ? cache_.hold(job.key) : std::nullopt;
+    if (!info || !held) {
+      finalize_ended(job, 0, FinalizeStatus::verify_failed,
+                     "installed by another process, then evicted");
+      return;
+    }
+    {
+      std::lock_guard lock(engine_mutex_);
+      if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
+        it->second.installed = *info;
+        it->second.held = std::move(held);
+      }
+    }
+    finalize_ended(job, 0, FinalizeStatus::installed, {});
+  }
+
+  void finalize_ended(const FinalizeJob& job, std::uint64_t bytes, FinalizeStatus status,
+                      const std::string& reason) {
     std::lock_guard lock(engine_mutex_);
     const double t = now();
+    if (status != FinalizeStatus::installed) {
+      if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
+        it->second.last_reason = reason;
+        if (status != FinalizeStatus::verify_failed) it->second.rejected_digest.clear();
+      }
+    }
     if (options_.observer != nullptr) {
-      if (error) options_.observer->on_attempt_failed(t, job.task, job.key, error->message);
+      if (status != FinalizeStatus::installed)
+        options_.observer->on_attempt_failed(t, job.task, job.key, reason);
       options_.observer->on_finalize_ended(t, job.task, status, bytes);
     }
     engine_.on_finalize_finished(t, job.finalize, status);
@@ -719,9 +1163,13 @@ class Client::Impl {
       }
       for (Delivery& d : batch) {
         if (options_.executor) {
-          options_.executor([cb = std::move(d.callback), outcome = d.outcome] { cb(outcome); });
+          // An executor's task is copyable; the result (with its pin) is not.
+          auto result = std::make_shared<DemandResult>(std::move(d.result));
+          options_.executor([cb = std::move(d.callback), result] {
+            if (cb) cb(std::move(*result));
+          });
         } else if (d.callback) {
-          d.callback(d.outcome);  // No lock held: it may call back into the client.
+          d.callback(std::move(d.result));  // No lock held: it may call back into the client.
         }
       }
     }
@@ -733,9 +1181,8 @@ class Client::Impl {
   mutable std::mutex engine_mutex_;
   Scheduler engine_;
   std::vector<Command> commands_;
-  std::unordered_map<std::uint64_t, Callback> callbacks_;
-  std::unordered_map<ArtifactKey, std::string> expected_sha256_;
-  std::unordered_map<ArtifactKey, std::uint64_t> expected_size_;
+  std::unordered_map<std::uint64_t, DemandRecord> demands_;  // Live demands, by handle.
+  std::unordered_map<std::uint64_t, TaskRecord> tasks_;      // Live tasks, by id.
   const std::chrono::steady_clock::time_point start_;
 
   CURLM* multi_ = nullptr;
@@ -743,6 +1190,8 @@ class Client::Impl {
   std::mutex io_mutex_;
   std::deque<IoJob> io_jobs_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
+  std::vector<Waiting> waiting_;                                            // I/O thread.
+  static constexpr int kWaitPollMs = 20;
   std::unordered_map<std::uint64_t, TaskFiles> files_;                      // I/O thread.
   // Kept partials (OrphanDecision::keep_partial) by key, until the engine
   // drops them or a new task of the key resumes them. I/O thread.
@@ -755,13 +1204,17 @@ class Client::Impl {
   std::vector<TransferSnapshot> snapshot_;
 
   std::mutex ready_mutex_;
-  std::unordered_map<std::uint64_t, CacheDir::Staging> ready_;
+  std::unordered_map<std::uint64_t, Ready> ready_;
 
   std::mutex finalize_mutex_;
   std::condition_variable finalize_cv_;
   std::deque<FinalizeJob> finalize_jobs_;
   bool finalize_stop_ = false;
   std::vector<std::thread> finalize_threads_;
+
+  std::mutex pins_mutex_;
+  std::unordered_multimap<OwnerId, std::weak_ptr<Pin::State>> pins_;  // Pins given, by owner.
+  std::size_t pins_live_ = 0;  // pins_'s size when it was last pruned.
 
   std::mutex delivery_mutex_;
   std::condition_variable delivery_cv_;
@@ -778,12 +1231,12 @@ DemandHandle Client::subscribe(const ArtifactRef& artifact, const DemandOptions&
   return impl_->subscribe(artifact, options, std::move(on_terminal));
 }
 
-std::future<DemandOutcome> Client::fetch(const ArtifactRef& artifact,
-                                         const DemandOptions& options) {
-  auto promise = std::make_shared<std::promise<DemandOutcome>>();
+std::future<DemandResult> Client::fetch(const ArtifactRef& artifact,
+                                        const DemandOptions& options) {
+  auto promise = std::make_shared<std::promise<DemandResult>>();
   auto future = promise->get_future();
   impl_->subscribe(artifact, options,
-                   [promise](DemandOutcome outcome) { promise->set_value(outcome); });
+                   [promise](DemandResult result) { promise->set_value(std::move(result)); });
   return future;
 }
 

@@ -85,11 +85,23 @@ void InstalledIndex::insert(const KeyRef& key, std::size_t key_hash, std::uint64
 void InstalledIndex::evict_oldest(std::vector<Entry>& evicted) {
   const std::uint32_t s = oldest_;
   Slot& slot = slots_[s];
-  const std::size_t at = table_.find(slot.key_hash, [s](std::uint32_t t) { return t == s; });
+  evicted.push_back(Entry{slot.key, slot.size_bytes});
+  free_slot(s, table_.find(slot.key_hash, [s](std::uint32_t t) { return t == s; }));
+}
+
+bool InstalledIndex::erase(const ArtifactKey& key) {
+  const std::size_t at = find(key, hash_(key));
+  if (at == detail::HashSlots::kNotFound) return false;
+  free_slot(table_.slot_at(at), at);
+  return true;
+}
+
+// Takes slot `s`, found at table position `at`, out of the index.
+void InstalledIndex::free_slot(std::uint32_t s, std::size_t at) {
+  Slot& slot = slots_[s];
   table_.erase(at);
   unlink(s);
   used_bytes_ -= slot.size_bytes;
-  evicted.push_back(Entry{std::move(slot.key), slot.size_bytes});
   slot.key = KeyRef{};
   slot.newer = free_;
   free_ = s;

@@ -418,6 +418,12 @@ class Scheduler::Impl {
     settle();
   }
 
+  void forget_installed(double now, const ArtifactKey& key) {
+    advance(now);
+    installed_.erase(key);
+    settle();
+  }
+
   void set_progress_probe(std::function<std::uint64_t(TransferId)> probe) {
     progress_probe_ = std::move(probe);
   }
@@ -1548,6 +1554,9 @@ void Scheduler::on_timer(double now_s) {
 }
 void Scheduler::note_installed(double now_s, const ArtifactKey& key, std::uint64_t size_bytes) {
   impl_->note_installed(now_s, key, size_bytes);
+}
+void Scheduler::forget_installed(double now_s, const ArtifactKey& key) {
+  impl_->forget_installed(now_s, key);
 }
 std::optional<double> Scheduler::next_wakeup_s() const {
   return impl_->next_wakeup_s();

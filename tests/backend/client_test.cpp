@@ -285,7 +285,7 @@ TEST_F(ClientTest, ThePerOriginLimitHoldsWithFreeGlobalSlots) {
   o.scheduler.max_per_origin = 1;
   o.observer = &log;
   Client c(std::move(o));
-  std::vector<std::future<DemandOutcome>> all;
+  std::vector<std::future<backend::DemandResult>> all;
   for (char name : {'a', 'b', 'c'})
     all.push_back(c.fetch(ref(name), opts(1)));
   for (auto& f : all)
@@ -413,7 +413,7 @@ TEST_F(ClientTest, ACallbackMayCallBackIntoTheClient) {
 
 TEST_F(ClientTest, DestroyingTheClientCancelsWhatStillWaits) {
   server_->hold("/a.bin", 100'000);  // Still running when the client goes.
-  std::future<DemandOutcome> waiting;
+  std::future<backend::DemandResult> waiting;
   {
     auto c = client();
     waiting = c->fetch(ref('a'), opts(1));

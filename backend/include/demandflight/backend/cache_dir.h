@@ -4,8 +4,27 @@
 //   objects/<64 hex>   one installed artifact; the name is the SHA-256 of the
 //                      ArtifactKey's canonical encoding, so no resource name,
 //                      however hostile ("../../etc/passwd"), can reach a path
-//                      outside the root;
-//   staging/<...>.part bytes still arriving or being verified.
+//                      outside the root; its digest is kept in the extended
+//                      attribute user.demandflight.sha256 where the file
+//                      system has them (else it is hashed when first asked);
+//   staging/<object>.<owner>.<n>.part  bytes still arriving or being verified,
+//                      written by the CacheDir whose owner id is <owner>;
+//   locks/owner-<owner> held (flock, exclusive) by that CacheDir while it is
+//                      open: the kernel releases it when its process dies;
+//   locks/<object>.key held (flock, exclusive) by whichever CacheDir is
+//                      fetching that object, in any process (KeyLock).
+//
+// Several processes, and several CacheDirs in one process, may open one root
+// at once. What they share is on disk: the objects, the staging files and
+// the locks. What each keeps for itself is the in-memory index (which objects
+// it knows, their sizes and their order of use), rebuilt from objects/ when
+// it opens and corrected from the disk whenever a lookup or an eviction
+// finds it stale. Opening removes only the staging files whose owner is gone
+// (its owner lock can be taken, or does not exist); a live owner's are left.
+// An object that anybody holds (Hold: a shared flock on the object, which
+// is what a caller's pin is) is never evicted, by any CacheDir: eviction
+// takes an exclusive flock without waiting and skips the object if that
+// fails.
 //
 // Install protocol: bytes go to a staging file (buffered, hashed while they
 // stream); commit() checks the size and digest, makes the file durable,
@@ -24,8 +43,9 @@
 // The price of syncfs is its scope: it also writes back other programs' dirty
 // data on that file system, so a batch may wait for theirs; per_file is for
 // caches that share a file system with heavy writers.
-// Opening a CacheDir removes staging leftovers and rebuilds the index from
-// objects/.
+// A full file system (ENOSPC) while staging or installing first evicts
+// objects nobody holds to make room and tries once more; if it still fails,
+// the error says "disk full" and the staging file is removed.
 //
 // Thread safety: a Staging belongs to one thread at a time; commit(), remove()
 // and the queries may be called from any thread (the index has a mutex), so
@@ -41,6 +61,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -48,6 +69,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -108,6 +130,11 @@ struct CacheOptions {
   // refuses (no io_uring, no O_DIRECT), the writes go through the page cache
   // as before; so do they when this is false.
   bool direct_writes = true;
+  // Bytes of installed objects this CacheDir keeps (the objects in its own
+  // index): past it, the least recently used objects that nobody holds are
+  // evicted before an install is published. An install that cannot fit
+  // because the rest is held fails ("cache full"), and leaves nothing.
+  std::uint64_t capacity_bytes = ~std::uint64_t{0};
 };
 
 // Page-aligned storage for staging buffers, which O_DIRECT writes need.
@@ -181,6 +208,9 @@ class CacheDir {
       std::condition_variable done;
       std::size_t pending = 0;       // Buffers handed to the writer, not yet written.
       std::optional<IoError> error;  // The first write error; sticky.
+      CacheDir* cache = nullptr;     // Makes room when the file system is full.
+      std::uint64_t size_hint = 0;   // The expected size of the whole file; 0 when unknown.
+      std::optional<std::string> digest;  // Set by seal(): the hash is finished.
       std::atomic<bool> failed{false};  // `error` is set (read without the mutex).
     };
     // `cache` supplies the writer and the large-file settings.
@@ -237,10 +267,89 @@ class CacheDir {
   std::optional<std::uint64_t> installed_size(const ArtifactKey& key) const;
   std::size_t installed_count() const;
   std::uint64_t installed_bytes() const;
-  // Staging files removed when this CacheDir was opened (a crash's leftovers).
+  // Staging files removed when this CacheDir was opened (the leftovers of
+  // owners that are gone).
   std::size_t staging_leftovers_removed() const { return staging_leftovers_removed_; }
 
-  std::variant<Staging, IoError> begin(const ArtifactKey& key);
+  // A staging file for `key`; `size_hint` (the expected size, 0 if unknown)
+  // says how much room to make when the file system turns out to be full.
+  std::variant<Staging, IoError> begin(const ArtifactKey& key, std::uint64_t size_hint = 0);
+
+  // Takes over the staged bytes of `key` that a CacheDir which is gone (its
+  // process died) left behind: renamed to this CacheDir's own name, cut
+  // back to the last whole buffer before any hole (direct writes may land
+  // out of order), and hashed. Nullopt when there are none. Only for a
+  // caller that verifies the digest of the whole body: nothing vouches for
+  // the dead owner's bytes but that.
+  std::optional<Staging> adopt_partial(const ArtifactKey& key, std::uint64_t size_hint = 0);
+
+  // What the staged bytes are: all written, the hash finished. commit() and
+  // commit_async() of a sealed staging use this digest.
+  struct Sealed {
+    std::uint64_t bytes = 0;
+    std::string sha256;  // 64 hex digits.
+  };
+  std::variant<Sealed, IoError> seal(Staging& staging);
+
+  // A shared lock on one installed object: while any process holds one, no
+  // CacheDir evicts it. Move-only; released by release() or destruction.
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    Hold& operator=(Hold&& other) noexcept;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold() { release(); }
+    void release();
+    explicit operator bool() const { return fd_ >= 0; }
+
+   private:
+    friend class CacheDir;
+    explicit Hold(int fd) : fd_(fd) {}
+    int fd_ = -1;
+  };
+  // Holds `key`'s installed object; nullopt when it is not installed.
+  std::optional<Hold> hold(const ArtifactKey& key) const;
+
+  // The exclusive right to fetch one key, across processes: whoever holds it
+  // transfers and installs the key, the others wait for its object.
+  // Released (and its lock file removed) by release() or destruction, and
+  // by the kernel when the process dies.
+  class KeyLock {
+   public:
+    KeyLock() = default;
+    KeyLock(KeyLock&& other) noexcept
+        : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+    KeyLock& operator=(KeyLock&& other) noexcept;
+    KeyLock(const KeyLock&) = delete;
+    KeyLock& operator=(const KeyLock&) = delete;
+    ~KeyLock() { release(); }
+    void release();
+    explicit operator bool() const { return fd_ >= 0; }
+
+   private:
+    friend class CacheDir;
+    KeyLock(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+    int fd_ = -1;
+    std::filesystem::path path_;
+  };
+  // The key's lock, or nullopt while another holder has it. Where the lock
+  // file cannot be made (a read-only locks/), a KeyLock that holds nothing is
+  // returned: the fetch goes on without cross-process exclusion.
+  std::optional<KeyLock> try_lock_key(const ArtifactKey& key);
+
+  // What is installed for `key`, read from the disk (the in-memory index is
+  // corrected by it). `with_digest`: also its SHA-256 (kept with the object,
+  // or hashed from its bytes once); else sha256 may be empty.
+  struct ObjectInfo {
+    std::uint64_t size = 0;
+    std::string sha256;
+  };
+  std::optional<ObjectInfo> stat_object(const ArtifactKey& key, bool with_digest);
+
+  // This CacheDir's owner id (the <owner> of its staging files and lock).
+  const std::string& owner_id() const { return owner_; }
 
   // Verifies (size, and digest when given as 64 hex digits), makes durable
   // and publishes the staged bytes. On any error the staging file is removed
@@ -271,8 +380,12 @@ class CacheDir {
   };
   SyncCounts sync_counts() const;
 
-  // Removes an installed object (eviction). False if it was not installed.
+  // Removes an installed object (eviction) unless somebody holds it. False
+  // if it was not installed or is held.
   bool remove(const ArtifactKey& key);
+
+  // Objects evicted, and installs refused for want of room, since opening.
+  std::uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
 
   const std::filesystem::path& root() const { return root_; }
 
@@ -280,7 +393,11 @@ class CacheDir {
   std::filesystem::path root_;
   std::filesystem::path objects_;
   std::filesystem::path staging_;
+  std::filesystem::path locks_;
+  std::string owner_;     // Random, hex: names this CacheDir's staging files.
+  int owner_fd_ = -1;     // locks/owner-<owner_>, held exclusively while open.
   int objects_fd_ = -1;  // For fsync after each rename.
+  std::uint64_t capacity_bytes_;
   SyncMode sync_mode_;
   std::uint64_t drop_behind_;
   std::uint64_t early_sync_bytes_;
@@ -292,12 +409,38 @@ class CacheDir {
   // mode shares. Returns the error, or nullopt and leaves `staging` closed.
   std::optional<IoError> verify(Staging& staging, std::optional<std::uint64_t> expected_size,
                                 const std::optional<std::string>& expected_sha256, bool close);
+  // commit() in per_file mode; `held` holds the new object once it is published.
+  std::optional<IoError> commit_per_file(Staging staging, std::optional<std::uint64_t> expected_size,
+                                         const std::optional<std::string>& expected_sha256,
+                                         Hold& held);
   // Closes a staging file; on failure removes it.
   static std::optional<IoError> close_staged(Staging::Core& core);
   // Renames a durable staging file into objects/; on failure removes it.
   std::optional<IoError> publish(const std::filesystem::path& staged,
                                  const std::string& object_name);
-  void add_to_index(const std::string& object_name, std::uint64_t bytes);
+  void add_to_index(const std::string& object_name, std::uint64_t bytes, std::string sha256);
+
+  // Start-up: takes this CacheDir's owner lock, then removes the staging
+  // files (and locks) of owners that are gone.
+  void take_owner_lock();
+  void remove_dead_staging();
+  // Whether the CacheDir with this owner id is still open (in any process).
+  bool owner_alive(const std::string& owner) const;
+  // (Re)reads objects/ into the index: what other processes installed or
+  // evicted since becomes known. Keeps the known objects' order of use.
+  // `at_open`: an error throws (else the index stays as it was).
+  void rescan_objects(bool at_open);
+  // Evicts `name` unless somebody holds it; true if it is gone.
+  bool try_evict(const std::string& name);
+  // Evicts least recently used objects nobody holds until `incoming` more
+  // bytes fit the capacity; the error says what could not be done.
+  std::optional<IoError> make_room(std::uint64_t incoming);
+  // The file system is full: evicts least recently used objects nobody holds
+  // until `needed` bytes are free (or none is left). True if any went.
+  bool make_space(std::uint64_t needed);
+  // A shared lock on the file at `path` (a staging file about to be renamed
+  // into objects/), so that no eviction removes it before its callers hold it.
+  static Hold hold_file(const std::filesystem::path& path);
 
   // The committer (batched mode): closed, verified staging files wait in
   // `committing_` until the committer thread takes all of them at once.
@@ -305,6 +448,7 @@ class CacheDir {
     std::filesystem::path staged;
     std::string object_name;
     std::uint64_t bytes = 0;
+    std::string sha256;
     CommitDone done;
   };
   void commit_loop();
@@ -330,8 +474,19 @@ class CacheDir {
   bool syncing_ = false;
   std::size_t staging_leftovers_removed_ = 0;
 
+  std::atomic<std::uint64_t> evictions_{0};
+
+  // The index: objects this CacheDir knows, least recently used first.
+  struct IndexEntry {
+    std::uint64_t size = 0;
+    std::string sha256;  // Empty until known.
+    std::list<std::string>::iterator lru;
+  };
+  void touch_locked(IndexEntry& entry);
+  void erase_locked(const std::string& name);
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::uint64_t> index_;  // Object name -> size.
+  std::unordered_map<std::string, IndexEntry> index_;  // Object name -> entry.
+  std::list<std::string> lru_;                         // Oldest first.
   std::uint64_t index_bytes_ = 0;
   std::uint64_t next_staging_ = 0;
 };

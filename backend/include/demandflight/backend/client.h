@@ -15,6 +15,19 @@
 //
 // DemandOptions::deadline_s is on the client's clock (clock_s()).
 //
+// Expectations belong to the demand: the size and digest of an ArtifactRef
+// are that caller's, not the key's. Callers of one key share one transfer
+// whatever they expect; the body is judged once (its size and SHA-256), and
+// installed when it meets the expectation of at least one of the task's
+// demands (see finalize_decision in client.cpp for the whole rule); then
+// each demand gets its own verdict: one whose expectation the installed
+// bytes contradict fails ("sha256 mismatch: expected X, got Y"), the
+// others succeed. A cache hit is judged the same way against the object.
+//
+// Several processes (and several Clients) may share one cache directory
+// (CacheDir): a key one of them is fetching is not fetched again by the
+// others, which wait for its install and take over if it dies.
+//
 // Every demand gets exactly one terminal callback; destroying the client
 // cancels the demands still waiting (their callbacks run before ~Client
 // returns).
@@ -26,7 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-
+#include <string_view>
 #include <vector>
 
 #include "demandflight/backend/cache_dir.h"
@@ -39,20 +52,66 @@
 
 namespace dfl::backend {
 
-// Where an artifact comes from, and what it must be.
+// Where an artifact comes from, and what this caller expects it to be.
 struct ArtifactRef {
   ArtifactKey key;
   OriginId origin = 0;
   std::uint64_t size_bytes = 0;       // Expected size; 0 when unknown.
-  std::optional<std::string> sha256;  // Expected digest (64 hex), when known.
+  std::optional<std::string> sha256;  // Expected digest (64 hex digits), when known.
 };
 
 // Maps an artifact to its URL.
 using UrlResolver = std::function<std::string(const ArtifactKey&, OriginId)>;
 
 // A template with {resource}, {revision}, {target} and {generation}, e.g.
-// "http://127.0.0.1:8080/{revision}/{target}/{resource}". Substituted as is.
+// "http://127.0.0.1:8080/{revision}/{target}/{resource}". Each value is
+// percent-encoded as a URL path segment (RFC 3986: unreserved characters
+// and sub-delimiters stay, UTF-8 bytes and everything else become %XX); a
+// "/" in the resource stays a path separator. A resolver of your own can
+// build any URL.
 UrlResolver url_template(std::string pattern);
+
+// `value` percent-encoded for a URL path (RFC 3986 pchar; "/" kept when
+// `keep_slash`).
+std::string percent_encode_path(std::string_view value, bool keep_slash);
+
+// A caller's hold on an installed artifact: while any pin (in any process)
+// holds an object, no eviction removes it, so the file at path() stays
+// there for as long as the pin lives. Move-only. Released by release(), by
+// destruction, or when its owner ends (Client::end_owner with that owner and
+// a generation at or above the demand's). It may outlive the Client.
+class Pin {
+ public:
+  Pin() = default;
+  Pin(Pin&&) noexcept = default;
+  Pin& operator=(Pin&& other) noexcept;
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+  ~Pin() { release(); }
+  void release();
+  explicit operator bool() const;  // Still holding.
+  // Where the object is (empty for an empty pin).
+  const std::filesystem::path& path() const;
+
+  struct State;  // Defined by the client, which keeps a record of each owner's pins.
+  explicit Pin(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The one terminal a demand receives.
+struct DemandResult {
+  DemandOutcome outcome = DemandOutcome::failed;
+  // Why, for a demand that did not succeed: "sha256 mismatch: expected X,
+  // got Y", "HTTP 404", "disk full: ...", "cache full: ...", a transport
+  // error; the outcome's name for cancelled, timed_out and owner_ended.
+  std::string reason;
+  // On success, with ClientOptions::pin_on_success: the artifact, held.
+  Pin pin;
+  // A result reads as its outcome: callbacks written for DemandOutcome work.
+  operator DemandOutcome() const { return outcome; }  // NOLINT(google-explicit-constructor)
+};
 
 // Sees what the client does, in the order the engine does it: for result
 // recording (`demandflight replay`) and instrumentation. Every call is made
@@ -130,11 +189,19 @@ struct ClientOptions {
   ClientObserver* observer = nullptr;
   // How often the I/O thread tells the engine (and snapshots) what transfers received.
   double progress_interval_s = 0.1;
+  // A successful demand's result carries a Pin on the artifact. Off for
+  // callers that only download (`demandflight fetch` and `replay`).
+  bool pin_on_success = true;
+  // scheduler.cache_bytes is the cache directory's capacity (CacheOptions::
+  // capacity_bytes): eviction, least recently used first, skips what any
+  // process pins; an install that cannot fit because the rest is pinned
+  // fails with "cache full" (nothing waits for a pin to go).
 };
 
 class Client {
  public:
-  using Callback = std::function<void(DemandOutcome)>;
+  // Called once per demand, on the delivery thread (or the executor).
+  using Callback = std::function<void(DemandResult)>;
 
   // Throws std::runtime_error if the cache directory or libcurl cannot be set up.
   explicit Client(ClientOptions options);
@@ -142,13 +209,17 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Throws std::invalid_argument naming the field for a malformed
+  // expectation (a sha256 that is not 64 hex digits).
   DemandHandle subscribe(const ArtifactRef& artifact, const DemandOptions& options,
                          Callback on_terminal);
   // The future-style form of subscribe.
-  std::future<DemandOutcome> fetch(const ArtifactRef& artifact, const DemandOptions& options);
+  std::future<DemandResult> fetch(const ArtifactRef& artifact, const DemandOptions& options);
 
   void cancel(DemandHandle demand);
   void set_priority(DemandHandle demand, Priority priority);
+  // Ends the owner's demands (see Scheduler::end_owner) and releases the pins
+  // its demands were given (those of generations up to `generation`).
   void end_owner(OwnerId owner, std::optional<OwnerGeneration> generation = std::nullopt);
 
   // Where an installed artifact lives (whether or not it is installed).

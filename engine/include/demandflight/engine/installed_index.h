@@ -62,6 +62,9 @@ class InstalledIndex {
   void insert(const KeyRef& key, std::size_t key_hash, std::uint64_t size_bytes,
               std::vector<Entry>& evicted);
 
+  // Removes `key` if it is here (the runtime found its bytes gone); true if it was.
+  bool erase(const ArtifactKey& key);
+
   std::uint64_t used_bytes() const { return used_bytes_; }
   std::uint64_t capacity_bytes() const { return capacity_bytes_; }
   std::size_t size() const { return table_.size(); }
@@ -84,6 +87,7 @@ class InstalledIndex {
   void unlink(std::uint32_t s);
   void link_newest(std::uint32_t s);
   void evict_oldest(std::vector<Entry>& evicted);
+  void free_slot(std::uint32_t s, std::size_t at);
 
   KeyIdentity::Hash hash_;
   KeyIdentity::Equal equal_;

@@ -161,6 +161,10 @@ class Scheduler {
   // cache directory at start-up): it enters the installed index, and later
   // subscribes for it are cache hits. May evict others (EvictArtifact).
   void note_installed(double now_s, const ArtifactKey& key, std::uint64_t size_bytes);
+  // The runtime found `key`'s installed bytes gone (another process evicted
+  // them): it leaves the installed index, and the next subscribe starts a
+  // task. No command is emitted; a no-op for a key that is not there.
+  void forget_installed(double now_s, const ArtifactKey& key);
 
   // `bytes_received` counts this attempt's bytes so far (after the resume offset).
   void on_transfer_progress(double now_s, TransferId transfer, std::uint64_t bytes_received);
