@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -159,6 +161,145 @@ TEST(CacheDir, ReopeningRebuildsTheIndexAndRemovesStagingLeftovers) {
   EXPECT_TRUE(reopened.remove(key("kept")));
   EXPECT_FALSE(fs::exists(reopened.object_path(key("kept"))));
   EXPECT_FALSE(reopened.remove(key("kept")));
+}
+
+TEST(CacheDir, StartUpRemovesOnlyTheStagingOfOwnersThatAreGone) {
+  const fs::path root = scratch("owners");
+  CacheDir live(root);  // One owner, alive, mid-download.
+  CacheDir::Staging staging = begin(live, key("alive"));
+  ASSERT_FALSE(staging.write("12345", 5));
+  const fs::path live_file = staging.path();
+  ASSERT_TRUE(fs::exists(live_file));
+  // A process that dies mid-download: its staging file stays, its owner lock goes.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    CacheDir dying(root);
+    auto begun = dying.begin(key("dead"));
+    ::_exit(std::holds_alternative<CacheDir::Staging>(begun) ? 0 : 1);  // No destructors.
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(root / "staging")) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 2u) << "the dead owner's file and the live one's";
+
+  CacheDir second(root);  // A second process starting on the same cache.
+  EXPECT_EQ(second.staging_leftovers_removed(), 1u);
+  EXPECT_TRUE(fs::exists(live_file)) << "a live owner's staging file is left alone";
+  ASSERT_FALSE(live.commit(std::move(staging), 5, std::nullopt));
+  EXPECT_EQ(read(live.object_path(key("alive"))), "12345");
+  EXPECT_TRUE(fs::is_empty(root / "staging"));
+}
+
+TEST(CacheDir, AKeyLockIsExclusiveAcrossCacheDirsAndFreedWithItsProcess) {
+  const fs::path root = scratch("keylock");
+  CacheDir a(root), b(root);
+  auto held = a.try_lock_key(key("k"));
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(b.try_lock_key(key("k"))) << "one fetch of a key at a time";
+  EXPECT_TRUE(b.try_lock_key(key("other")));
+  held.reset();
+  EXPECT_TRUE(b.try_lock_key(key("k"))) << "released";
+  // A holder that dies: the kernel releases its lock.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    CacheDir dying(root);
+    auto lock = dying.try_lock_key(key("d"));
+    ::_exit(lock ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(a.try_lock_key(key("d")));
+}
+
+TEST(CacheDir, AHeldObjectIsNeverEvictedByAnyCacheDirAndAFullCacheRefusesTheInstall) {
+  const fs::path root = scratch("holds");
+  CacheOptions options;
+  options.capacity_bytes = 10;
+  CacheDir cache(root, options);
+  auto install = [&](const std::string& name, const std::string& bytes) {
+    CacheDir::Staging staging = begin(cache, key(name));
+    EXPECT_FALSE(staging.write(bytes.data(), bytes.size()));
+    return cache.commit(std::move(staging), bytes.size(), std::nullopt);
+  };
+  ASSERT_FALSE(install("a", "aaaaa"));
+  ASSERT_FALSE(install("b", "bbbbb"));
+  auto held = cache.hold(key("a"));
+  ASSERT_TRUE(held);
+  ASSERT_FALSE(install("c", "ccccc"));  // b, not the held a, makes room.
+  EXPECT_TRUE(fs::exists(cache.object_path(key("a"))));
+  EXPECT_FALSE(fs::exists(cache.object_path(key("b"))));
+  CacheDir other(root);
+  EXPECT_FALSE(other.remove(key("a"))) << "held in another CacheDir";
+  auto held_c = cache.hold(key("c"));
+  const auto refused = install("d", "ddddd");
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->message.find("cache full"), std::string::npos) << refused->message;
+  EXPECT_FALSE(fs::exists(cache.object_path(key("d"))));
+  EXPECT_TRUE(fs::is_empty(root / "staging"));
+  held->release();
+  EXPECT_FALSE(install("d", "ddddd")) << "released: a can go now";
+  EXPECT_FALSE(fs::exists(cache.object_path(key("a"))));
+}
+
+TEST(CacheDir, AnObjectsDigestIsKeptWithItAndReadByAnotherCacheDir) {
+  const fs::path root = scratch("digest");
+  {
+    CacheDir cache(root);
+    CacheDir::Staging staging = begin(cache, key("x"));
+    ASSERT_FALSE(staging.write("hello", 5));
+    ASSERT_FALSE(cache.commit(std::move(staging), 5, std::nullopt));
+  }
+  CacheDir reopened(root);
+  const auto info = reopened.stat_object(key("x"), /*with_digest=*/true);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->size, 5u);
+  EXPECT_EQ(info->sha256, Sha256::hex_of("hello"));
+  // Without the attribute (a file system without them), hashed from the bytes.
+  ::removexattr(reopened.object_path(key("x")).c_str(), "user.demandflight.sha256");
+  CacheDir third(root);
+  EXPECT_EQ(third.stat_object(key("x"), true)->sha256, Sha256::hex_of("hello"));
+  EXPECT_FALSE(third.stat_object(key("missing"), true));
+}
+
+TEST(CacheDir, ADeadOwnersPartialIsAdoptedUpToItsLastWholeBuffer) {
+  const fs::path root = scratch("adopt");
+  const std::string bytes(CacheDir::kBufferBytes * 2 + 1000, 'z');
+  const pid_t child = ::fork();
+  if (child == 0) {
+    CacheDir dying(root);
+    auto begun = dying.begin(key("big"));
+    auto& staging = std::get<CacheDir::Staging>(begun);
+    if (staging.write(bytes.data(), bytes.size())) ::_exit(1);  // Two buffers written out.
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  CacheDir cache(root, CacheOptions{});
+  EXPECT_EQ(cache.staging_leftovers_removed(), 1u) << "dead at our start-up: removed";
+  // A fetch that dies while this CacheDir is open leaves its bytes for it.
+  const pid_t second = ::fork();
+  if (second == 0) {
+    CacheDir dying(root);
+    auto begun = dying.begin(key("big"));
+    auto& staging = std::get<CacheDir::Staging>(begun);
+    if (staging.write(bytes.data(), bytes.size())) ::_exit(1);
+    ::_exit(0);
+  }
+  ASSERT_EQ(::waitpid(second, &status, 0), second);
+  auto adopted = cache.adopt_partial(key("big"));
+  ASSERT_TRUE(adopted);
+  EXPECT_EQ(adopted->bytes(), 2 * CacheDir::kBufferBytes);
+  EXPECT_FALSE(cache.adopt_partial(key("big"))) << "taken once";
+  ASSERT_FALSE(adopted->write(bytes.data() + adopted->bytes(), 1000));
+  EXPECT_FALSE(cache.commit(std::move(*adopted), bytes.size(), Sha256::hex_of(bytes)));
+  EXPECT_EQ(read(cache.object_path(key("big"))), bytes);
 }
 
 // A gate the committer thread can be held at (from inside a `done`).

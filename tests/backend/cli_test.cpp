@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,6 +331,124 @@ TEST_F(CliTest, ReplayRefusesABadTrace) {
               {"replay", "TRACE", "--base-url", "http://127.0.0.1:9", "--cache", cache()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("trace.jsonl:1: format:"), std::string::npos) << run.err;
+}
+
+// `demandflight fetch ARGS...` started in the background, its output in files.
+struct Background {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+  int wait() {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ~Background() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+Background start_fetch(const fs::path& dir, const std::string& tag, const std::string& manifest,
+                       std::vector<std::string> args) {
+  Background b;
+  const fs::path manifest_path = dir / (tag + ".jsonl");
+  std::ofstream(manifest_path) << manifest;
+  b.out_path = (dir / (tag + ".out")).string();
+  b.err_path = (dir / (tag + ".err")).string();
+  args.insert(args.begin(), {DFL_CLI, "fetch"});
+  args.push_back(manifest_path.string());
+  b.pid = ::fork();
+  if (b.pid == 0) {
+    const int out = ::open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(b.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> argv;
+    for (std::string& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(DFL_CLI, argv.data());
+    ::_exit(127);
+  }
+  return b;
+}
+
+TEST_F(CliTest, TwoFetchProcessesOnOneCacheTransferEachArtifactOnceInTotal) {
+  std::string all;
+  std::vector<std::string> lines;
+  for (int i = 0; i < 6; ++i) {
+    lines.push_back(serve("m" + std::to_string(i) + ".bin", 400'000));
+  }
+  server().rate(2'000'000);  // 0.2 s each: the two runs overlap all along.
+  const std::string first = lines[0] + lines[1] + lines[2] + lines[3];
+  const std::string second = lines[2] + lines[3] + lines[4] + lines[5];
+  const std::vector<std::string> args = {"--base-url", server().base(), "--cache", cache(),
+                                         "--max-transfers", "2"};
+  Background a = start_fetch(dir_, "a", first, args);
+  Background b = start_fetch(dir_, "b", second, args);
+  EXPECT_EQ(a.wait(), 0) << read(a.err_path);
+  EXPECT_EQ(b.wait(), 0) << read(b.err_path);
+  EXPECT_NE(read(a.out_path).find("succeeded 4, failed 0"), std::string::npos) << read(a.out_path);
+  EXPECT_NE(read(b.out_path).find("succeeded 4, failed 0"), std::string::npos) << read(b.out_path);
+  const json stats = server().stats();
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = "m" + std::to_string(i) + ".bin";
+    EXPECT_EQ(stats["/" + name]["requests"], 1) << name << ": transferred once in total";
+    EXPECT_EQ(read(object(name)), content(name, 400'000)) << name;
+  }
+  EXPECT_TRUE(fs::is_empty(dir_ / "cache" / "staging"));
+}
+
+TEST_F(CliTest, AFetchKilledMidTransferIsTakenOverByTheOtherFromWhatItStaged) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::string manifest = serve("big.bin", 6 * kMiB);
+  server().hold("/big.bin", 4 * kMiB);  // The first run parks after 4 MiB.
+  const std::vector<std::string> args = {"--base-url", server().base(), "--cache", cache(),
+                                         "--direct-io", "false"};
+  Background a = start_fetch(dir_, "a", manifest, args);
+  // Wait until the first run's staging file holds whole buffers.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::uintmax_t staged = 0;
+  while (staged < 3 * kMiB && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir_ / "cache" / "staging", ec))
+      staged = std::max(staged, entry.file_size(ec));
+  }
+  ASSERT_GE(staged, 3 * kMiB) << "the first run never staged its bytes";
+  Background b = start_fetch(dir_, "b", manifest, args);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // b waits on a's key lock.
+  EXPECT_EQ(server().stats()["/big.bin"]["requests"], 1) << "b waits instead of fetching too";
+  ::kill(a.pid, SIGKILL);
+  a.wait();
+  server().release("/big.bin");
+  EXPECT_EQ(b.wait(), 0) << read(b.err_path);
+  EXPECT_EQ(read(object("big.bin")), content("big.bin", 6 * kMiB));
+  const json stats = server().stats()["/big.bin"];
+  EXPECT_EQ(stats["requests"], 2);
+  ASSERT_EQ(stats["ranges"].size(), 2u) << stats.dump();
+  EXPECT_TRUE(stats["ranges"][0].is_null()) << "the first run asked for it all";
+  EXPECT_GE(stats["ranges"][1][0].get<std::uint64_t>(), 3 * kMiB)
+      << "resumed from what the dead run staged: " << stats.dump();
+  EXPECT_TRUE(fs::is_empty(dir_ / "cache" / "staging"));
+}
+
+TEST_F(CliTest, FetchNamesAFullDiskInItsFailureLines) {
+  fs::create_directories(dir_ / "cache");
+  if (::mount("tmpfs", (dir_ / "cache").c_str(), "tmpfs", 0, "size=2m") != 0)
+    GTEST_SKIP() << "mounting a tmpfs is not allowed here";
+  const std::string manifest = serve("huge.bin", 4 << 20) + serve("tiny.bin", 1000);
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--progress", "lines", "TRACE"});
+  ::umount2((dir_ / "cache").c_str(), MNT_DETACH);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.out.find("failed    huge.bin"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("disk full"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("huge.bin: disk full"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("succeeded tiny.bin"), std::string::npos) << run.out;
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CHUNK = 64 * 1024
@@ -207,7 +208,9 @@ class Handler(BaseHTTPRequestHandler):
     def serve(self, head):
         if self.state.latency_s > 0:
             time.sleep(self.state.latency_s)  # A round trip before the answer.
-        path = self.path.split("?", 1)[0]
+        # Percent-decoded (UTF-8), as nginx does: faults and statistics name
+        # the decoded path, "/a b.bin".
+        path = urllib.parse.unquote(self.path.split("?", 1)[0], errors="surrogateescape")
         real = os.path.realpath(os.path.join(self.state.root, path.lstrip("/")))
         if not real.startswith(self.state.root + os.sep) or not os.path.isfile(real):
             self.state.record(path, 404, None)
