@@ -10,6 +10,7 @@
 //   - file descriptors and resident memory are flat (measured after a
 //     warm-up and at the end, both while idle);
 //   - nothing is left in staging once the client is gone.
+// Two processes run it on one cache directory at once (DFL_SOAK_PROCESSES).
 // The seed is printed; DFL_SEED reproduces each thread's operation mix.
 #include <gtest/gtest.h>
 
@@ -23,6 +24,9 @@
 #include <random>
 #include <sstream>
 #include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "demandflight/backend/client.h"
 #include "demandflight/backend/sha256.h"
@@ -131,30 +135,21 @@ class FailureCounter : public backend::ClientObserver {
   std::size_t verify_failed_ = 0;
 };
 
-TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothing) {
-  double seconds = 15;
-  if (const char* env = std::getenv("DFL_SOAK_SECONDS")) seconds = std::strtod(env, nullptr);
-  std::uint64_t seed = std::random_device{}();
-  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::printf("soak: DFL_SEED=%llu DFL_SOAK_SECONDS=%g\n", static_cast<unsigned long long>(seed),
-              seconds);
+// What one process's client saw in a soak run.
+struct SoakRun {
+  std::size_t ops = 0, opened = 0, delivered = 0, corrupt = 0, scans = 0, verify_failed = 0;
+  std::size_t fds_start = 0, fds_end = 0, rss_start = 0, rss_end = 0, staging_idle = 0;
+  std::vector<std::size_t> not_exactly_one;
+  std::map<DemandOutcome, std::size_t> outcomes;
+  std::map<std::string, std::size_t> failures;
+};
 
-  const fs::path dir = fs::temp_directory_path() / ("dfl-soak-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir / "www");
-  std::vector<backend::ArtifactRef> refs;
-  for (int f = 0; f < kFiles; ++f) {
-    const std::string body = body_of(f);
-    std::ofstream(dir / "www" / (std::to_string(f) + ".bin"), std::ios::binary) << body;
-    backend::ArtifactRef ref;
-    ref.key = ArtifactKey{std::to_string(f) + ".bin", "r1", "pc", 0};
-    ref.size_bytes = body.size();
-    ref.sha256 = backend::Sha256::hex_of(body);
-    refs.push_back(ref);
-  }
-  LoopbackServer server(dir / "www");
-  server.rate(40'000'000);
-
+// One client's soak on `dir`/cache: 8 threads of random calls for `seconds`
+// after a warm-up; with `server`, faults are fed to it all along.
+SoakRun soak_client(const fs::path& dir, const std::string& base,
+                    const std::vector<backend::ArtifactRef>& refs, std::uint64_t seed,
+                    double seconds, LoopbackServer* server) {
+  SoakRun run;
   Ledger ledger;
   FailureCounter failures;
   // Owners move to a new generation when they end one, as a game's sessions
@@ -163,11 +158,10 @@ TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothi
   std::array<std::atomic<OwnerGeneration>, kOwners> generation{};
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> corrupt_seen{0}, scans{0}, ops{0};
-  std::size_t fds_start = 0, fds_end = 0, rss_start = 0, rss_end = 0, staging_idle = 0;
   {
     backend::ClientOptions o;
     o.cache_dir = dir / "cache";
-    o.resolver = backend::url_template(server.base() + "/{resource}");
+    o.resolver = backend::url_template(base + "/{resource}");
     o.scheduler.max_transfers = 4;
     o.scheduler.max_per_origin = 4;
     o.scheduler.cache_bytes = 700'000;  // About half the files: evictions all along.
@@ -203,20 +197,23 @@ TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothi
       std::mt19937_64 rng(seed ^ 0x5eed);
       while (!stop) {
         const std::string path = "/" + std::to_string(rng() % kFiles) + ".bin";
-        switch (rng() % 4) {
-          case 0:
-            server.faults({{{"path", path}, {"kind", "drop"}, {"after_bytes", rng() % 30'000}}});
-            break;
-          case 1:
-            server.faults({{{"path", path}, {"kind", "status"}, {"status", 503},
-                            {"retry_after_s", 0}}});
-            break;
-          case 2:
-            server.faults({{{"path", path}, {"kind", "wrong_bytes"}, {"after_bytes", rng() % 15'000}}});
-            break;
-          default:
-            server.faults({{{"path", path}, {"kind", "stall"}, {"after_bytes", rng() % 20'000},
-                            {"stall_s", 0.2}}});
+        if (server != nullptr) {
+          switch (rng() % 4) {
+            case 0:
+              server->faults({{{"path", path}, {"kind", "drop"}, {"after_bytes", rng() % 30'000}}});
+              break;
+            case 1:
+              server->faults({{{"path", path}, {"kind", "status"}, {"status", 503},
+                               {"retry_after_s", 0}}});
+              break;
+            case 2:
+              server->faults(
+                  {{{"path", path}, {"kind", "wrong_bytes"}, {"after_bytes", rng() % 15'000}}});
+              break;
+            default:
+              server->faults({{{"path", path}, {"kind", "stall"}, {"after_bytes", rng() % 20'000},
+                               {"stall_s", 0.2}}});
+          }
         }
         scan();
         std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -278,23 +275,117 @@ TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothi
     // Warm-up: connections, buffers and threads exist before the baseline.
     workers(std::min(3.0, seconds / 4));
     settle();
-    fds_start = open_fds();
-    rss_start = rss_kib();
+    run.fds_start = open_fds();
+    run.rss_start = rss_kib();
     workers(seconds);
     settle();
     // Idle now: a last scan, then the end figures.
     stop = true;
     feeder.join();
     scan();
-    fds_end = open_fds();
-    rss_end = rss_kib();
+    run.fds_end = open_fds();
+    run.rss_end = rss_kib();
     // An ended task's staging file goes at the I/O thread's next turn (it
     // wakes every progress interval): give it a few.
     for (int i = 0; i < 50 && files_in(dir / "cache" / "staging") > 4; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    staging_idle = files_in(dir / "cache" / "staging");
-    ASSERT_EQ(ledger.delivered(), ledger.opened()) << "terminals lost; DFL_SEED=" << seed;
+    run.staging_idle = files_in(dir / "cache" / "staging");
   }  // ~Client: kept partials and connections go.
+  run.ops = ops;
+  run.opened = ledger.opened();
+  run.delivered = ledger.delivered();
+  run.corrupt = corrupt_seen;
+  run.scans = scans;
+  run.not_exactly_one = ledger.not_exactly_one();
+  run.outcomes = ledger.outcomes();
+  run.failures = failures.by_reason_;
+  run.verify_failed = failures.verify_failed_;
+  return run;
+}
+
+void print_run(const char* who, double seconds, const SoakRun& run) {
+  std::printf("soak %s: %.0f s, %zu operations, %zu demands, %zu terminals (", who, seconds,
+              run.ops, run.opened, run.delivered);
+  for (const auto& [outcome, n] : run.outcomes)
+    std::printf(" %s=%zu", std::string(to_string(outcome)).c_str(), n);
+  std::printf(" ), %zu object scans\n", run.scans);
+  std::printf("soak %s: failed attempts:", who);
+  for (const auto& [reason, n] : run.failures)
+    std::printf(" \"%s\"=%zu", reason.c_str(), n);
+  std::printf("; bodies that failed verification: %zu\n", run.verify_failed);
+  std::printf("soak %s: fds %zu -> %zu, RSS %zu -> %zu KiB, staging files while idle %zu\n", who,
+              run.fds_start, run.fds_end, run.rss_start, run.rss_end, run.staging_idle);
+  std::fflush(stdout);
+}
+
+// What must hold of every process's run; empty when all does.
+std::string problems_of(const SoakRun& run, std::size_t staging_allowed) {
+  std::string out;
+  if (run.delivered != run.opened) out += " terminals lost;";
+  if (!run.not_exactly_one.empty()) out += " demands without exactly one terminal;";
+  if (run.corrupt != 0) out += " an installed object had wrong bytes;";
+  if (run.outcomes.count(DemandOutcome::succeeded) == 0) out += " nothing succeeded;";
+  if (run.fds_end > run.fds_start + 2) out += " file descriptors grew;";
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Sanitizers hold freed memory back (ASan's quarantine, TSan's shadow):
+  // resident memory says nothing about leaks there (LeakSanitizer does).
+  // The ledger adds a bit per demand; the rest is the client's. Flat in runs
+  // of 15 s, 120 s and 5 min (README "Fault soak"); 8 MiB leaves room for the
+  // allocator's arenas and still catches ~200 bytes kept per demand in the
+  // 15 s of CI's Debug run (~2,900 demands a second).
+  if (run.rss_end > run.rss_start + 8 * 1024) out += " resident memory grew by more than 8 MiB;";
+#endif
+  if (run.staging_idle > staging_allowed) out += " staging holds more than the kept partials;";
+  return out;
+}
+
+// Two processes on one cache directory by default (DFL_SOAK_PROCESSES=1 for
+// one): each with its own client, the same files, evictions and faults; the
+// second is a forked child that reports through its exit code.
+TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothing) {
+  double seconds = 15;
+  if (const char* env = std::getenv("DFL_SOAK_SECONDS")) seconds = std::strtod(env, nullptr);
+  std::uint64_t seed = std::random_device{}();
+  if (const char* env = std::getenv("DFL_SEED")) seed = std::strtoull(env, nullptr, 10);
+  int processes = 2;
+  if (const char* env = std::getenv("DFL_SOAK_PROCESSES")) processes = std::atoi(env);
+  std::printf("soak: DFL_SEED=%llu DFL_SOAK_SECONDS=%g DFL_SOAK_PROCESSES=%d\n",
+              static_cast<unsigned long long>(seed), seconds, processes);
+  std::fflush(stdout);
+
+  const fs::path dir = fs::temp_directory_path() / ("dfl-soak-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "www");
+  std::vector<backend::ArtifactRef> refs;
+  for (int f = 0; f < kFiles; ++f) {
+    const std::string body = body_of(f);
+    std::ofstream(dir / "www" / (std::to_string(f) + ".bin"), std::ios::binary) << body;
+    backend::ArtifactRef ref;
+    ref.key = ArtifactKey{std::to_string(f) + ".bin", "r1", "pc", 0};
+    ref.size_bytes = body.size();
+    ref.sha256 = backend::Sha256::hex_of(body);
+    refs.push_back(ref);
+  }
+  LoopbackServer server(dir / "www");
+  server.rate(40'000'000);
+
+  // The other process, forked before this one starts any thread.
+  const std::size_t staging_allowed = 4 * static_cast<std::size_t>(processes);
+  pid_t other = -1;
+  if (processes >= 2) {
+    other = ::fork();
+    if (other == 0) {
+      const SoakRun run = soak_client(dir, server.base(), refs, seed ^ 0xabcdef, seconds, nullptr);
+      print_run("[process 2]", seconds, run);
+      const std::string problems = problems_of(run, staging_allowed);
+      if (!problems.empty()) std::printf("soak [process 2]:%s\n", problems.c_str());
+      std::fflush(stdout);
+      ::_exit(problems.empty() ? 0 : 1);
+    }
+  }
+  const SoakRun run = soak_client(dir, server.base(), refs, seed, seconds, &server);
+  int status = 0;
+  if (other > 0) ::waitpid(other, &status, 0);
 
   const auto stats = server.stats();
   std::size_t requests = 0, faulted = 0;
@@ -304,42 +395,18 @@ TEST(BackendSoak, MixedFaultsAndRandomCallsLoseNothingCorruptNothingAndLeakNothi
     for (const auto& st : s["statuses"])
       faulted += st.get<int>() != 200 && st.get<int>() != 206;
   }
-  const auto outcomes = ledger.outcomes();
-  std::printf("soak: %.0f s, %zu operations, %zu demands, %zu terminals (", seconds, ops.load(),
-              ledger.opened(), ledger.delivered());
-  for (const auto& [outcome, n] : outcomes)
-    std::printf(" %s=%zu", std::string(to_string(outcome)).c_str(), n);
-  std::printf(" ), %zu requests (%zu answered with an error status), %zu object scans\n",
-              requests, faulted, scans.load());
-  std::printf("soak: failed attempts:");
-  for (const auto& [reason, n] : failures.by_reason_)
-    std::printf(" \"%s\"=%zu", reason.c_str(), n);
-  std::printf("; bodies that failed verification: %zu\n", failures.verify_failed_);
-  std::printf("soak: fds %zu -> %zu, RSS %zu -> %zu KiB, staging files while idle %zu, after %zu\n",
-              fds_start, fds_end, rss_start, rss_end, staging_idle,
-              files_in(dir / "cache" / "staging"));
+  print_run("[process 1]", seconds, run);
+  std::printf("soak: %zu requests (%zu answered with an error status); staging files after %zu\n",
+              requests, faulted, files_in(dir / "cache" / "staging"));
 
-  EXPECT_TRUE(ledger.not_exactly_one().empty())
-      << ledger.not_exactly_one().size() << " demands without exactly one terminal; DFL_SEED="
-      << seed;
-  EXPECT_EQ(corrupt_seen.load(), 0u) << "an installed object had wrong bytes";
-  EXPECT_GT(outcomes.count(DemandOutcome::succeeded), 0u);
-  EXPECT_GT(failures.verify_failed_, 0u) << "no corrupt body reached verification: no soak";
+  EXPECT_EQ(problems_of(run, staging_allowed), "") << "DFL_SEED=" << seed;
+  if (other > 0) {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the second process's soak failed (its lines above); DFL_SEED=" << seed;
+  }
+  EXPECT_GT(run.verify_failed, 0u) << "no corrupt body reached verification: no soak";
   EXPECT_GT(faulted, 0u) << "no 503 was served";
-  EXPECT_LE(fds_end, fds_start + 2) << "file descriptors grew";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // Sanitizers hold freed memory back (ASan's quarantine, TSan's shadow):
-  // resident memory says nothing about leaks there (LeakSanitizer does).
-  (void)rss_end;
-#else
-  // The ledger adds a bit per demand; the rest is the client's. Flat in runs
-  // of 15 s, 120 s and 5 min (README "Fault soak"); 8 MiB leaves room for the
-  // allocator's arenas and still catches ~200 bytes kept per demand in the
-  // 15 s of CI's Debug run (~2,900 demands a second).
-  EXPECT_LE(rss_end, rss_start + 8 * 1024) << "resident memory grew by more than 8 MiB";
-#endif
-  EXPECT_LE(staging_idle, 4u) << "staging holds more than the kept partials";
-  EXPECT_EQ(files_in(dir / "cache" / "staging"), 0u) << "staging leftovers after the client";
+  EXPECT_EQ(files_in(dir / "cache" / "staging"), 0u) << "staging leftovers after the clients";
   fs::remove_all(dir);
 }
 

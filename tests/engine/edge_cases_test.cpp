@@ -188,6 +188,23 @@ TEST(EdgeCases, ACacheHitIsDeliveredThroughTheOutboxNotInline) {
   EXPECT_EQ(s.stats().transfers_started, 1u);
 }
 
+TEST(EdgeCases, AForgottenInstallIsFetchedAgainAndForgettingTwiceIsHarmless) {
+  Driver drv;
+  const ArtifactKey rock = key("rock");
+  drv.subscribe(rock, opts(1, 0));
+  drv.complete(rock);
+  Scheduler& s = drv.scheduler;
+  // Another process evicted it: the runtime found its bytes gone.
+  s.forget_installed(drv.now, rock);
+  s.forget_installed(drv.now, rock);
+  s.forget_installed(drv.now, key("never installed"));
+  EXPECT_FALSE(s.has_commands()) << "forgetting emits nothing";
+  drv.subscribe(rock, opts(2, 0));
+  EXPECT_EQ(drv.state_of(rock), TaskState::transferring) << "no cache hit: a new task";
+  EXPECT_EQ(s.stats().cache_hits, 0u);
+  EXPECT_EQ(s.stats().transfers_started, 2u);
+}
+
 TEST(EdgeCases, ALateFinishedEventForAnAbortedTransferIsIgnored) {
   Driver drv;  // Default orphan policy: abort.
   const ArtifactKey rock = key("rock");

@@ -57,6 +57,23 @@ TEST(InstalledIndex, ReinsertingRefreshesSizeAndRecency) {
   EXPECT_EQ(evicted[0].key, k("b"));
 }
 
+TEST(InstalledIndex, EraseRemovesOneEntryAndItsBytes) {
+  InstalledIndex index(300, KeyIdentity{});
+  std::vector<InstalledIndex::Entry> evicted;
+  index.insert(k("a"), 100, evicted);
+  index.insert(k("b"), 100, evicted);
+  EXPECT_TRUE(index.erase(k("a")));
+  EXPECT_FALSE(index.erase(k("a")));
+  EXPECT_FALSE(index.contains(k("a")));
+  EXPECT_TRUE(index.contains(k("b")));
+  EXPECT_EQ(index.used_bytes(), 100u);
+  index.insert(k("c"), 200, evicted);  // Fits without evicting b: a's bytes are gone.
+  EXPECT_TRUE(evicted.empty());
+  index.insert(k("d"), 50, evicted);   // The LRU links survived the erase: b goes first.
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].key, k("b"));
+}
+
 TEST(InstalledIndex, FullIdentitySeparatesRevisionsResourceOnlyMergesThem) {
   std::vector<InstalledIndex::Entry> evicted;
   InstalledIndex full(1000, KeyIdentity{false});
@@ -68,7 +85,7 @@ TEST(InstalledIndex, FullIdentitySeparatesRevisionsResourceOnlyMergesThem) {
 }
 
 // The index against the plainest LRU there is (a list, most recent first,
-// searched from the front), on random inserts, refreshes, touches and
+// searched from the front), on random inserts, refreshes, touches, erases and
 // lookups over few keys, so that keys come back after eviction, tables grow,
 // and deletions shift entries across the table's end. Evictions, their
 // order, sizes and the used bytes must match at every step. DFL_SEED replays
@@ -129,6 +146,13 @@ TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
         const auto it = find(key);
         ASSERT_EQ(index.touch(key), it != lru.end()) << "seed " << seed << " op " << op;
         if (it != lru.end()) lru.splice(lru.begin(), lru, it);
+      } else if (what == 8) {  // The runtime found the bytes gone.
+        const auto it = find(key);
+        ASSERT_EQ(index.erase(key), it != lru.end()) << "seed " << seed << " op " << op;
+        if (it != lru.end()) {
+          used -= it->second;
+          lru.erase(it);
+        }
       } else {
         ASSERT_EQ(index.contains(key), find(key) != lru.end()) << "seed " << seed << " op " << op;
       }
