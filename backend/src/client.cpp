@@ -1050,13 +1050,17 @@ class Client::Impl {
       }
       const std::uint64_t bytes = ready.staging->bytes();
       auto sealed = cache_.seal(*ready.staging);
+      // A refused body's file is gone before anybody hears of it.
       if (auto* error = std::get_if<IoError>(&sealed)) {
-        finalize_ended(job, bytes, FinalizeStatus::error, error->message);
+        const std::string reason = error->message;
+        ready.staging.reset();
+        finalize_ended(job, bytes, FinalizeStatus::error, reason);
         continue;
       }
-      const CacheDir::Sealed& body = std::get<CacheDir::Sealed>(sealed);
+      const CacheDir::Sealed body = std::get<CacheDir::Sealed>(sealed);
       if (auto why = decide(job.task, body)) {
         // Fetched again from byte 0 (once per body, whoever expects what).
+        ready.staging.reset();
         finalize_ended(job, bytes, FinalizeStatus::verify_failed, *why);
         continue;
       }
