@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -163,32 +164,72 @@ TEST(CacheDir, ReopeningRebuildsTheIndexAndRemovesStagingLeftovers) {
   EXPECT_FALSE(reopened.remove(key("kept")));
 }
 
+// Another process that opens `root`, does `work` with its CacheDir, says
+// so, and then waits to be killed (SIGKILL: no destructor runs, as in a
+// crash). Forked before the test starts any thread of its own (TSan cannot
+// follow a fork of a process with threads).
+class OtherProcess {
+ public:
+  OtherProcess(const fs::path& root, const std::function<bool(CacheDir&)>& work) {
+    int ready[2];
+    if (::pipe(ready) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      CacheDir cache(root);
+      const char ok = work(cache) ? 'y' : 'n';
+      if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+      for (;;)
+        ::pause();
+    }
+    ::close(ready[1]);
+    char ok = 'n';
+    worked_ = ::read(ready[0], &ok, 1) == 1 && ok == 'y';
+    ::close(ready[0]);
+  }
+  ~OtherProcess() { kill(); }
+  bool worked() const { return worked_; }
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool worked_ = false;
+};
+
+std::size_t files_in(const fs::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir))
+    ++n;
+  return n;
+}
+
 TEST(CacheDir, StartUpRemovesOnlyTheStagingOfOwnersThatAreGone) {
   const fs::path root = scratch("owners");
-  CacheDir live(root);  // One owner, alive, mid-download.
+  // Another process, mid-download.
+  OtherProcess other(root, [](CacheDir& cache) {
+    static std::optional<CacheDir::Staging> staging;  // Alive until the process dies.
+    auto begun = cache.begin(key("theirs"));
+    if (!std::holds_alternative<CacheDir::Staging>(begun)) return false;
+    staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
+    return true;
+  });
+  ASSERT_TRUE(other.worked());
+  ASSERT_EQ(files_in(root / "staging"), 1u);
+  CacheDir live(root);  // This process starts while the other one lives.
+  EXPECT_EQ(live.staging_leftovers_removed(), 0u) << "a live owner's file is left alone";
   CacheDir::Staging staging = begin(live, key("alive"));
   ASSERT_FALSE(staging.write("12345", 5));
   const fs::path live_file = staging.path();
-  ASSERT_TRUE(fs::exists(live_file));
-  // A process that dies mid-download: its staging file stays, its owner lock goes.
-  const pid_t child = ::fork();
-  if (child == 0) {
-    CacheDir dying(root);
-    auto begun = dying.begin(key("dead"));
-    ::_exit(std::holds_alternative<CacheDir::Staging>(begun) ? 0 : 1);  // No destructors.
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  std::size_t files = 0;
-  for (const auto& entry : fs::directory_iterator(root / "staging")) {
-    (void)entry;
-    ++files;
-  }
-  EXPECT_EQ(files, 2u) << "the dead owner's file and the live one's";
+  ASSERT_EQ(files_in(root / "staging"), 2u);
 
-  CacheDir second(root);  // A second process starting on the same cache.
-  EXPECT_EQ(second.staging_leftovers_removed(), 1u);
+  other.kill();             // It dies: its file stays, its owner lock goes.
+  CacheDir second(root);    // A third process starting on the same cache.
+  EXPECT_EQ(second.staging_leftovers_removed(), 1u) << "the dead owner's file";
   EXPECT_TRUE(fs::exists(live_file)) << "a live owner's staging file is left alone";
   ASSERT_FALSE(live.commit(std::move(staging), 5, std::nullopt));
   EXPECT_EQ(read(live.object_path(key("alive"))), "12345");
@@ -197,24 +238,22 @@ TEST(CacheDir, StartUpRemovesOnlyTheStagingOfOwnersThatAreGone) {
 
 TEST(CacheDir, AKeyLockIsExclusiveAcrossCacheDirsAndFreedWithItsProcess) {
   const fs::path root = scratch("keylock");
+  OtherProcess other(root, [](CacheDir& cache) {
+    static std::optional<CacheDir::KeyLock> held;  // Held until the process dies.
+    held = cache.try_lock_key(key("d"));
+    return held.has_value();
+  });
+  ASSERT_TRUE(other.worked());
   CacheDir a(root), b(root);
+  EXPECT_FALSE(a.try_lock_key(key("d"))) << "held by the other process";
+  other.kill();
+  EXPECT_TRUE(a.try_lock_key(key("d"))) << "the kernel released it with its process";
   auto held = a.try_lock_key(key("k"));
   ASSERT_TRUE(held);
   EXPECT_FALSE(b.try_lock_key(key("k"))) << "one fetch of a key at a time";
   EXPECT_TRUE(b.try_lock_key(key("other")));
   held.reset();
   EXPECT_TRUE(b.try_lock_key(key("k"))) << "released";
-  // A holder that dies: the kernel releases its lock.
-  const pid_t child = ::fork();
-  if (child == 0) {
-    CacheDir dying(root);
-    auto lock = dying.try_lock_key(key("d"));
-    ::_exit(lock ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_TRUE(a.try_lock_key(key("d")));
 }
 
 TEST(CacheDir, AHeldObjectIsNeverEvictedByAnyCacheDirAndAFullCacheRefusesTheInstall) {
@@ -270,29 +309,17 @@ TEST(CacheDir, AnObjectsDigestIsKeptWithItAndReadByAnotherCacheDir) {
 TEST(CacheDir, ADeadOwnersPartialIsAdoptedUpToItsLastWholeBuffer) {
   const fs::path root = scratch("adopt");
   const std::string bytes(CacheDir::kBufferBytes * 2 + 1000, 'z');
-  const pid_t child = ::fork();
-  if (child == 0) {
-    CacheDir dying(root);
-    auto begun = dying.begin(key("big"));
-    auto& staging = std::get<CacheDir::Staging>(begun);
-    if (staging.write(bytes.data(), bytes.size())) ::_exit(1);  // Two buffers written out.
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  CacheDir cache(root, CacheOptions{});
-  EXPECT_EQ(cache.staging_leftovers_removed(), 1u) << "dead at our start-up: removed";
-  // A fetch that dies while this CacheDir is open leaves its bytes for it.
-  const pid_t second = ::fork();
-  if (second == 0) {
-    CacheDir dying(root);
-    auto begun = dying.begin(key("big"));
-    auto& staging = std::get<CacheDir::Staging>(begun);
-    if (staging.write(bytes.data(), bytes.size())) ::_exit(1);
-    ::_exit(0);
-  }
-  ASSERT_EQ(::waitpid(second, &status, 0), second);
+  // A fetch in another process, mid-body: two whole buffers are in its file.
+  OtherProcess other(root, [&](CacheDir& cache) {
+    static std::optional<CacheDir::Staging> staging;  // Alive until the process dies.
+    auto begun = cache.begin(key("big"));
+    staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
+    return !staging->write(bytes.data(), bytes.size());
+  });
+  ASSERT_TRUE(other.worked());
+  CacheDir cache(root);
+  EXPECT_FALSE(cache.adopt_partial(key("big"))) << "its owner lives";
+  other.kill();
   auto adopted = cache.adopt_partial(key("big"));
   ASSERT_TRUE(adopted);
   EXPECT_EQ(adopted->bytes(), 2 * CacheDir::kBufferBytes);
@@ -300,6 +327,7 @@ TEST(CacheDir, ADeadOwnersPartialIsAdoptedUpToItsLastWholeBuffer) {
   ASSERT_FALSE(adopted->write(bytes.data() + adopted->bytes(), 1000));
   EXPECT_FALSE(cache.commit(std::move(*adopted), bytes.size(), Sha256::hex_of(bytes)));
   EXPECT_EQ(read(cache.object_path(key("big"))), bytes);
+  EXPECT_TRUE(fs::is_empty(root / "staging"));
 }
 
 // A gate the committer thread can be held at (from inside a `done`).
