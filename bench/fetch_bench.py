@@ -15,12 +15,16 @@ fetched by
     for comparing durable downloads with durable downloads;
   - aria2c -j 8 (--file-allocation=none, its fastest setting here);
 and once more with three requests per artifact (demandflight: three callers
-per artifact; curl and aria2c: three URLs, three output files). The tools
+per artifact; curl and aria2c: three URLs, three output files), and once
+with two processes (`--copies ...,2p`: two demandflight fetch processes
+started together on one cache directory, each asking for every artifact;
+curl and aria2c: two URLs, two output files). The tools
 run interleaved, N times each, in a random order per run (--seed); the table
 gives medians of the same run, and the ratios are against curl and aria2c
 measured beside it. nginx's access log
 shows how often each file was requested during the demandflight runs: with
-duplicates, demandflight must transfer each artifact exactly once.
+duplicates, in one process or two, demandflight must transfer each artifact
+exactly once.
 """
 import argparse
 import hashlib
@@ -170,10 +174,28 @@ def run_aria2(url, names, out, copies):
                   "--auto-file-renaming=false", "--console-log-level=error"])
 
 
+def fetch_command(binary, url, manifest, out, copies, extra):
+    return [binary, "fetch", "--base-url", url, "--cache", out, "--copies", str(copies),
+            "--max-transfers", "8", "--max-per-origin", "8", "--progress", "none"] + extra + \
+        [manifest]
+
+
 def run_demandflight(binary, url, manifest, out, copies, extra):
-    return timed([binary, "fetch", "--base-url", url, "--cache", out, "--copies", str(copies),
-                  "--max-transfers", "8", "--max-per-origin", "8", "--progress", "none"] +
-                 extra + [manifest])
+    return timed(fetch_command(binary, url, manifest, out, copies, extra))
+
+
+def run_demandflight_processes(binary, url, manifest, out, processes, extra):
+    """`processes` fetch runs of the whole manifest, started together on one cache."""
+    cpu0, t0 = children_cpu(), time.perf_counter()
+    running = [subprocess.Popen(fetch_command(binary, url, manifest, out, 1, extra),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(processes)]
+    outputs = [p.communicate() for p in running]
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    for p, (stdout, stderr) in zip(running, outputs):
+        if p.returncode != 0:
+            raise SystemExit(f"fetch failed ({p.returncode}):\n{stdout}\n{stderr}")
+    return wall, cpu, "".join(o for o, _ in outputs)
 
 
 def requests_per_file(access_log, start_offset):
@@ -197,7 +219,8 @@ def main():
                         help="small first: its files are created before any mass deletion")
     parser.add_argument("--json", default=None, help="write the raw figures here")
     parser.add_argument("--fetch-args", default="", help="more flags for demandflight fetch")
-    parser.add_argument("--copies", default="1,3", help="callers per artifact, one row each")
+    parser.add_argument("--copies", default="1,3,2p",
+                        help="callers per artifact, one row each; Np: N processes")
     parser.add_argument("--baseline", default=None,
                         help="another demandflight binary, run interleaved with the first "
                              "(an A/B of two builds in the same conditions)")
@@ -243,7 +266,9 @@ def main():
                     with open(os.path.join(args.work, "www", file_name), "rb") as f:
                         while f.read(1 << 22):
                             pass
-            for copies in [int(c) for c in args.copies.split(",")]:
+            for copies_spec in args.copies.split(","):
+                processes = int(copies_spec[:-1]) if copies_spec.endswith("p") else 1
+                copies = processes if processes > 1 else int(copies_spec)
                 samples = {t: [] for t in tools}
                 max_requests = 0
                 for run in range(args.runs):
@@ -255,14 +280,14 @@ def main():
                     # order always put the same tool there.
                     order = list(tools)
                     shuffle.shuffle(order)
-                    print(f"  {name} x{copies} run {run} order: {', '.join(order)}",
+                    print(f"  {name} x{copies_spec} run {run} order: {', '.join(order)}",
                           flush=True)
                     for tool in order:
                         # A fresh directory per run. Many small files are deleted only
                         # after the set: ext4 creates files slowly for a while after
                         # thousands were deleted (it scans for recently deleted inodes),
                         # which would time the clean-up instead of the tool.
-                        out = os.path.join(args.work, "out", f"{tool}-{copies}-{run}")
+                        out = os.path.join(args.work, "out", f"{tool}-{copies_spec}-{run}")
                         if args.drop_caches:
                             # No run pays for the writeback of an earlier run's
                             # dirty pages (curl's and aria2c's files are not synced).
@@ -275,9 +300,14 @@ def main():
                             wall, cpu, _ = run_aria2(url, names, out, copies)
                         else:
                             offset = os.path.getsize(access_log)
-                            wall, cpu, text = run_demandflight(binaries[tool], url,
-                                                               manifests[name], out, copies,
-                                                               args.fetch_args.split())
+                            if processes > 1:
+                                wall, cpu, text = run_demandflight_processes(
+                                    binaries[tool], url, manifests[name], out, processes,
+                                    args.fetch_args.split())
+                            else:
+                                wall, cpu, text = run_demandflight(binaries[tool], url,
+                                                                   manifests[name], out, copies,
+                                                                   args.fetch_args.split())
                             time.sleep(0.2)  # nginx writes its log line after the response.
                             counts = requests_per_file(access_log, offset)
                             max_requests = max([max_requests] + list(counts.values()))
@@ -289,14 +319,15 @@ def main():
                             # go with them), so that no run inherits another's writeback.
                             shutil.rmtree(out, ignore_errors=True)
                         samples[tool].append((wall, cpu))
-                        raw.append({"set": name, "copies": copies, "tool": tool, "run": run,
+                        raw.append({"set": name, "copies": copies_spec, "tool": tool, "run": run,
                                     "wall_s": wall, "cpu_s": cpu})
-                        log(f"  {name} x{copies} {tool:12s} run {run}: {wall:7.3f} s "
+                        log(f"  {name} x{copies_spec} {tool:12s} run {run}: {wall:7.3f} s "
                             f"wall, {cpu:6.2f} CPU-s")
                 med = {t: statistics.median(w for w, _ in s) for t, s in samples.items()}
                 cpu = {t: statistics.median(c for _, c in s) for t, s in samples.items()}
                 mib = count * size / 2**20
-                rows.append((name, count, size, copies, med, cpu, mib, max_requests))
+                label = f"{processes} processes" if processes > 1 else str(copies)
+                rows.append((name, count, size, label, med, cpu, mib, max_requests))
     finally:
         nginx.terminate()
         nginx.wait()

@@ -436,14 +436,17 @@ class Client::Impl {
           return r;
         }
         if (!options_.pin_on_success) return r;
+        // The task's key names the object (the callbacks model shares a
+        // task between revisions of one resource).
+        const ArtifactKey& object = record != nullptr ? record->key : demand.key;
         std::optional<CacheDir::Hold> held =
-            record != nullptr ? cache_.hold(demand.key) : std::move(demand.hit_hold);
+            record != nullptr ? cache_.hold(object) : std::move(demand.hit_hold);
         if (!held) {
           r.outcome = DemandOutcome::failed;
           r.reason = "evicted before it could be pinned";
           return r;
         }
-        r.pin = make_pin(std::move(*held), demand);
+        r.pin = make_pin(std::move(*held), object, demand);
         return r;
       }
       case DemandOutcome::failed:
@@ -463,12 +466,12 @@ class Client::Impl {
     }
   }
 
-  Pin make_pin(CacheDir::Hold held, const DemandRecord& demand) {
+  Pin make_pin(CacheDir::Hold held, const ArtifactKey& object, const DemandRecord& demand) {
     auto state = std::make_shared<Pin::State>();
     state->hold = std::move(held);
     state->owner = demand.owner;
     state->generation = demand.generation;
-    state->path = cache_.object_path(demand.key);
+    state->path = cache_.object_path(object);
     std::lock_guard lock(pins_mutex_);
     if (pins_.size() >= 2 * pins_live_ + 64) {  // Forget the pins released since.
       for (auto it = pins_.begin(); it != pins_.end();)
@@ -706,8 +709,13 @@ class Client::Impl {
         }
         return;
       case IoJob::Kind::abort:
-        std::erase_if(waiting_,
-                      [&](const Waiting& w) { return w.start.transfer.value == job.transfer.value; });
+        if (std::erase_if(waiting_, [&](const Waiting& w) {
+              return w.start.transfer.value == job.transfer.value;
+            }) > 0 &&
+            options_.observer != nullptr) {
+          std::lock_guard lock(engine_mutex_);
+          options_.observer->on_transfer_ended(now(), job.task, job.transfer, 0, true);
+        }
         if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
           const std::uint64_t received = it->second->appended;
           if (job.keep_partial) job.key = it->second->key;
