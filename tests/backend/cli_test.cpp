@@ -18,6 +18,7 @@
 #include "demandflight/backend/sha256.h"
 #include "loopback.h"
 #include "page_cache.h"
+#include "test_files.h"
 
 namespace dfl::testing {
 namespace {
@@ -26,11 +27,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string content(const std::string& name, std::size_t size) {
-  std::string out(size, '\0');
-  const std::size_t seed = std::hash<std::string>{}(name);
-  for (std::size_t i = 0; i < size; ++i)
-    out[i] = static_cast<char>((i * 131 + seed) % 253);
-  return out;
+  return content_of(name, size);
 }
 
 class CliTest : public ::testing::Test {
@@ -67,10 +64,7 @@ class CliTest : public ::testing::Test {
     return dir_ / "cache" / "objects" /
            backend::CacheDir::object_name(ArtifactKey{name, "r1", "pc", 0});
   }
-  static std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  static std::string read(const fs::path& path) { return read_bytes(path); }
 
   fs::path dir_;
   std::unique_ptr<LoopbackServer> server_;

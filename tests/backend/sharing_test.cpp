@@ -17,6 +17,7 @@
 #include "demandflight/backend/client.h"
 #include "demandflight/backend/sha256.h"
 #include "loopback.h"
+#include "test_files.h"
 
 namespace dfl::testing {
 namespace {
@@ -28,20 +29,6 @@ using backend::Client;
 using backend::ClientOptions;
 using backend::DemandResult;
 
-std::string body_of(const std::string& name, std::size_t size) {
-  std::string out(size, '\0');
-  const std::size_t seed = std::hash<std::string>{}(name);
-  for (std::size_t i = 0; i < size; ++i)
-    out[i] = static_cast<char>((i * 131 + seed) % 253);
-  return out;
-}
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 DemandOptions owner(OwnerId id) {
   DemandOptions o;
@@ -71,11 +58,11 @@ class SharingTest : public ::testing::Test {
   ArtifactRef serve(const std::string& name, std::size_t size) {
     const fs::path file = dir_ / "www" / fs::u8path(name);
     fs::create_directories(file.parent_path());
-    std::ofstream(file, std::ios::binary) << body_of(name, size);
+    std::ofstream(file, std::ios::binary) << content_of(name, size);
     ArtifactRef r;
     r.key = ArtifactKey{name, "r1", "pc", 0};
     r.size_bytes = size;
-    r.sha256 = backend::Sha256::hex_of(body_of(name, size));
+    r.sha256 = backend::Sha256::hex_of(content_of(name, size));
     return r;
   }
 
@@ -133,7 +120,7 @@ TEST_F(SharingTest, RightAndWrongDigestAtOnceShareOneTransferAndOnlyTheWrongOneF
               "sha256 mismatch: expected " + *wrong.sha256 + ", got " + *right.sha256);
     EXPECT_FALSE(got_wrong.pin);
     EXPECT_EQ(requests("/" + name), 1) << "one transfer for both, and no retry";
-    EXPECT_EQ(read(client.path_of(right.key)), body_of(name, 300'000));
+    EXPECT_EQ(read_bytes(client.path_of(right.key)), content_of(name, 300'000));
   }
 }
 
@@ -244,7 +231,7 @@ TEST_F(SharingTest, TwoClientsOnOneCacheTransferEachArtifactOnceInTotal) {
   }
   for (const ArtifactRef& r : refs) {
     EXPECT_EQ(requests("/" + r.key.resource), 1) << r.key.resource;
-    EXPECT_EQ(read(first.path_of(r.key)), body_of(r.key.resource, 300'000));
+    EXPECT_EQ(read_bytes(first.path_of(r.key)), content_of(r.key.resource, 300'000));
   }
 }
 
@@ -263,7 +250,7 @@ TEST_F(SharingTest, APinnedObjectSurvivesPressureThatEvictsTheRestAndGoesOnceRel
     DemandResult r = client.fetch(refs[i], owner(2)).get();  // Released at once.
     ASSERT_EQ(r.outcome, DemandOutcome::succeeded) << r.reason;
   }
-  EXPECT_EQ(read(client.path_of(refs[0].key)), body_of("p0.bin", 100'000)) << "pinned: kept";
+  EXPECT_EQ(read_bytes(client.path_of(refs[0].key)), content_of("p0.bin", 100'000)) << "pinned: kept";
   EXPECT_FALSE(fs::exists(client.path_of(refs[1].key))) << "unpinned: evicted";
   EXPECT_FALSE(fs::exists(client.path_of(refs[2].key)));
   pinned.pin.release();
@@ -318,7 +305,7 @@ TEST_F(SharingTest, NamesThatNeedPercentEncodingAreFetchedAndVerified) {
     const ArtifactRef r = serve(name, 20'000);
     const DemandResult got = client.fetch(r, owner(1)).get();
     EXPECT_EQ(got.outcome, DemandOutcome::succeeded) << name << ": " << got.reason;
-    EXPECT_EQ(read(client.path_of(r.key)), body_of(name, 20'000)) << name;
+    EXPECT_EQ(read_bytes(client.path_of(r.key)), content_of(name, 20'000)) << name;
     EXPECT_EQ(requests("/" + name), 1) << name;
   }
   EXPECT_EQ(backend::percent_encode_path("a b/#?%\xc3\xa9", true), "a%20b/%23%3F%25%C3%A9");
@@ -340,7 +327,7 @@ TEST_F(SharingTest, AFullDiskFailsCleanlyNamingItAndOtherArtifactsStillInstall) 
   EXPECT_TRUE(fs::is_empty(dir_ / "cache" / "staging")) << "nothing partial left";
   const DemandResult rs = client.fetch(small, owner(1)).get();
   EXPECT_EQ(rs.outcome, DemandOutcome::succeeded) << rs.reason;
-  EXPECT_EQ(read(client.path_of(small.key)), body_of("small.bin", 200'000));
+  EXPECT_EQ(read_bytes(client.path_of(small.key)), content_of("small.bin", 200'000));
 }
 
 TEST_F(SharingTest, AFullDiskEvictsUnpinnedObjectsAndTheInstallSucceeds) {
@@ -359,8 +346,8 @@ TEST_F(SharingTest, AFullDiskEvictsUnpinnedObjectsAndTheInstallSucceeds) {
   }
   const DemandResult rf = client.fetch(fresh, owner(3)).get();
   ASSERT_EQ(rf.outcome, DemandOutcome::succeeded) << rf.reason;
-  EXPECT_EQ(read(client.path_of(fresh.key)), body_of("fresh.bin", 5 << 19));
-  EXPECT_EQ(read(client.path_of(old[2].key)), body_of("old2.bin", 1 << 20)) << "pinned: kept";
+  EXPECT_EQ(read_bytes(client.path_of(fresh.key)), content_of("fresh.bin", 5 << 19));
+  EXPECT_EQ(read_bytes(client.path_of(old[2].key)), content_of("old2.bin", 1 << 20)) << "pinned: kept";
   EXPECT_FALSE(fs::exists(client.path_of(old[0].key))) << "evicted to make room";
 }
 
