@@ -10,10 +10,12 @@
 # make tsan   the backend's tests and the simulator's prefault thread under ThreadSanitizer
 # make fuzz   the libFuzzer targets (trace reader, engine sequences), FUZZ_SECONDS each
 # make soak   the backend fault soak for SOAK_SECONDS (default 300)
+# make check-exhaustive  the core's exhaustive bounded check at its large scope, and
+#             the mutants it must catch (docs/testing.md)
 # make fidelity  bundled scenarios replayed over a shaped real network vs simulated
 
 JOBS ?= 2
-.PHONY: deps demo demo-engine test bench bench-fetch bench-scaling asan tsan fuzz soak fidelity format clean
+.PHONY: deps demo demo-engine test bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 300
 FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/open_world_streaming.jsonl scenarios/session_churn.jsonl
@@ -79,6 +81,14 @@ soak: deps
 	cmake --preset default >/dev/null
 	cmake --build --preset default -j$(JOBS) --target backend_tests
 	DFL_SOAK_SECONDS=$(SOAK_SECONDS) ./build/default/tests/backend/backend_tests --gtest_filter='BackendSoak.*'
+
+EXHAUSTIVE_DEPTH ?= 10
+check-exhaustive: deps
+	cmake --preset default >/dev/null
+	cmake --build --preset default -j$(JOBS) --target engine_exhaustive_check
+	./build/default/tests/engine/engine_exhaustive_check --scope small --depth 20
+	./build/default/tests/engine/engine_exhaustive_check --scope large --depth $(EXHAUSTIVE_DEPTH)
+	bash tests/engine/mutation_check.sh build/default/tests/engine/mutants --depth 10
 
 fidelity: deps
 	cmake --preset release >/dev/null

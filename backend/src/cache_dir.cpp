@@ -49,7 +49,8 @@ int retry_eintr(F call) {
 }
 
 bool same_file(int fd, const fs::path& path) {
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
          a.st_ino == b.st_ino;
 }
@@ -239,8 +240,8 @@ class CacheDir::WriteBehind {
   // Submits `buffer` as a direct write and hashes it meanwhile; false (and
   // `buffer` untouched) when it must go through the page cache instead.
   bool write_direct(Staging::Core& core, Buffer& buffer) {
-    if (!direct_ || core.drop_behind == 0 || core.direct_refused ||
-        buffer.size() != kBufferBytes || core.written % kBufferBytes != 0)
+    if (!direct_ || core.drop_behind == 0 || core.direct_refused || buffer.size() != kBufferBytes ||
+        core.written % kBufferBytes != 0)
       return false;
     if (core.direct_fd < 0) {
       if (Staging::open_file(core)) return false;  // write_out reports it.
@@ -251,7 +252,8 @@ class CacheDir::WriteBehind {
         return false;
       }
     }
-    while (in_flight_ >= kMaxInFlight) reap(/*wait=*/true);
+    while (in_flight_ >= kMaxInFlight)
+      reap(/*wait=*/true);
     io_uring_sqe* sqe = ::io_uring_get_sqe(&ring_);
     if (sqe == nullptr) return false;  // Not with at most kMaxInFlight in flight.
     auto* write = new InFlight{&core, std::move(buffer), core.written};
@@ -311,7 +313,8 @@ class CacheDir::WriteBehind {
     if (res == -EINVAL || res == -EOPNOTSUPP) direct_ = false;
     const std::size_t done = res > 0 ? static_cast<std::size_t>(res) : 0;
     direct_bytes_.fetch_add(done, std::memory_order_relaxed);
-    return Staging::pwrite_all(*write.core, write.buffer.data() + done, size - done, write.offset + done);
+    return Staging::pwrite_all(*write.core, write.buffer.data() + done, size - done,
+                               write.offset + done);
   }
 
   void finish(Staging::Core& core, Buffer buffer, std::optional<IoError> error) {
@@ -485,8 +488,8 @@ std::optional<IoError> CacheDir::Staging::open_file(Core& core) {
   return std::nullopt;
 }
 
-std::optional<IoError> CacheDir::Staging::pwrite_all(Core& core, const char* data,
-                                                     std::size_t size, std::uint64_t offset) {
+std::optional<IoError> CacheDir::Staging::pwrite_all(Core& core, const char* data, std::size_t size,
+                                                     std::uint64_t offset) {
   bool made_room = false;
   while (size > 0) {
     const ssize_t n = ::pwrite(core.fd, data, size, static_cast<off_t>(offset));
@@ -949,14 +952,14 @@ std::optional<IoError> CacheDir::make_room(std::uint64_t incoming) {
       }
       try_evict(name);
     }
-    if (pass == 0) rescan_objects(/*at_open=*/false);  // Others may have evicted or installed meanwhile.
+    if (pass == 0)
+      rescan_objects(/*at_open=*/false);  // Others may have evicted or installed meanwhile.
   }
   std::lock_guard lock(mutex_);
   if (index_bytes_ + incoming <= capacity_bytes_) return std::nullopt;
-  return IoError{"cache full: " + std::to_string(index_bytes_) + " of " +
-                 std::to_string(capacity_bytes_) +
-                 " bytes are held (pinned) and cannot be evicted for " + std::to_string(incoming) +
-                 " more"};
+  return IoError{
+      "cache full: " + std::to_string(index_bytes_) + " of " + std::to_string(capacity_bytes_) +
+      " bytes are held (pinned) and cannot be evicted for " + std::to_string(incoming) + " more"};
 }
 
 bool CacheDir::make_space(std::uint64_t needed) {
@@ -978,7 +981,6 @@ bool CacheDir::make_space(std::uint64_t needed) {
   return evicted;
 }
 
-
 std::size_t CacheDir::installed_count() const {
   std::lock_guard lock(mutex_);
   return index_.size();
@@ -990,7 +992,7 @@ std::uint64_t CacheDir::installed_bytes() const {
 }
 
 std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key,
-                                                       std::uint64_t size_hint) {
+                                                         std::uint64_t size_hint) {
   std::string name = object_name(key);
   std::uint64_t serial = 0;
   {
@@ -1053,9 +1055,9 @@ std::optional<CacheDir::Staging> CacheDir::adopt_partial(const ArtifactKey& key,
     std::vector<char> buffer(1 << 20);
     std::uint64_t offset = 0;
     while (offset < keep) {
-      const ssize_t n = ::pread(fd, buffer.data(),
-                                std::min<std::uint64_t>(buffer.size(), keep - offset),
-                                static_cast<off_t>(offset));
+      const ssize_t n =
+          ::pread(fd, buffer.data(), std::min<std::uint64_t>(buffer.size(), keep - offset),
+                  static_cast<off_t>(offset));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       hash.update(buffer.data(), static_cast<std::size_t>(n));

@@ -84,9 +84,10 @@ std::optional<std::string> contradiction(const Expect& e, std::uint64_t size,
 // What a transfer enforces while the body streams in, from every
 // expectation its task's demands stated.
 struct Limits {
-  std::optional<std::uint64_t> exact;  // Every demand expects this size: more is an error, less a retry.
-  std::optional<std::uint64_t> cap;    // They disagree: more than the largest is an error.
-  bool verified = false;               // Some demand states a digest (the whole body is checked).
+  std::optional<std::uint64_t>
+      exact;  // Every demand expects this size: more is an error, less a retry.
+  std::optional<std::uint64_t> cap;  // They disagree: more than the largest is an error.
+  bool verified = false;             // Some demand states a digest (the whole body is checked).
   bool operator==(const Limits&) const = default;
 };
 
@@ -203,12 +204,11 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)),
-        cache_(options_.cache_dir,
-               CacheOptions{.write_behind = true,
-                            .sync = options_.install_sync,
-                            .drop_behind_bytes = options_.drop_behind_bytes,
-                            .direct_writes = options_.direct_writes,
-                            .capacity_bytes = options_.scheduler.cache_bytes}),
+        cache_(options_.cache_dir, CacheOptions{.write_behind = true,
+                                                .sync = options_.install_sync,
+                                                .drop_behind_bytes = options_.drop_behind_bytes,
+                                                .direct_writes = options_.direct_writes,
+                                                .capacity_bytes = options_.scheduler.cache_bytes}),
         engine_(engine_config(options_.scheduler),
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {
@@ -292,9 +292,8 @@ class Client::Impl {
       engine_.forget_installed(t, artifact.key);
     }
     const DemandHandle h = engine_.subscribe(t, artifact.key, o);
-    DemandRecord record{std::move(on_terminal), artifact.key,          expect,
-                        options.owner,          options.owner_generation, std::move(on_disk),
-                        std::move(held)};
+    DemandRecord record{std::move(on_terminal),   artifact.key,       expect,         options.owner,
+                        options.owner_generation, std::move(on_disk), std::move(held)};
     std::optional<TaskId> task;
     if (auto info = engine_.demand(h); info && info->task.value != 0) {
       task = info->task;
@@ -709,9 +708,10 @@ class Client::Impl {
         }
         return;
       case IoJob::Kind::abort:
-        if (std::erase_if(waiting_, [&](const Waiting& w) {
-              return w.start.transfer.value == job.transfer.value;
-            }) > 0 &&
+        if (std::erase_if(waiting_,
+                          [&](const Waiting& w) {
+                            return w.start.transfer.value == job.transfer.value;
+                          }) > 0 &&
             options_.observer != nullptr) {
           std::lock_guard lock(engine_mutex_);
           options_.observer->on_transfer_ended(now(), job.task, job.transfer, 0, true);
@@ -1204,7 +1204,7 @@ class Client::Impl {
   std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
   std::vector<Waiting> waiting_;                                            // I/O thread.
   static constexpr int kWaitPollMs = 20;
-  std::unordered_map<std::uint64_t, TaskFiles> files_;                      // I/O thread.
+  std::unordered_map<std::uint64_t, TaskFiles> files_;  // I/O thread.
   // Kept partials (OrphanDecision::keep_partial) by key, until the engine
   // drops them or a new task of the key resumes them. I/O thread.
   std::unordered_map<ArtifactKey, TaskFiles> partials_;
@@ -1243,8 +1243,7 @@ DemandHandle Client::subscribe(const ArtifactRef& artifact, const DemandOptions&
   return impl_->subscribe(artifact, options, std::move(on_terminal));
 }
 
-std::future<DemandResult> Client::fetch(const ArtifactRef& artifact,
-                                        const DemandOptions& options) {
+std::future<DemandResult> Client::fetch(const ArtifactRef& artifact, const DemandOptions& options) {
   auto promise = std::make_shared<std::promise<DemandResult>>();
   auto future = promise->get_future();
   impl_->subscribe(artifact, options,

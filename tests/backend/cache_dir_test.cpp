@@ -13,8 +13,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -227,8 +227,8 @@ TEST(CacheDir, StartUpRemovesOnlyTheStagingOfOwnersThatAreGone) {
   const fs::path live_file = staging.path();
   ASSERT_EQ(files_in(root / "staging"), 2u);
 
-  other.kill();             // It dies: its file stays, its owner lock goes.
-  CacheDir second(root);    // A third process starting on the same cache.
+  other.kill();           // It dies: its file stays, its owner lock goes.
+  CacheDir second(root);  // A third process starting on the same cache.
   EXPECT_EQ(second.staging_leftovers_removed(), 1u) << "the dead owner's file";
   EXPECT_TRUE(fs::exists(live_file)) << "a live owner's staging file is left alone";
   ASSERT_FALSE(live.commit(std::move(staging), 5, std::nullopt));
@@ -547,8 +547,8 @@ TEST(CacheDir, ALargeFileLeavesThePageCacheBehindItsEndOnceOnTheDisk) {
 TEST(CacheDir, WithoutDropBehindALargeFileStaysInThePageCache) {
   const fs::path root = scratch("keep-pages");
   // With write-behind too: direct writes are for files that drop behind.
-  CacheDir cache(root, CacheOptions{.write_behind = true, .drop_behind_bytes = 0,
-                                    .early_sync_bytes = 0});
+  CacheDir cache(root,
+                 CacheOptions{.write_behind = true, .drop_behind_bytes = 0, .early_sync_bytes = 0});
   const std::string body = large_body(24 * kMiB);
   install_large(cache, key("big"), body);
   EXPECT_EQ(cache.sync_counts().direct_bytes, 0u);
@@ -648,8 +648,7 @@ TEST(CacheDir, DirectWritesOfFilesStagedTogetherKeepEachFilesBytes) {
     }
   }
   for (std::size_t i = 0; i < bodies.size(); ++i) {
-    ASSERT_FALSE(cache.commit(std::move(stagings[i]), bodies[i].size(),
-                              Sha256::hex_of(bodies[i])));
+    ASSERT_FALSE(cache.commit(std::move(stagings[i]), bodies[i].size(), Sha256::hex_of(bodies[i])));
   }
   EXPECT_EQ(cache.sync_counts().direct_bytes, 17 * kMiB);
   for (std::size_t i = 0; i < bodies.size(); ++i)

@@ -115,9 +115,9 @@ TEST_F(CliTest, FetchDropBehindLeavesALargeArtifactsPagesBehindItsEnd) {
   const std::string manifest = serve("big.bin", 12 * kMiB);
   if (on_tmpfs(dir_)) GTEST_SKIP() << "tmpfs has no disk to leave the page cache for";
   // Through the page cache (direct writes never put the bytes there: below).
-  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
-                                        "--drop-behind", "2MiB", "--direct-io", "false", "--quiet",
-                                        "TRACE"});
+  const CliRun run =
+      run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                         "--drop-behind", "2MiB", "--direct-io", "false", "--quiet", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(run.out.find("O_DIRECT"), std::string::npos) << run.out;
   // With the default window (16 MiB) all 12 MiB would stay; with 2 MiB,
@@ -136,8 +136,8 @@ TEST_F(CliTest, FetchWritesALargeArtifactsFullBuffersAroundThePageCache) {
   const std::string manifest = serve("big.bin", 6 * kMiB + 100);
   if (on_tmpfs(dir_)) GTEST_SKIP() << "tmpfs keeps every page";
   if (!testing::direct_writes_possible(dir_ / "probe")) GTEST_SKIP() << "no io_uring or O_DIRECT";
-  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
-                                        "--quiet", "TRACE"});
+  const CliRun run = run_cli(
+      manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "--quiet", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("6.0 MiB written around the page cache (O_DIRECT)"), std::string::npos)
       << run.out;
@@ -379,8 +379,8 @@ TEST_F(CliTest, TwoFetchProcessesOnOneCacheTransferEachArtifactOnceInTotal) {
   server().rate(2'000'000);  // 0.2 s each: the two runs overlap all along.
   const std::string first = lines[0] + lines[1] + lines[2] + lines[3];
   const std::string second = lines[2] + lines[3] + lines[4] + lines[5];
-  const std::vector<std::string> args = {"--base-url", server().base(), "--cache", cache(),
-                                         "--max-transfers", "2"};
+  const std::vector<std::string> args = {"--base-url", server().base(),   "--cache",
+                                         cache(),      "--max-transfers", "2"};
   Background a = start_fetch(dir_, "a", first, args);
   Background b = start_fetch(dir_, "b", second, args);
   EXPECT_EQ(a.wait(), 0) << read(a.err_path);
@@ -400,8 +400,8 @@ TEST_F(CliTest, AFetchKilledMidTransferIsTakenOverByTheOtherFromWhatItStaged) {
   constexpr std::size_t kMiB = std::size_t{1} << 20;
   const std::string manifest = serve("big.bin", 6 * kMiB);
   server().hold("/big.bin", 4 * kMiB);  // The first run parks after 4 MiB.
-  const std::vector<std::string> args = {"--base-url", server().base(), "--cache", cache(),
-                                         "--direct-io", "false"};
+  const std::vector<std::string> args = {"--base-url", server().base(), "--cache",
+                                         cache(),      "--direct-io",   "false"};
   Background a = start_fetch(dir_, "a", manifest, args);
   // Wait until the first run's staging file holds whole buffers.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -29,7 +29,6 @@ using backend::Client;
 using backend::ClientOptions;
 using backend::DemandResult;
 
-
 DemandOptions owner(OwnerId id) {
   DemandOptions o;
   o.owner = id;
@@ -250,7 +249,8 @@ TEST_F(SharingTest, APinnedObjectSurvivesPressureThatEvictsTheRestAndGoesOnceRel
     DemandResult r = client.fetch(refs[i], owner(2)).get();  // Released at once.
     ASSERT_EQ(r.outcome, DemandOutcome::succeeded) << r.reason;
   }
-  EXPECT_EQ(read_bytes(client.path_of(refs[0].key)), content_of("p0.bin", 100'000)) << "pinned: kept";
+  EXPECT_EQ(read_bytes(client.path_of(refs[0].key)), content_of("p0.bin", 100'000))
+      << "pinned: kept";
   EXPECT_FALSE(fs::exists(client.path_of(refs[1].key))) << "unpinned: evicted";
   EXPECT_FALSE(fs::exists(client.path_of(refs[2].key)));
   pinned.pin.release();
@@ -298,8 +298,9 @@ TEST_F(SharingTest, EndingTheOwnerReleasesItsPinsAndAPinOutlivesTheClient) {
 // --- URLs ------------------------------------------------------------------------
 
 TEST_F(SharingTest, NamesThatNeedPercentEncodingAreFetchedAndVerified) {
-  const std::vector<std::string> names = {"a b.bin", "rock #2.bin", "what?.bin", "100%.bin",
-                                          "dir/sub dir/x+y=z.bin", "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5.bin"};
+  const std::vector<std::string> names = {
+      "a b.bin",  "rock #2.bin",           "what?.bin",
+      "100%.bin", "dir/sub dir/x+y=z.bin", "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5.bin"};
   Client client(options());
   for (const std::string& name : names) {
     const ArtifactRef r = serve(name, 20'000);
@@ -347,7 +348,8 @@ TEST_F(SharingTest, AFullDiskEvictsUnpinnedObjectsAndTheInstallSucceeds) {
   const DemandResult rf = client.fetch(fresh, owner(3)).get();
   ASSERT_EQ(rf.outcome, DemandOutcome::succeeded) << rf.reason;
   EXPECT_EQ(read_bytes(client.path_of(fresh.key)), content_of("fresh.bin", 5 << 19));
-  EXPECT_EQ(read_bytes(client.path_of(old[2].key)), content_of("old2.bin", 1 << 20)) << "pinned: kept";
+  EXPECT_EQ(read_bytes(client.path_of(old[2].key)), content_of("old2.bin", 1 << 20))
+      << "pinned: kept";
   EXPECT_FALSE(fs::exists(client.path_of(old[0].key))) << "evicted to make room";
 }
 

@@ -209,15 +209,17 @@ SoakRun soak_client(const fs::path& dir, const std::string& base,
               server->faults({{{"path", path}, {"kind", "drop"}, {"after_bytes", rng() % 30'000}}});
               break;
             case 1:
-              server->faults({{{"path", path}, {"kind", "status"}, {"status", 503},
-                               {"retry_after_s", 0}}});
+              server->faults(
+                  {{{"path", path}, {"kind", "status"}, {"status", 503}, {"retry_after_s", 0}}});
               break;
             case 2:
               server->faults(
                   {{{"path", path}, {"kind", "wrong_bytes"}, {"after_bytes", rng() % 15'000}}});
               break;
             default:
-              server->faults({{{"path", path}, {"kind", "stall"}, {"after_bytes", rng() % 20'000},
+              server->faults({{{"path", path},
+                               {"kind", "stall"},
+                               {"after_bytes", rng() % 20'000},
                                {"stall_s", 0.2}}});
           }
         }
@@ -247,10 +249,9 @@ SoakRun soak_client(const fs::path& dir, const std::string& base,
                 opts.deadline_s = client.clock_s() + 0.01 * static_cast<double>(rng() % 100);
               }
               const int n = ledger.open();
-              mine.push_back(client.subscribe(refs[rng() % kFiles], opts,
-                                              [&ledger, n](DemandOutcome outcome) {
-                                                ledger.close(n, outcome);
-                                              }));
+              mine.push_back(client.subscribe(
+                  refs[rng() % kFiles], opts,
+                  [&ledger, n](DemandOutcome outcome) { ledger.close(n, outcome); }));
               if (mine.size() > 64) mine.erase(mine.begin());
             } else if (what < 7) {
               client.cancel(mine[rng() % mine.size()]);

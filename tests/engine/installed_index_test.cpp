@@ -69,7 +69,7 @@ TEST(InstalledIndex, EraseRemovesOneEntryAndItsBytes) {
   EXPECT_EQ(index.used_bytes(), 100u);
   index.insert(k("c"), 200, evicted);  // Fits without evicting b: a's bytes are gone.
   EXPECT_TRUE(evicted.empty());
-  index.insert(k("d"), 50, evicted);   // The LRU links survived the erase: b goes first.
+  index.insert(k("d"), 50, evicted);  // The LRU links survived the erase: b goes first.
   ASSERT_EQ(evicted.size(), 1u);
   EXPECT_EQ(evicted[0].key, k("b"));
 }
@@ -109,7 +109,7 @@ TEST(InstalledIndex, MatchesAPlainLruOnRandomOperations) {
     const int keys = 5 + static_cast<int>(random() % 200);
     for (int op = 0; op < 3000; ++op) {
       const std::uint64_t which = random() % keys;  // One draw per statement: the
-      const std::uint64_t revision = random() % 2;   // same sequence on every compiler.
+      const std::uint64_t revision = random() % 2;  // same sequence on every compiler.
       const ArtifactKey key = k("res-" + std::to_string(which), "r" + std::to_string(revision));
       const int what = static_cast<int>(random() % 10);
       if (what < 5) {  // Insert or refresh.

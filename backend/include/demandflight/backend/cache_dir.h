@@ -69,8 +69,8 @@
 #include <string>
 #include <thread>
 #include <type_traits>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -206,12 +206,12 @@ class CacheDir {
       std::uint64_t early_requested = 0;      // Bytes written at the last request.
       std::mutex mutex;
       std::condition_variable done;
-      std::size_t pending = 0;       // Buffers handed to the writer, not yet written.
-      std::optional<IoError> error;  // The first write error; sticky.
-      CacheDir* cache = nullptr;     // Makes room when the file system is full.
-      std::uint64_t size_hint = 0;   // The expected size of the whole file; 0 when unknown.
+      std::size_t pending = 0;            // Buffers handed to the writer, not yet written.
+      std::optional<IoError> error;       // The first write error; sticky.
+      CacheDir* cache = nullptr;          // Makes room when the file system is full.
+      std::uint64_t size_hint = 0;        // The expected size of the whole file; 0 when unknown.
       std::optional<std::string> digest;  // Set by seal(): the hash is finished.
-      std::atomic<bool> failed{false};  // `error` is set (read without the mutex).
+      std::atomic<bool> failed{false};    // `error` is set (read without the mutex).
     };
     // `cache` supplies the writer and the large-file settings.
     Staging(std::filesystem::path path, int fd, std::string object_name, CacheDir& cache);
@@ -372,10 +372,10 @@ class CacheDir {
 
   // How durability was paid for since the cache was opened.
   struct SyncCounts {
-    std::uint64_t file_syncs = 0;   // fdatasync of a staging file
-    std::uint64_t fs_syncs = 0;     // syncfs covering a batch of staging files
-    std::uint64_t dir_syncs = 0;    // fsync of objects/
-    std::uint64_t early_syncs = 0;  // fdatasync of a large staging file still being written
+    std::uint64_t file_syncs = 0;    // fdatasync of a staging file
+    std::uint64_t fs_syncs = 0;      // syncfs covering a batch of staging files
+    std::uint64_t dir_syncs = 0;     // fsync of objects/
+    std::uint64_t early_syncs = 0;   // fdatasync of a large staging file still being written
     std::uint64_t direct_bytes = 0;  // Staged bytes written around the page cache (O_DIRECT)
   };
   SyncCounts sync_counts() const;
@@ -394,8 +394,8 @@ class CacheDir {
   std::filesystem::path objects_;
   std::filesystem::path staging_;
   std::filesystem::path locks_;
-  std::string owner_;     // Random, hex: names this CacheDir's staging files.
-  int owner_fd_ = -1;     // locks/owner-<owner_>, held exclusively while open.
+  std::string owner_;    // Random, hex: names this CacheDir's staging files.
+  int owner_fd_ = -1;    // locks/owner-<owner_>, held exclusively while open.
   int objects_fd_ = -1;  // For fsync after each rename.
   std::uint64_t capacity_bytes_;
   SyncMode sync_mode_;
@@ -410,7 +410,8 @@ class CacheDir {
   std::optional<IoError> verify(Staging& staging, std::optional<std::uint64_t> expected_size,
                                 const std::optional<std::string>& expected_sha256, bool close);
   // commit() in per_file mode; `held` holds the new object once it is published.
-  std::optional<IoError> commit_per_file(Staging staging, std::optional<std::uint64_t> expected_size,
+  std::optional<IoError> commit_per_file(Staging staging,
+                                         std::optional<std::uint64_t> expected_size,
                                          const std::optional<std::string>& expected_sha256,
                                          Hold& held);
   // Closes a staging file; on failure removes it.
