@@ -19,7 +19,7 @@
 //                has no SetPriorityChurn.
 // Every iteration also drains the outbox, as a runtime would.
 //
-// bench/ratios.py turns the JSON output into the README's table.
+// bench/ratios.py turns the JSON output into the table of docs/benchmarks.md.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

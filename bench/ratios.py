@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns engine_bench's JSON output into the README's table.
+"""Turns engine_bench's JSON output into the table of docs/benchmarks.md.
 
 Every figure is a ratio against numbers from the same run: each operation's
 cost relative to the bare single-flight map at the same size, and its growth

@@ -3,7 +3,7 @@
 # scenario kind, model, a set of orphan policies, and the trace's slots or 2
 # (a backlog). Linear code grows ~10x (a little more from cache misses); a
 # quadratic path shows as ~100x. It found two: the independent model's key map
-# and the oracle's owner-end lookup (README "Simulator").
+# and the oracle's owner-end lookup (docs/benchmarks.md, "Simulator").
 # Usage: bench/sim_scaling.sh [BUILD_DIR]   (default build/release; N from DEMANDS)
 set -euo pipefail
 build=${1:-build/release}

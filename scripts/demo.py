@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`make demo`: the three-caller scenario (design.md section 1) under the three
+"""`make demo`: the three-caller scenario (docs/design.md §1) under the three
 models side by side, then every bundled scenario under the demand model.
 
 Runs the `demandflight` binary; each simulation in its own process (SimGrid
@@ -31,7 +31,7 @@ def cell(demand):
 def side_by_side(binary, scenarios, work):
     trace = os.path.join(scenarios, "three_callers.jsonl")
     results = {m: simulate(binary, trace, m, os.path.join(work, m + ".json")) for m in MODELS}
-    print("The three-caller story (design.md section 1): scenarios/three_callers.jsonl")
+    print("The three-caller story (docs/design.md §1): scenarios/three_callers.jsonl")
     print("One transfer slot; terrain holds it while rock and grass wait. Streaming prefetches")
     print("the rock (p0), the camera needs it now (p3), a session preloads it (p2); the camera")
     print("lowers to p1 at 1.4 s, the session is destroyed at 1.5 s, the camera leaves at 1.8 s.\n")

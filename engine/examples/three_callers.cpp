@@ -1,4 +1,4 @@
-// The three-caller story of design.md §1, run on the scheduler core under each
+// The three-caller story of docs/design.md §1, run on the scheduler core under each
 // of the three models, step by step.
 //
 // One transfer slot is busy with terrain, so the rock waits in the queue next
@@ -195,7 +195,7 @@ const std::vector<Step> kStory = {
 
 int main() {
   std::printf(
-      "The three-caller story (design.md §1) on the demandflight core.\n"
+      "The three-caller story (docs/design.md §1) on the demandflight core.\n"
       "One transfer slot; terrain holds it, grass (p1) and rock wait.\n");
   std::vector<Story> stories;
   for (Model model : {Model::demand, Model::callbacks, Model::independent}) {

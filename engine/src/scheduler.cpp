@@ -1,4 +1,4 @@
-// The scheduler core. See scheduler.h for the contract and design.md §3 for the
+// The scheduler core. See scheduler.h for the contract and docs/design.md §3 for the
 // life cycle.
 //
 // Storage is chosen so that the common operations cost O(1) or O(log queue):

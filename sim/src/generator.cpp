@@ -1,5 +1,5 @@
 // Trace generators for `demandflight gen`: one synthetic workload per bundled
-// scenario kind, written in the trace format (shared/trace-format.md).
+// scenario kind, written in the trace format (docs/trace-format.md).
 //
 // Every generator streams: a record is written as soon as it is decided, and
 // the only state kept is what is in flight (the demands a cell or session still
@@ -17,7 +17,7 @@
 //
 // The models, and why each exists:
 //
-// three_callers: the story of design.md section 1 with contention, fixed
+// three_callers: the story of docs/design.md §1 with contention, fixed
 //   content. One transfer slot is held by a background terrain download while
 //   `rock` is wanted by a background prefetch, then by the camera (critical)
 //   and by a session (high) that is destroyed, and then the camera cancels.

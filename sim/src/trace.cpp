@@ -1,4 +1,4 @@
-// Strict reader for the trace format (shared/trace-format.md, version 1).
+// Strict reader for the trace format (docs/trace-format.md, version 1).
 //
 // Every object is read through a FieldReader that remembers which fields were
 // used, so an unknown field (a typo) is an error unless it starts with "x-".
@@ -762,7 +762,7 @@ TraceError::TraceError(std::string file, std::size_t line, std::string field,
 std::vector<std::string> simgrid_settings(NetworkModel model) {
   switch (model) {
     case NetworkModel::calibrated:
-      // Calibration: README "Fidelity" (bench/fidelity.py against the backend).
+      // Calibration: docs/testing.md, "Fidelity" (bench/fidelity.py against the backend).
       return {"network/model:CM02", "network/crosstraffic:0",
               "network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor),
               "network/bandwidth-factor:" + std::to_string(defaults::calibrated_bandwidth_factor)};

@@ -1,5 +1,5 @@
 // The libcurl client end to end, against the loopback server: the contracts
-// of design.md §3 with real transfers, resume after a dropped connection,
+// of docs/design.md §3 with real transfers, resume after a dropped connection,
 // corrupt bodies, HTTP errors, a server that ignores Range, and reuse of an
 // installed artifact by a later process.
 #include "demandflight/backend/client.h"

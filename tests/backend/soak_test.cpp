@@ -337,7 +337,7 @@ std::string problems_of(const SoakRun& run, std::size_t staging_allowed) {
   // Sanitizers hold freed memory back (ASan's quarantine, TSan's shadow):
   // resident memory says nothing about leaks there (LeakSanitizer does).
   // The ledger adds a bit per demand; the rest is the client's. Flat in runs
-  // of 15 s, 120 s and 5 min (README "Fault soak"); 8 MiB leaves room for the
+  // of 15 s, 120 s and 5 min (docs/testing.md, "Fault soak"); 8 MiB leaves room for the
   // allocator's arenas and still catches ~200 bytes kept per demand in the
   // 15 s of CI's Debug run (~2,900 demands a second).
   if (run.rss_end > run.rss_start + 8 * 1024) out += " resident memory grew by more than 8 MiB;";

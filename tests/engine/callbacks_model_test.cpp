@@ -1,4 +1,4 @@
-// The legacy callbacks model (design.md §2) runs behind the same interface.
+// The legacy callbacks model (docs/design.md §2) runs behind the same interface.
 // Each of its four defects is shown here, and so are the properties it gets
 // right and that this project keeps.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// One test per contract of design.md §3, named after it. Each contract is
+// One test per contract of docs/design.md §3, named after it. Each contract is
 // checked in every task state where it can be broken (queued, transferring,
 // backoff, finalizing); the randomized model-based test checks them under
 // random interleavings.

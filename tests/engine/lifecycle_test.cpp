@@ -1,4 +1,4 @@
-// The task life cycle of design.md §3: queue order, slots, no preemption,
+// The task life cycle of docs/design.md §3: queue order, slots, no preemption,
 // retry with backoff and a kept resume offset, orphans, the installed index,
 // and the independent model.
 #include <gtest/gtest.h>

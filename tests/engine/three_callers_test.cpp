@@ -1,4 +1,4 @@
-// The three-caller story of design.md §1, driven by hand with explicit times.
+// The three-caller story of docs/design.md §1, driven by hand with explicit times.
 //
 // One transfer slot is held by a terrain download, so the rock waits in the
 // queue behind a normal-priority grass download. Then:

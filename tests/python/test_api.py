@@ -77,7 +77,7 @@ def test_simulate_runs_twenty_times_in_one_process(scenarios):
             assert r.raw == seen[key], "a simulation is deterministic, however many ran before"
         seen[key] = r.raw
         assert r.model == model
-    # The three models differ on this trace as design.md §1 says.
+    # The three models differ on this trace as docs/design.md §1 says.
     assert seen[("demand", "always-abort", 0)]["summary"] != seen[("callbacks", "always-complete", 1)]["summary"]
 
 
@@ -186,18 +186,30 @@ def test_cmake_install_puts_a_working_package_into_dist_packages(tmp_path, scena
     assert out[1:] == ["3", "2"]
 
 
-def test_the_readmes_quick_start_works_as_written(tmp_path, scenarios):
+def run_first_python_block(document, tmp_path, scenarios):
+    """Runs the first ```python block of `document` (a path below the repository
+    root) from a directory that looks like the root."""
     import os
     import sys
     from pathlib import Path
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    text = readme.read_text()
+    text = (Path(__file__).resolve().parents[2] / document).read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "scenarios").symlink_to(scenarios)  # It runs from the repository root.
+    if not (tmp_path / "scenarios").exists():
+        (tmp_path / "scenarios").symlink_to(scenarios)  # It runs from the repository root.
     (tmp_path / "quick.py").write_text(code)
     env = dict(os.environ, MPLBACKEND="Agg")
     proc = subprocess.run([sys.executable, "quick.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_the_python_guides_quick_start_works_as_written(tmp_path, scenarios):
+    proc = run_first_python_block("docs/python.md", tmp_path, scenarios)
     assert (tmp_path / "wasted.png").stat().st_size > 1000
     assert "keep-partial" in proc.stdout
+
+
+def test_the_readmes_python_tour_works_as_written(tmp_path, scenarios):
+    proc = run_first_python_block("README.md", tmp_path, scenarios)
+    assert "succeeded" in proc.stdout

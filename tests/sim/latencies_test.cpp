@@ -1,4 +1,4 @@
-// Latency percentiles (design.md §3 results: latency_s over succeeded demands,
+// Latency percentiles (docs/design.md §3 results: latency_s over succeeded demands,
 // nearest rank, overall and by priority) against a plain reference that sorts
 // each group, on random demands with ties, several priorities interleaved,
 // failures and unended demands mixed in. DFL_SEED replays a failure; the seed

@@ -1,4 +1,4 @@
-// The contracts of design.md §3, end to end: a trace in, a result out, the
+// The contracts of docs/design.md §3, end to end: a trace in, a result out, the
 // engine driven by SimGrid.
 #include <gtest/gtest.h>
 
@@ -219,7 +219,7 @@ TEST(SimContracts, Contract4_RandomTracesOnACoarseClockGiveEveryDemandExactlyOne
 // artifact at a time and at most one install each (contract 1, 4), exactly
 // one terminal per demand (4), and no demand outlives its deadline, its own
 // cancel or its owner's end (5). The callbacks model breaks 1 and 5 on
-// purpose (design.md §4), so it is held to contract 4 only.
+// purpose (docs/design.md §4), so it is held to contract 4 only.
 TEST(SimContracts, Contract1_4_5_GeneratedTracesOfEveryKindKeepTheContracts) {
   const std::uint64_t seed = random_test_seed("generated traces");
   std::mt19937_64 rng(seed);

@@ -1,4 +1,4 @@
-// The bundled three-caller scenario (design.md §1) under the demand and the
+// The bundled three-caller scenario (docs/design.md §1) under the demand and the
 // callbacks models.
 #include <gtest/gtest.h>
 

@@ -21,7 +21,7 @@ OVERRIDE_KEYS = _PLATFORM_KEYS + _SCHEDULER_KEYS + tuple(_RETRY_KEYS)
 
 
 class Trace:
-    """A validated trace (``../shared/trace-format.md``).
+    """A validated trace (``docs/trace-format.md``).
 
     Make one with :meth:`Trace.load`, :class:`TraceBuilder` or ``Trace(text)``; a bad
     trace raises :class:`TraceError` with the file, line and field, as the CLI says.

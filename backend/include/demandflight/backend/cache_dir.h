@@ -103,7 +103,7 @@ struct CacheOptions {
   // (virtio-balloon free page reporting) each new page costs a host fault:
   // on this project's development machine 1 GiB written into fresh pages
   // took 1.9-2.5 s of system time, through a 16 MiB window 0.2 s
-  // (README, "Fetch"). The price: a large artifact read right after its
+  // (the fetch benchmark, docs/benchmarks.md). The price: a large artifact read right after its
   // install comes from the disk.
   std::uint64_t drop_behind_bytes = 16 << 20;
   // A staging file is made durable in stretches while it is written: every
@@ -121,7 +121,7 @@ struct CacheOptions {
   // them in costs the writer thread as much as the disk needs to take them: on the
   // development machine, hashing and writing 1 GiB took 0.84-0.88 s this way
   // against 1.07-1.11 s through the page cache with drop-behind, and 0.17
-  // CPU-s of system time less (README, "Fetch"). A file's last partial buffer
+  // CPU-s of system time less (the fetch benchmark, docs/benchmarks.md). A file's last partial buffer
   // is written through the page cache, so an artifact of less than a buffer
   // (1 MiB) keeps its pages, and a larger one only its tail: a 4 MiB
   // artifact read right after its install comes from the disk (the 200 x

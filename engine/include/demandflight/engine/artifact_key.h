@@ -3,7 +3,7 @@
 // Two calls may share one physical transfer, verification and install if and
 // only if their keys are equal. Equality and hash cover all four fields: the
 // same resource name at another revision, runtime target or resolution
-// generation is different content and therefore a different task (design.md §2,
+// generation is different content and therefore a different task (docs/design.md §2,
 // defect 3).
 #pragma once
 

@@ -9,7 +9,7 @@
 
 namespace dfl {
 
-// The three models of design.md §4, behind one command/event interface.
+// The three models of docs/design.md §4, behind one command/event interface.
 enum class Model : std::uint8_t {
   // Physical task + Demand (this project): dedup by the full ArtifactKey,
   // per-demand cancel and deadline, priority = max over active demands.

@@ -2,7 +2,7 @@
 //
 // When the last active demand leaves a transferring task, aborting wastes the
 // bytes already received; completing spends slot time and bandwidth on
-// something that may never be used (design.md §4). The engine asks the policy
+// something that may never be used (docs/design.md §4). The engine asks the policy
 // when a transfer becomes orphaned and again whenever slot pressure changes
 // (the queue's length or top priority, or the number of free slots), for as
 // long as the orphan keeps running.

@@ -6,7 +6,7 @@
 
 namespace dfl {
 
-// The one terminal a demand receives (design.md §3, contract 4).
+// The one terminal a demand receives (docs/design.md §3, contract 4).
 enum class DemandOutcome : std::uint8_t {
   succeeded,    // The artifact is installed and usable.
   failed,       // Permanent error, or retry attempts exhausted.

@@ -3,7 +3,7 @@
 // Callers that ask for the same ArtifactKey share one physical task (transfer,
 // verify, install), while each caller owns its Demand: it cancels only its own
 // wait, has its own deadline and priority, and receives exactly one terminal.
-// See design.md §3 for the contracts and the task life cycle.
+// See docs/design.md §3 for the contracts and the task life cycle.
 //
 // The core does no I/O and reads no clock. Every entry point takes `now_s`
 // (seconds, never decreasing). It appends Commands to an outbox, which the

@@ -1,4 +1,4 @@
-// Result: what a run produced, in the result format of shared/trace-format.md.
+// Result: what a run produced, in the result format of docs/trace-format.md.
 //
 // write_result_json() is deterministic: the same Result gives the same bytes.
 // Definitions the format leaves to the implementation:

@@ -1,5 +1,5 @@
 // Trace: a workload in the demandflight trace format, version 1
-// (shared/trace-format.md), read and validated strictly.
+// (docs/trace-format.md), read and validated strictly.
 //
 // read_trace() refuses bad input whole: the first problem is reported as
 // `FILE:LINE: field: message` and nothing of the trace is used. Names (demand
@@ -43,7 +43,7 @@ struct OriginSpec {
 
 enum class NetworkModel : std::uint8_t {
   // The default: CM02 calibrated against the real backend over a shaped link
-  // (bench/fidelity.py; README "Fidelity"): a transfer pays a full round trip
+  // (bench/fidelity.py; docs/testing.md, "Fidelity"): a transfer pays a full round trip
   // (latency factor 2: the request goes out before the first byte comes
   // back on a kept-alive connection) and moves payload at 95.6% of the link
   // rate (TCP/IP headers in 1514-byte frames), shared fairly.
