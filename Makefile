@@ -10,12 +10,13 @@
 # make tsan   the backend's tests and the simulator's prefault thread under ThreadSanitizer
 # make fuzz   the libFuzzer targets (trace reader, engine sequences), FUZZ_SECONDS each
 # make soak   the backend fault soak for SOAK_SECONDS (default 300)
+# make test-engine-only  the engine built and tested alone (C++ standard library only)
 # make check-exhaustive  the core's exhaustive bounded check at its large scope, and
 #             the mutants it must catch (docs/testing.md)
 # make fidelity  bundled scenarios replayed over a shaped real network vs simulated
 
 JOBS ?= 2
-.PHONY: deps demo demo-engine test bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
+.PHONY: deps demo demo-engine test test-engine-only bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 300
 FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/open_world_streaming.jsonl scenarios/session_churn.jsonl
@@ -37,6 +38,14 @@ test: deps
 	cmake --preset default >/dev/null
 	cmake --build --preset default -j$(JOBS)
 	ctest --preset default -j$(JOBS)
+
+# The engine alone: no policies, simulator, backend or Python; the installed
+# engine component consumed by a project of its own. The long searches ran in
+# the full build already.
+test-engine-only: deps
+	cmake --preset engine-only >/dev/null
+	cmake --build --preset engine-only -j$(JOBS)
+	ctest --preset engine-only -j$(JOBS) -E "engine_model_based|engine_exhaustive_check|engine_mutation_check"
 
 bench:
 	@bash scripts/install-deps --bench
