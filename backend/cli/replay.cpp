@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/recorder.h"
 #include "demandflight/sim/result.h"
@@ -78,10 +79,8 @@ struct ReplayArgs {
 
 int run_replay(const ReplayArgs& args) {
   const sim::Trace trace = sim::read_trace(args.trace);
-  policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
-  const Model model = args.model == "demand"      ? Model::demand
-                      : args.model == "callbacks" ? Model::callbacks
-                                                  : Model::independent;
+  policies::make_orphan_policy(args.policy);     // std::invalid_argument on a bad spec.
+  const Model model = *parse_model(args.model);  // Checked by the option.
   std::ofstream out;
   if (!args.out.empty()) {
     out.open(args.out);
@@ -209,7 +208,7 @@ Subcommand add_replay_command(CLI::App& app) {
       ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();
   c->add_option("--model", args->model, "demand | callbacks | independent")
-      ->check(CLI::IsMember({"demand", "callbacks", "independent"}))
+      ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
   c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();
   c->add_option("--seed", args->seed, "seed (default: the trace's)");

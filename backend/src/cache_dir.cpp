@@ -483,7 +483,7 @@ std::optional<IoError> CacheDir::Staging::open_file(Core& core) {
   core.fd = open_staging(core.path);
   if (core.fd < 0) {
     core.open_errno = errno;
-    return IoError{errno_text("cannot create", core.path)};
+    return IoError{errno_text("cannot create", core.path), errno == ENOSPC || errno == EDQUOT};
   }
   return std::nullopt;
 }
@@ -503,7 +503,7 @@ std::optional<IoError> CacheDir::Staging::pwrite_all(Core& core, const char* dat
         if (core.cache->make_space(std::max<std::uint64_t>(rest, size))) continue;
         errno = ENOSPC;
       }
-      return IoError{errno_text("cannot write", core.path)};
+      return IoError{errno_text("cannot write", core.path), errno == ENOSPC || errno == EDQUOT};
     }
     data += n;
     size -= static_cast<std::size_t>(n);

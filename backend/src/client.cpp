@@ -951,8 +951,12 @@ class Client::Impl {
       reason = "body larger than the expected " +
                std::to_string(t->expected_size.value_or(t->size_cap.value_or(0))) + " bytes";
     } else if (t->write_error) {
-      status = TransferStatus::permanent_error;
+      // A full disk may have room later (other downloads end, another process
+      // evicts): retried from byte 0, its staged bytes given back at once.
+      status = t->write_error->no_space ? TransferStatus::retryable_error
+                                        : TransferStatus::permanent_error;
       reason = t->write_error->message;
+      if (t->write_error->no_space) files_[t->task.value].staging.reset();
     } else if (code != CURLE_OK) {
       status = judge_transport_error(code);
       reason = curl_easy_strerror(code);

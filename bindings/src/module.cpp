@@ -31,6 +31,12 @@ using namespace pybind11::literals;
 namespace dfl::python {
 namespace {
 
+// The model named `name`, or a ValueError naming the argument.
+Model model_of(const std::string& name) {
+  if (auto model = parse_model(name)) return *model;
+  throw py::value_error("model must be " + model_names_text() + ", not \"" + name + "\"");
+}
+
 // --- Policies defined in Python ----------------------------------------------
 
 OrphanDecision to_decision(const py::handle& answer) {
@@ -41,9 +47,10 @@ OrphanDecision to_decision(const py::handle& answer) {
     if (text == "complete") return OrphanDecision::complete;
     if (text == "keep_partial") return OrphanDecision::keep_partial;
   }
-  throw py::value_error("an orphan policy's decide() must return Decision.ABORT, COMPLETE or "
-                        "KEEP_PARTIAL (or \"abort\", \"complete\", \"keep_partial\"), not " +
-                        py::repr(answer).cast<std::string>());
+  throw py::value_error(
+      "an orphan policy's decide() must return Decision.ABORT, COMPLETE or "
+      "KEEP_PARTIAL (or \"abort\", \"complete\", \"keep_partial\"), not " +
+      py::repr(answer).cast<std::string>());
 }
 
 // An OrphanPolicy whose decide() calls a Python object's decide(view). The
@@ -117,20 +124,18 @@ py::dict trace_to_dict(const sim::Trace& t) {
         py::dict("bandwidth_Bps"_a = o.bandwidth_Bps, "latency_s"_a = o.latency_s);
   }
   platform["origins"] = origins;
-  py::dict scheduler("max_transfers"_a = t.scheduler.max_transfers,
-                     "max_per_origin"_a = t.scheduler.max_per_origin,
-                     "cache_bytes"_a = t.scheduler.cache_bytes,
-                     "retry_max_attempts"_a = t.scheduler.retry_max_attempts,
-                     "retry_base_s"_a = t.scheduler.retry_base_s,
-                     "retry_cap_s"_a = t.scheduler.retry_cap_s,
-                     "retry_jitter"_a = t.scheduler.retry_jitter);
+  py::dict scheduler(
+      "max_transfers"_a = t.scheduler.max_transfers,
+      "max_per_origin"_a = t.scheduler.max_per_origin, "cache_bytes"_a = t.scheduler.cache_bytes,
+      "retry_max_attempts"_a = t.scheduler.retry_max_attempts,
+      "retry_base_s"_a = t.scheduler.retry_base_s, "retry_cap_s"_a = t.scheduler.retry_cap_s,
+      "retry_jitter"_a = t.scheduler.retry_jitter);
   py::list artifacts;
   for (const auto& a : t.artifacts) {
-    artifacts.append(py::dict("id"_a = a.id, "resource"_a = a.key.resource,
-                              "revision"_a = a.key.revision, "target"_a = a.key.target,
-                              "generation"_a = a.key.generation, "size"_a = a.size_bytes,
-                              "origin"_a = t.platform.origins[a.origin].name,
-                              "sha256"_a = a.sha256));
+    artifacts.append(py::dict(
+        "id"_a = a.id, "resource"_a = a.key.resource, "revision"_a = a.key.revision,
+        "target"_a = a.key.target, "generation"_a = a.key.generation, "size"_a = a.size_bytes,
+        "origin"_a = t.platform.origins[a.origin].name, "sha256"_a = a.sha256));
   }
   static const char* const kOps[] = {"subscribe", "cancel", "set_priority", "end_owner", "fault"};
   static const char* const kFaults[] = {"transfer_error", "corrupt", "origin_down"};
@@ -192,12 +197,7 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
                      std::optional<std::string> network_model, const std::string& out_path,
                      const std::string& timeline_path) {
   sim::SimOptions options;
-  options.model = model == "demand"      ? Model::demand
-                  : model == "callbacks" ? Model::callbacks
-                  : model == "independent"
-                      ? Model::independent
-                      : throw py::value_error("model must be demand, callbacks or independent, not \"" +
-                                              model + "\"");
+  options.model = model_of(model);
   options.policy = policy_name;
   if (!py::isinstance<py::str>(policy) && !policy.is_none()) {
     options.policy_object = policy_from(policy);
@@ -258,8 +258,7 @@ py::dict command_to_dict(const Command& command) {
                           "size_bytes"_a = c.size_bytes);
         } else if constexpr (std::is_same_v<T, Deliver>) {
           return py::dict("type"_a = "deliver", "demand"_a = c.demand,
-                          "outcome"_a = std::string(to_string(c.outcome)),
-                          "task"_a = c.task.value);
+                          "outcome"_a = std::string(to_string(c.outcome)), "task"_a = c.task.value);
         } else if constexpr (std::is_same_v<T, EvictArtifact>) {
           return py::dict("type"_a = "evict_artifact", "key"_a = *c.key,
                           "size_bytes"_a = c.size_bytes);
@@ -322,19 +321,20 @@ class Engine {
                              : status == "retryable_error" ? TransferStatus::retryable_error
                              : status == "permanent_error"
                                  ? TransferStatus::permanent_error
-                                 : throw py::value_error("status must be ok, retryable_error or "
-                                                         "permanent_error");
+                                 : throw py::value_error(
+                                       "status must be ok, retryable_error or "
+                                       "permanent_error");
     return call([&] {
       scheduler_.on_transfer_finished(now, TransferId{transfer}, s, bytes, retry_after_s);
     });
   }
   py::list finalize_finished(double now, std::uint64_t finalize, const std::string& status) {
-    const FinalizeStatus s = status == "installed"       ? FinalizeStatus::installed
-                             : status == "verify_failed" ? FinalizeStatus::verify_failed
-                             : status == "error"
-                                 ? FinalizeStatus::error
-                                 : throw py::value_error(
-                                       "status must be installed, verify_failed or error");
+    const FinalizeStatus s =
+        status == "installed"       ? FinalizeStatus::installed
+        : status == "verify_failed" ? FinalizeStatus::verify_failed
+        : status == "error"
+            ? FinalizeStatus::error
+            : throw py::value_error("status must be installed, verify_failed or error");
     return call([&] { scheduler_.on_finalize_finished(now, FinalizeId{finalize}, s); });
   }
   py::list timer(double now) {
@@ -344,12 +344,11 @@ class Engine {
   py::list tasks() const {
     py::list out;
     for (const TaskInfo& t : scheduler_.tasks()) {
-      out.append(py::dict("task"_a = t.id.value, "key"_a = t.key,
-                          "state"_a = std::string(to_string(t.state)),
-                          "effective_priority"_a = t.effective_priority,
-                          "active_demands"_a = t.active_demands, "attempts"_a = t.attempts,
-                          "resume_offset_bytes"_a = t.resume_offset_bytes,
-                          "bytes_transferred"_a = t.bytes_transferred));
+      out.append(py::dict(
+          "task"_a = t.id.value, "key"_a = t.key, "state"_a = std::string(to_string(t.state)),
+          "effective_priority"_a = t.effective_priority, "active_demands"_a = t.active_demands,
+          "attempts"_a = t.attempts, "resume_offset_bytes"_a = t.resume_offset_bytes,
+          "bytes_transferred"_a = t.bytes_transferred));
     }
     return out;
   }
@@ -359,8 +358,7 @@ class Engine {
                     "tasks_created"_a = s.tasks_created,
                     "transfers_started"_a = s.transfers_started, "installs"_a = s.installs,
                     "cache_hits"_a = s.cache_hits, "orphan_aborts"_a = s.orphan_aborts,
-                    "orphan_completes"_a = s.orphan_completes,
-                    "partials_kept"_a = s.partials_kept,
+                    "orphan_completes"_a = s.orphan_completes, "partials_kept"_a = s.partials_kept,
                     "partials_resumed"_a = s.partials_resumed);
   }
   double now_s() const { return scheduler_.now_s(); }
@@ -370,15 +368,7 @@ class Engine {
                                 std::uint32_t max_per_origin, std::uint64_t cache_bytes,
                                 std::uint64_t seed) {
     SchedulerConfig c;
-    if (model == "demand") {
-      c.model = Model::demand;
-    } else if (model == "callbacks") {
-      c.model = Model::callbacks;
-    } else if (model == "independent") {
-      c.model = Model::independent;
-    } else {
-      throw py::value_error("model must be demand, callbacks or independent");
-    }
+    c.model = model_of(model);
     if (max_transfers == 0 || max_per_origin == 0) {
       throw py::value_error("max_transfers and max_per_origin must be at least 1");
     }
@@ -494,8 +484,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("partial_capacity_bytes", &OrphanView::partial_capacity_bytes)
       .def_readonly("partial_used_bytes", &OrphanView::partial_used_bytes);
 
-  py::class_<sim::Trace, std::shared_ptr<sim::Trace>>(m, "ParsedTrace",
-                                                       "A validated trace (C++).")
+  py::class_<sim::Trace, std::shared_ptr<sim::Trace>>(m, "ParsedTrace", "A validated trace (C++).")
       .def_property_readonly("name", [](const sim::Trace& t) { return t.name; })
       .def_property_readonly("seed", [](const sim::Trace& t) { return t.seed; })
       .def_property_readonly("records", [](const sim::Trace& t) { return t.records.size(); })
@@ -503,31 +492,40 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("demands", [](const sim::Trace& t) { return t.demand_ids.size(); })
       .def("to_dict", [](const sim::Trace& t) { return trace_to_dict(t); });
 
-  m.def("parse_trace", [](const std::string& text, const std::string& name) {
-    return std::const_pointer_cast<sim::Trace>(parse_trace(text, name));
-  }, "text"_a, "name"_a, "Parses and validates trace text; raises TraceError (file:line: field).");
-  m.def("load_trace", [](const std::string& path) {
-    return std::const_pointer_cast<sim::Trace>(load_trace(path));
-  }, "path"_a, "Reads and validates a trace file; raises TraceError.");
-  m.def("simulate", [](const std::shared_ptr<sim::Trace>& trace, const std::string& model,
-                       const py::object& policy, const std::string& policy_name,
-                       std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
-                       std::optional<std::uint32_t> mpo, std::optional<std::string> network,
-                       const std::string& out, const std::string& timeline) {
-    return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline);
-  }, "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
-        "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a,
-        "Runs one simulation in this process (once per process) and writes the result JSON.");
-  m.def("check_policy", [](const std::string& spec) { sim::check_sim_policy(spec); }, "spec"_a,
-        "Raises ValueError for a policy spec the simulator does not know.");
+  m.attr("MODELS") = py::cast(model_names());
+  m.def(
+      "parse_trace",
+      [](const std::string& text, const std::string& name) {
+        return std::const_pointer_cast<sim::Trace>(parse_trace(text, name));
+      },
+      "text"_a, "name"_a, "Parses and validates trace text; raises TraceError (file:line: field).");
+  m.def(
+      "load_trace",
+      [](const std::string& path) { return std::const_pointer_cast<sim::Trace>(load_trace(path)); },
+      "path"_a, "Reads and validates a trace file; raises TraceError.");
+  m.def(
+      "simulate",
+      [](const std::shared_ptr<sim::Trace>& trace, const std::string& model,
+         const py::object& policy, const std::string& policy_name,
+         std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
+         std::optional<std::uint32_t> mpo, std::optional<std::string> network,
+         const std::string& out, const std::string& timeline) {
+        return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline);
+      },
+      "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
+      "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a,
+      "Runs one simulation in this process (once per process) and writes the result JSON.");
+  m.def(
+      "check_policy", [](const std::string& spec) { sim::check_sim_policy(spec); }, "spec"_a,
+      "Raises ValueError for a policy spec the simulator does not know.");
   m.def("policy_names", [] {
     std::vector<std::pair<std::string, std::string>> out = policies::list_orphan_policies();
     return out;
   });
 
   py::class_<Engine>(m, "Engine")
-      .def(py::init<const std::string&, std::uint32_t, std::uint32_t, std::uint64_t,
-                    std::uint64_t, const py::object&>(),
+      .def(py::init<const std::string&, std::uint32_t, std::uint32_t, std::uint64_t, std::uint64_t,
+                    const py::object&>(),
            "model"_a = "demand", "max_transfers"_a = 4, "max_per_origin"_a = 4,
            "cache_bytes"_a = 2'000'000'000, "seed"_a = 1, "policy"_a = py::none())
       .def("subscribe", &Engine::subscribe, "now"_a, "key"_a, "owner"_a, "priority"_a = 0,

@@ -71,4 +71,28 @@ std::string_view to_string(Model model) {
   DFL_UNREACHABLE();
 }
 
+std::optional<Model> parse_model(std::string_view name) {
+  for (Model m : {Model::demand, Model::callbacks, Model::independent}) {
+    if (to_string(m) == name) return m;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (Model m : {Model::demand, Model::callbacks, Model::independent})
+      out.emplace_back(to_string(m));
+    return out;
+  }();
+  return names;
+}
+
+std::string model_names_text() {
+  std::string out;
+  for (const std::string& name : model_names())
+    out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 }  // namespace dfl

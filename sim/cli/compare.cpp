@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,11 +28,11 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/generator.h"
 #include "demandflight/sim/oracle.h"
@@ -48,11 +49,11 @@ namespace fs = std::filesystem;
 
 // The cost score: lower is better. Every weight can be set with --weights.
 struct Weights {
-  double gb = 1;              // Per GB transferred (decimal GB).
-  double p95_critical_s = 1;  // Per second of p95 latency of the critical class.
-  double deadline_miss = 0.1; // Per demand that timed out.
-  double pollution_s = 0.01;  // Per second of priority pollution.
-  double wasted_gb = 0;       // Per GB wasted (already inside gb; extra blame).
+  double gb = 1;               // Per GB transferred (decimal GB).
+  double p95_critical_s = 1;   // Per second of p95 latency of the critical class.
+  double deadline_miss = 0.1;  // Per demand that timed out.
+  double pollution_s = 0.01;   // Per second of priority pollution.
+  double wasted_gb = 0;        // Per GB wasted (already inside gb; extra blame).
 };
 
 Weights parse_weights(const std::string& text) {
@@ -68,11 +69,16 @@ Weights parse_weights(const std::string& text) {
       throw std::invalid_argument("--weights: " + key + "=\"" + value +
                                   "\" is not a non-negative number");
     }
-    if (key == "gb") w.gb = v;
-    else if (key == "p95_critical_s") w.p95_critical_s = v;
-    else if (key == "deadline_miss") w.deadline_miss = v;
-    else if (key == "pollution_s") w.pollution_s = v;
-    else if (key == "wasted_gb") w.wasted_gb = v;
+    if (key == "gb")
+      w.gb = v;
+    else if (key == "p95_critical_s")
+      w.p95_critical_s = v;
+    else if (key == "deadline_miss")
+      w.deadline_miss = v;
+    else if (key == "pollution_s")
+      w.pollution_s = v;
+    else if (key == "wasted_gb")
+      w.wasted_gb = v;
     else
       throw std::invalid_argument("--weights: unknown weight \"" + key +
                                   "\" (known: gb, p95_critical_s, deadline_miss, pollution_s, "
@@ -165,10 +171,9 @@ std::string self_exe() {
 }
 
 pid_t spawn(const std::string& exe, const Run& run) {
-  std::vector<std::string> args = {exe,           "sim",   run.trace_file.string(),
-                                   "--model",     run.model, "--policy",
-                                   run.policy,    "--seed",  std::to_string(run.seed),
-                                   "--out",       run.out.string(), "--quiet"};
+  std::vector<std::string> args = {
+      exe,        "sim",    run.trace_file.string(),  "--model", run.model,        "--policy",
+      run.policy, "--seed", std::to_string(run.seed), "--out",   run.out.string(), "--quiet"};
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -252,7 +257,8 @@ class Compare {
                      "all, or comma-separated policy specs (NAME[:k=v;...] with ';' between "
                      "parameters); the oracle is always run")
         ->capture_default_str();
-    cmd_->add_option("--seeds", seeds_, "how many seeds")->check(CLI::Range(1, 10000))
+    cmd_->add_option("--seeds", seeds_, "how many seeds")
+        ->check(CLI::Range(1, 10000))
         ->capture_default_str();
     cmd_->add_option("--first-seed", first_seed_,
                      "seeds are FIRST..FIRST+N-1 (evaluate on other seeds than you trained on)")
@@ -275,9 +281,9 @@ class Compare {
     const Weights weights = parse_weights(weights_);
     std::vector<std::string> models = split(models_);
     for (const std::string& m : models) {
-      if (m != "demand" && m != "callbacks" && m != "independent") {
+      if (!parse_model(m)) {
         throw std::invalid_argument("--models: unknown model \"" + m +
-                                    "\" (known: demand, callbacks, independent)");
+                                    "\" (known: " + model_names_text() + ")");
       }
     }
     if (models.empty()) throw std::invalid_argument("--models: no model given");
@@ -366,11 +372,11 @@ class Compare {
       aggregate(row);
 
     print_table(rows, names, stdout);
-    std::printf("score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*deadline misses + "
-                "%g*pollution s; regret = score - oracle's (same trace, model, seed); %d seed%s%s\n",
-                weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.deadline_miss,
-                weights.pollution_s, seeds_, seeds_ == 1 ? "" : "s",
-                seeds_ > 1 ? ", mean±sd" : "");
+    std::printf(
+        "score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*deadline misses + "
+        "%g*pollution s; regret = score - oracle's (same trace, model, seed); %d seed%s%s\n",
+        weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.deadline_miss,
+        weights.pollution_s, seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "");
     if (!csv_.empty()) write_csv(rows, names);
     if (!markdown_.empty()) write_markdown(rows, names);
     return 0;

@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/generator.h"
 #include "demandflight/sim/oracle.h"
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
   bool quiet = false;
   sim->add_option("TRACE", trace_path, "trace file (.jsonl)")->required();
   sim->add_option("--model", model_name, "demand | callbacks | independent")
-      ->check(CLI::IsMember({"demand", "callbacks", "independent"}))
+      ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
   std::string policies_help = "orphan policy NAME[:k=v,...]:";
   for (const auto& [name, what] : policies::list_orphan_policies())
@@ -193,9 +194,7 @@ int main(int argc, char** argv) {
       return std::cout ? 0 : 1;
     }
     // sim
-    options.model = model_name == "demand"      ? Model::demand
-                    : model_name == "callbacks" ? Model::callbacks
-                                                : Model::independent;
+    options.model = *parse_model(model_name);  // Checked by the option.
     if (*seed_option) options.seed = seed;
     if (*transfers_option) options.max_transfers = max_transfers;
     if (*per_origin_option) options.max_per_origin = max_per_origin;

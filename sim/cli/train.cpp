@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "demandflight/engine/config.h"
 #include "demandflight/policies/expected_value.h"
 #include "demandflight/policies/learned.h"
 #include "demandflight/sim/oracle.h"
@@ -110,7 +111,7 @@ class Train {
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd_->add_option("--model", model_, "demand | callbacks | independent")
-        ->check(CLI::IsMember({"demand", "callbacks", "independent"}))
+        ->check(CLI::IsMember(model_names()))
         ->capture_default_str();
     cmd_->add_option("--jobs", jobs_, "simulations at once (default: the CPUs)")
         ->check(CLI::Range(1, 1024));
@@ -123,10 +124,8 @@ class Train {
  private:
   int run() {
     for (const std::string& t : traces_)
-      sim::read_trace(t);  // Bad input: exit 2 before anything runs.
-    const Model model = model_ == "demand"      ? Model::demand
-                        : model_ == "callbacks" ? Model::callbacks
-                                                : Model::independent;
+      sim::read_trace(t);                      // Bad input: exit 2 before anything runs.
+    const Model model = *parse_model(model_);  // Checked by the option.
     const TempDir scratch("dfl-train");
     const fs::path& tmp = scratch.path();
     int worst = 0;
@@ -146,8 +145,7 @@ class Train {
         },
         [&](std::size_t i, int code) {
           if (code == 0) return;
-          std::fprintf(stderr, "demandflight train: %s: simulation failed\n",
-                       traces_[i].c_str());
+          std::fprintf(stderr, "demandflight train: %s: simulation failed\n", traces_[i].c_str());
           worst = std::max(worst, code);
         });
     if (worst != 0) return worst;
@@ -174,16 +172,14 @@ class Train {
 
     // The base rate's log loss, to judge the fit by.
     const double rate = static_cast<double>(m.positives) / static_cast<double>(m.examples);
-    const double base = rate <= 0 || rate >= 1
-                            ? 0.0
-                            : -(rate * std::log(rate) + (1 - rate) * std::log(1 - rate));
+    const double base =
+        rate <= 0 || rate >= 1 ? 0.0 : -(rate * std::log(rate) + (1 - rate) * std::log(1 - rate));
     std::printf("trained on %zu traces: %llu orphanings, %llu reused within %g s (%.1f%%)\n",
                 traces_.size(), static_cast<unsigned long long>(m.examples),
                 static_cast<unsigned long long>(m.positives), horizon_s_, 100 * rate);
     std::printf("log loss %.4f (the base rate alone: %.4f)\n", m.train_log_loss, base);
     for (std::size_t i = 0; i < policies::kLearnedFeatures; ++i) {
-      std::printf("  %-17s %+.4f\n", std::string(policies::kFeatureNames[i]).c_str(),
-                  m.weights[i]);
+      std::printf("  %-17s %+.4f\n", std::string(policies::kFeatureNames[i]).c_str(), m.weights[i]);
     }
     std::printf("wrote %s: use --policy learned:model=%s\n", out_.c_str(), out_.c_str());
     return 0;

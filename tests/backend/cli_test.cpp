@@ -435,8 +435,10 @@ TEST_F(CliTest, FetchNamesAFullDiskInItsFailureLines) {
   if (::mount("tmpfs", (dir_ / "cache").c_str(), "tmpfs", 0, "size=2m") != 0)
     GTEST_SKIP() << "mounting a tmpfs is not allowed here";
   const std::string manifest = serve("huge.bin", 4 << 20) + serve("tiny.bin", 1000);
-  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
-                                        "--progress", "lines", "TRACE"});
+  // One at a time: while the huge one fills the disk, nothing else could fit.
+  const CliRun run =
+      run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "--progress",
+                         "lines", "--max-transfers", "1", "--retries", "2", "TRACE"});
   ::umount2((dir_ / "cache").c_str(), MNT_DETACH);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.out.find("failed    huge.bin"), std::string::npos) << run.out;

@@ -155,8 +155,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     unknown = sorted(set(overrides) - set(OVERRIDE_KEYS))
     if unknown:
         raise TypeError(f"unknown override {unknown[0]!r} (known: {', '.join(OVERRIDE_KEYS)})")
-    if model not in ("demand", "callbacks", "independent"):
-        raise ValueError(f"model must be demand, callbacks or independent, not {model!r}")
+    if model not in _core.MODELS:
+        raise ValueError(f"model must be {', '.join(_core.MODELS)}, not {model!r}")
     options = {k: v for k, v in overrides.items() if k in _OPTION_KEYS}
     header = {k: v for k, v in overrides.items() if k not in _OPTION_KEYS}
     trace = trace.with_overrides(**header)

@@ -82,6 +82,9 @@ namespace dfl::backend {
 // An operating error, with a message that names the file and the cause.
 struct IoError {
   std::string message;
+  // The file system was full (ENOSPC, EDQUOT) even after eviction: another
+  // attempt may find room, once other downloads have ended.
+  bool no_space = false;
 };
 
 // How commit() makes a staging file durable before its rename (see above).

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace dfl {
 
@@ -23,6 +26,12 @@ enum class Model : std::uint8_t {
 };
 
 std::string_view to_string(Model model);
+// The model named `name` ("demand", "callbacks" or "independent"), or nullopt.
+std::optional<Model> parse_model(std::string_view name);
+// Every model's name, in the order above: for help texts, choices and errors.
+const std::vector<std::string>& model_names();
+// "demand, callbacks, independent".
+std::string model_names_text();
 
 struct RetryConfig {
   std::uint32_t max_attempts = 4;  // Attempts per task, the first included.
