@@ -73,9 +73,9 @@ std::string random_owner_id() {
   return text;
 }
 
-// SHA-256 of a file's first `length` bytes (all of it if nullopt).
-std::optional<std::string> hash_file(int fd, std::optional<std::uint64_t> length = std::nullopt) {
-  Sha256 hash;
+// Feeds a file's first `length` bytes (all of it if nullopt) to `hash`;
+// false if they cannot all be read.
+bool hash_file(int fd, Sha256& hash, std::optional<std::uint64_t> length = std::nullopt) {
   std::vector<char> buffer(1 << 20);
   std::uint64_t offset = 0;
   for (;;) {
@@ -84,13 +84,12 @@ std::optional<std::string> hash_file(int fd, std::optional<std::uint64_t> length
     if (want == 0) break;
     const ssize_t n = ::pread(fd, buffer.data(), want, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
+    if (n < 0) return false;
     if (n == 0) break;
     hash.update(buffer.data(), static_cast<std::size_t>(n));
     offset += static_cast<std::uint64_t>(n);
   }
-  if (length && offset != *length) return std::nullopt;
-  return Sha256::hex(hash.finish());
+  return !length || offset == *length;
 }
 
 int open_staging(const fs::path& path) {
@@ -825,8 +824,8 @@ std::optional<CacheDir::ObjectInfo> CacheDir::stat_object(const ArtifactKey& key
     const ssize_t n = ::fgetxattr(fd, kDigestAttribute, digest, 64);
     if (n == 64 && is_digest(std::string_view(digest, 64))) {
       info.sha256.assign(digest, 64);
-    } else if (auto hashed = hash_file(fd)) {  // No attribute here: hashed once.
-      info.sha256 = *hashed;
+    } else if (Sha256 hash; hash_file(fd, hash)) {  // No attribute here: hashed once.
+      info.sha256 = Sha256::hex(hash.finish());
       ::fsetxattr(fd, kDigestAttribute, info.sha256.data(), 64, 0);  // Best effort.
     }
     std::lock_guard lock(mutex_);
@@ -1049,22 +1048,8 @@ std::optional<CacheDir::Staging> CacheDir::adopt_partial(const ArtifactKey& key,
   const off_t hole = ::lseek(fd, 0, SEEK_HOLE);
   std::uint64_t keep = hole < 0 ? 0 : static_cast<std::uint64_t>(hole);
   keep -= keep % kBufferBytes;
-  std::optional<std::string> ok;
   Sha256 hash;
-  if (::ftruncate(fd, static_cast<off_t>(keep)) == 0) {
-    std::vector<char> buffer(1 << 20);
-    std::uint64_t offset = 0;
-    while (offset < keep) {
-      const ssize_t n =
-          ::pread(fd, buffer.data(), std::min<std::uint64_t>(buffer.size(), keep - offset),
-                  static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      hash.update(buffer.data(), static_cast<std::size_t>(n));
-      offset += static_cast<std::uint64_t>(n);
-    }
-    if (offset == keep) ok = "";
-  }
+  const bool ok = ::ftruncate(fd, static_cast<off_t>(keep)) == 0 && hash_file(fd, hash, keep);
   if (!ok || keep == 0) {
     ::close(fd);
     ::unlink(core.path.c_str());
