@@ -7,7 +7,7 @@
 # make bench-fetch  only demandflight fetch against curl and aria2c on nginx
 # make bench-scaling  the simulator from N to 10N demands per kind, model and policy
 # make asan   the engine tests under AddressSanitizer + UBSan
-# make tsan   the backend's tests and the simulator's prefault thread under ThreadSanitizer
+# make tsan   the backend's tests (its threads) under ThreadSanitizer
 # make fuzz   the libFuzzer targets (trace reader, engine sequences), FUZZ_SECONDS each
 # make soak   the backend fault soak for SOAK_SECONDS (default 300)
 # make test-engine-only  the engine built and tested alone (C++ standard library only)
@@ -77,9 +77,8 @@ asan: deps
 
 tsan: deps
 	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j$(JOBS) --target backend_tests install_crash_helper engine_tests \
-	  sim_prefault_tests
-	ctest --preset tsan -j$(JOBS) -L "backend|threads" -E backend_loopback_server
+	cmake --build --preset tsan -j$(JOBS) --target backend_tests install_crash_helper
+	ctest --preset tsan -j$(JOBS) -L backend -E backend_loopback_server
 
 fuzz: deps
 	cmake --preset fuzz >/dev/null

@@ -41,7 +41,6 @@
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/recorder.h"
 #include "demandflight/sim/simulator.h"
-#include "prefault.h"
 #include "timeline.h"
 
 namespace dfl::sim {
@@ -156,16 +155,6 @@ class Simulation {
       transfer_log_.precision(17);  // Exact start times: the replay must match them.
     }
 
-    const ResultRecorder::Storage storage = recorder_.storage();
-    prefault_.emplace(std::array<Prefaulter::Table, Prefaulter::kTables>{
-        Prefaulter::Table{storage.demands, sizeof(DemandResult), storage.demands_capacity},
-        Prefaulter::Table{storage.tasks, sizeof(TaskResult), storage.tasks_capacity},
-        Prefaulter::Table{storage.latency_scratch, sizeof(double),
-                          storage.latency_scratch_capacity}});
-    // Wanted whole, but only at the end: the thread faults it in from the
-    // start, alongside the others.
-    prefault_->used(kLatencyTable, storage.latency_scratch_capacity);
-
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
       enter();
       on_completion(a);
@@ -180,7 +169,6 @@ class Simulation {
     enter();
     // Finalizes still on a stage when SimGrid has nothing left to do.
     catch_up(std::numeric_limits<double>::infinity());
-    prefault_.reset();  // Joins its thread before the result leaves.
     return finish();
   }
 
@@ -285,7 +273,6 @@ class Simulation {
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
-        prefault_->used(kDemandsTable, r.demand + 1);  // Demands are numbered as subscribed.
         const DemandHandle h = scheduler_.subscribe(t, a.key, a.key_hash, o);
         handle_of_demand_[r.demand] = h;
         std::optional<TaskId> task;
@@ -476,10 +463,7 @@ class Simulation {
   // A kept partial is only an offset here: the next task's StartTransfer
   // sends the rest. Dropping it costs nothing but the recorder's charge.
   void handle(DropPartial& c) { recorder_.on(now(), c); }
-  void handle(TaskCreated& c) {
-    recorder_.on(now(), c);
-    prefault_->used(kTasksTable, c.task.value);  // Task ids count the tasks made.
-  }
+  void handle(TaskCreated& c) { recorder_.on(now(), c); }
 
   void handle(TaskPriorityChanged& c) {
     const TaskResult& task = recorder_.on(now(), c);
@@ -779,8 +763,6 @@ class Simulation {
 
   std::ofstream transfer_log_;
   Timeline timeline_;
-  static constexpr std::size_t kDemandsTable = 0, kTasksTable = 1, kLatencyTable = 2;
-  std::optional<Prefaulter> prefault_;  // During run(): the result's tables.
 };
 
 }  // namespace

@@ -290,30 +290,6 @@ class ResultRecorder {
     touched_.clear();
   }
 
-  // Where the result's tables lie, reserved at construction for the whole
-  // run (a runtime may have their pages faulted in ahead of use): the
-  // demands' table fills up entirely, the tasks' grows by one per TaskCreated;
-  // finish() computes the latency percentiles in the scratch table, a double
-  // per demand, untouched until then.
-  struct Storage {
-    void* demands = nullptr;
-    std::size_t demands_capacity = 0;
-    void* tasks = nullptr;
-    std::size_t tasks_capacity = 0;
-    void* latency_scratch = nullptr;
-    std::size_t latency_scratch_capacity = 0;
-  };
-  Storage storage() {
-    Storage s;
-    s.demands = result_.demands.data();
-    s.demands_capacity = result_.demands.capacity();
-    s.tasks = result_.tasks.data();
-    s.tasks_capacity = result_.tasks.capacity();
-    s.latency_scratch = latency_scratch_.get();
-    s.latency_scratch_capacity = trace_.demand_ids.size();
-    return s;
-  }
-
   // The run is over at `t`.
   Result finish(double t) {
     result_.summary.makespan_s = t;
@@ -436,7 +412,7 @@ class ResultRecorder {
   std::vector<ArtifactKey> keys_;  // By key index.
   std::vector<KeyRef> key_refs_;   // Borrowing from keys_.
   // Room for every demand's latency (finish); not initialized, so that its
-  // pages are untouched until a prefaulter or finish() writes them.
+  // pages are untouched until finish() writes them.
   std::unique_ptr<double[]> latency_scratch_ =
       std::make_unique_for_overwrite<double[]>(trace_.demand_ids.size());
   std::vector<std::uint64_t> orphan_install_size_;  // Per key: completed orphan not yet used.
