@@ -38,10 +38,7 @@ for _ in $(seq "$repeat"); do
     > "$work/summary.txt" 2> "$work/profile.txt"
   awk -v a="$t1" -v b="$(seconds)" 'BEGIN { printf "%.3f\n", b - a }' >> "$work/e2e"
   sed -n 's/.*simulate \([0-9.]*\) s.*/\1/p' "$work/profile.txt" >> "$work/sim"
-  # The same malloc setting as the simulator's (it asks for transparent huge
-  # pages: sim/cli/main.cpp); it makes no difference to the bare replay here.
-  GLIBC_TUNABLES=glibc.malloc.hugetlb=1 \
-    "$build/bench/sim_bare_replay" "$work/trace.jsonl" "$work/transfers.log" > "$work/bare.txt"
+  "$build/bench/sim_bare_replay" "$work/trace.jsonl" "$work/transfers.log" > "$work/bare.txt"
   sed -n 's/.*replay wall \([0-9.]*\) s.*/\1/p' "$work/bare.txt" >> "$work/bare"
 done
 e2e=$(median < "$work/e2e"); sim=$(median < "$work/sim")

@@ -12,18 +12,15 @@
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
 #include <sys/resource.h>
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
-#include <string_view>
 
 #include "commands.h"
 #include "demandflight/engine/config.h"
@@ -40,39 +37,6 @@ namespace {
 using namespace dfl;
 using namespace dfl::sim;
 
-// The commands that read and simulate whole traces allocate hundreds of MB in
-// large vectors (records, demands, tasks, results). With glibc's malloc
-// asking for transparent huge pages (the glibc.malloc.hugetlb=1 tunable) they
-// take a page fault per 2 MiB instead of per 4 KiB: on the development
-// machine (a VM, where each first touch of a page is dear) the 1M-demand
-// open_world_streaming trace read in 1.2-1.6 s instead of 2.2-2.3 s and
-// simulated in 2.1-2.7 s instead of 3.1-3.2 s, with identical results. A
-// tunable takes effect only at start-up, so these commands start the program
-// again, once, with it set. DFL_NO_HUGE_PAGES=1 turns this off; where the
-// kernel has no transparent huge pages, nothing happens.
-constexpr const char* kHugePagesTunable = "glibc.malloc.hugetlb=1";
-
-void restart_with_huge_pages(int argc, char** argv) {
-  if (argc < 2) return;
-  const std::string_view command = argv[1];
-  if (command != "sim" && command != "validate" && command != "compare" && command != "train")
-    return;
-  if (std::getenv("DFL_NO_HUGE_PAGES") != nullptr) return;
-  if (std::getenv("DFL_HUGE_PAGES_SET") != nullptr) return;  // Already restarted (or refused).
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  std::string value = tunables != nullptr ? tunables : "";
-  if (value.find("glibc.malloc.hugetlb") != std::string::npos) return;  // The user chose.
-  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(thp, modes);
-  if (modes.empty() || modes.find("[never]") != std::string::npos) return;
-  value += value.empty() ? kHugePagesTunable : std::string(":") + kHugePagesTunable;
-  ::setenv("GLIBC_TUNABLES", value.c_str(), 1);
-  ::setenv("DFL_HUGE_PAGES_SET", "1", 1);  // No second restart, whatever glibc does.
-  ::execv("/proc/self/exe", argv);
-  // Could not start again: go on as we are.
-}
-
 // What a phase of `sim --profile` cost in memory.
 struct Usage {
   long minor_faults = 0;
@@ -88,7 +52,6 @@ Usage usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  restart_with_huge_pages(argc, argv);
   CLI::App app{"demandflight: many callers sharing one download"};
   app.require_subcommand(1);
 
@@ -241,16 +204,14 @@ int main(int argc, char** argv) {
     if (!quiet) print_summary(result, trace, "simulated", stdout);
     if (profile) {
       auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-      const char* tunables = std::getenv("GLIBC_TUNABLES");
-      const bool huge = tunables != nullptr && std::strstr(tunables, kHugePagesTunable);
       // Page faults: on a VM that returns free memory to its host, a first
       // touch of a page costs a host fault, so what a phase touches anew shows.
       std::fprintf(stderr,
                    "profile: read %.3f s, simulate %.3f s (%ld page faults, peak RSS %ld -> %ld "
-                   "MB), write %.3f s; malloc huge pages %s\n",
+                   "MB), write %.3f s\n",
                    s(t_read, t_simulate), s(t_simulate, t_write),
                    u_write.minor_faults - u_simulate.minor_faults, u_simulate.peak_rss_mb,
-                   u_write.peak_rss_mb, s(t_write, clock::now()), huge ? "on" : "off");
+                   u_write.peak_rss_mb, s(t_write, clock::now()));
     }
     return 0;
   } catch (const TraceError& e) {

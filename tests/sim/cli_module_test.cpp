@@ -81,32 +81,5 @@ TEST(CliSimulatorModule, OnlyTheSubcommandsThatSimulateNeedIt) {
   fs::remove_all(dir);
 }
 
-// sim, validate, compare and train start again once with glibc's malloc asking
-// for transparent huge pages (sim/cli/main.cpp), unless told not to.
-TEST(CliStartUp, TheSimulatingCommandsAskMallocForHugePages) {
-  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(thp, modes);
-  if (modes.empty() || modes.find("[never]") != std::string::npos)
-    GTEST_SKIP() << "no transparent huge pages here: nothing to ask for";
-  const std::string trace = std::string(DFL_SCENARIOS) + "/three_callers.jsonl";
-  const std::string clean = "env -u GLIBC_TUNABLES -u DFL_NO_HUGE_PAGES -u DFL_HUGE_PAGES_SET ";
-  const std::string sim = std::string(DFL_CLI) + " sim " + trace + " --quiet --profile";
-
-  const Outcome asked = run(clean + sim);
-  EXPECT_EQ(asked.exit_code, 0) << asked.output;
-  EXPECT_NE(asked.output.find("malloc huge pages on"), std::string::npos) << asked.output;
-
-  const Outcome refused = run(clean + "DFL_NO_HUGE_PAGES=1 " + sim);
-  EXPECT_EQ(refused.exit_code, 0) << refused.output;
-  EXPECT_NE(refused.output.find("malloc huge pages off"), std::string::npos) << refused.output;
-
-  // The user's own setting stands, and other tunables are kept.
-  const Outcome chosen = run(clean + "GLIBC_TUNABLES=glibc.malloc.hugetlb=0 " + sim);
-  EXPECT_NE(chosen.output.find("malloc huge pages off"), std::string::npos) << chosen.output;
-  const Outcome other = run(clean + "GLIBC_TUNABLES=glibc.malloc.check=0 " + sim);
-  EXPECT_NE(other.output.find("malloc huge pages on"), std::string::npos) << other.output;
-}
-
 }  // namespace
 }  // namespace dfl::testing

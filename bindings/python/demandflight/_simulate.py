@@ -38,19 +38,11 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _child_env() -> Dict[str, str]:
-    """The child sees the modules this process sees (test files, notebooks' folders).
-
-    Its malloc asks for transparent huge pages, as `demandflight sim` does (a large
-    trace reads and simulates ~25-35% faster; see sim/cli/main.cpp), unless
-    DFL_NO_HUGE_PAGES is set or GLIBC_TUNABLES already says otherwise.
-    """
+    """The child sees the modules this process sees (test files, notebooks' folders)."""
     env = dict(os.environ)
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([package_root] + paths)
-    tunables = env.get("GLIBC_TUNABLES", "")
-    if "DFL_NO_HUGE_PAGES" not in env and "glibc.malloc.hugetlb" not in tunables:
-        env["GLIBC_TUNABLES"] = (tunables + ":" if tunables else "") + "glibc.malloc.hugetlb=1"
     return env
 
 
