@@ -29,7 +29,6 @@
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/sim/trace.h"
-#include "sim_module.h"
 #include "subcommand.h"
 
 namespace {
@@ -174,7 +173,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "demandflight sim: --policy: %s\n", e.what());
       return 2;
     }
-    cli::load_simulator();  // Before the clock: loading SimGrid is not simulating.
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
     const Trace trace = read_trace(trace_path);
@@ -190,7 +188,7 @@ int main(int argc, char** argv) {
     }
     const auto t_simulate = clock::now();
     const Usage u_simulate = usage();
-    const Result result = cli::simulate(trace, options);
+    const Result result = simulate(trace, options);
     const auto t_write = clock::now();
     const Usage u_write = usage();
     if (out.is_open()) {

@@ -25,7 +25,7 @@
 #include "demandflight/sim/simulator.h"
 #include "demandflight/sim/trace.h"
 #include "processes.h"
-#include "sim_module.h"
+#include "demandflight/sim/simulator.h"
 #include "subcommand.h"
 
 namespace dfl::cli {
@@ -77,7 +77,7 @@ int collect(const std::string& trace_path, Model model, double horizon_s, const 
     sim::SimOptions options;
     options.model = model;
     options.policy_object = recorder;
-    cli::simulate(trace, options);
+    sim::simulate(trace, options);
     std::ofstream file(out);
     file.precision(17);
     for (std::size_t i = 0; i < recorder->x.size(); ++i) {
