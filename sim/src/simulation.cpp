@@ -718,7 +718,6 @@ class Simulation {
   double now_ = 0;
   double clock_ = 0;   // SimGrid's clock as of the callback running (enter).
   bool late_ = false;  // now_ is before clock_ (catch_up).
-  // Before the scheduler: its tasks borrow their keys from the recorder.
   ResultRecorder recorder_;
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;

@@ -16,19 +16,17 @@ TEST(KeyRef, ComparesByValueWhoeverMadeIt) {
   EXPECT_NE(a.get(), b.get());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, rock);
-  EXPECT_EQ(KeyRef::borrow(rock), a);
+  EXPECT_EQ(KeyRef(rock), a);
   EXPECT_FALSE(a == KeyRef(key("rock", "r2")));
-  EXPECT_FALSE(KeyRef::borrow(rock) == key("moss"));
+  EXPECT_FALSE(KeyRef(rock) == key("moss"));
   EXPECT_FALSE(KeyRef() == a);
   EXPECT_EQ(KeyRef(), KeyRef());
 }
 
-TEST(KeyRef, ABorrowedKeyIsTheCallersOwn) {
-  const ArtifactKey rock = key("rock");
-  const KeyRef borrowed = KeyRef::borrow(rock);
-  EXPECT_EQ(borrowed.get(), &rock);
-  const KeyRef copy = borrowed;  // NOLINT: the copy is the point.
-  EXPECT_EQ(copy.get(), &rock);
+TEST(KeyRef, CopiesShareOneKey) {
+  const KeyRef rock(key("rock"));
+  const KeyRef copy = rock;  // NOLINT: the copy is the point.
+  EXPECT_EQ(copy.get(), rock.get());
 }
 
 // The task made by a KeyRef subscribe keeps that key: every command of the

@@ -45,13 +45,6 @@ class KeyRef {
   KeyRef() = default;  // Empty: only to be assigned to.
   explicit KeyRef(ArtifactKey key) : key_(std::make_shared<const ArtifactKey>(std::move(key))) {}
   explicit KeyRef(std::shared_ptr<const ArtifactKey> key) : key_(std::move(key)) {}
-  // A KeyRef that does not own `key`: copying it costs no reference count.
-  // The caller keeps `key` alive, unchanged, for as long as any copy may be
-  // held: by the scheduler (until it is destroyed) and in its commands.
-  static KeyRef borrow(const ArtifactKey& key) {
-    return KeyRef(std::shared_ptr<const ArtifactKey>(std::shared_ptr<const ArtifactKey>(), &key));
-  }
-
   const ArtifactKey& operator*() const noexcept { return *key_; }
   const ArtifactKey* operator->() const noexcept { return key_.get(); }
   const ArtifactKey* get() const noexcept { return key_.get(); }

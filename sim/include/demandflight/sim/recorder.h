@@ -98,14 +98,15 @@ class ResultRecorder {
     partial_pending_.assign(key_index_.size(), 0);
     // One KeyRef per key for the scheduler: the tasks, commands and installed
     // index share these, so keys are compared by pointer and never copied.
-    keys_.reserve(key_artifact_.size());  // Never reallocated: key_refs_ point into it.
+    // The keys lie in one block that each KeyRef shares, so that an evicted
+    // key maps back to its index by its address.
+    key_block_ = std::make_shared<ArtifactKey[]>(key_artifact_.size());
     key_refs_.reserve(key_artifact_.size());
-    for (std::uint32_t a : key_artifact_) {
-      keys_.push_back(trace.artifacts[a].key);
-      key_refs_.push_back(KeyRef::borrow(keys_.back()));
+    for (std::size_t k = 0; k < key_artifact_.size(); ++k) {
+      key_block_[k] = trace.artifacts[key_artifact_[k]].key;
+      key_refs_.emplace_back(std::shared_ptr<const ArtifactKey>(key_block_, &key_block_[k]));
     }
   }
-  // key_refs_ borrow from keys_: the recorder neither moves nor copies.
   ResultRecorder(const ResultRecorder&) = delete;
   ResultRecorder& operator=(const ResultRecorder&) = delete;
 
@@ -113,8 +114,7 @@ class ResultRecorder {
   std::size_t key_count() const { return key_size_.size(); }
   std::uint32_t key_of_artifact(std::uint32_t artifact) const { return key_of_artifact_[artifact]; }
   std::uint32_t key_of_task(TaskId task) { return track(task).key; }
-  // The key as a KeyRef for Scheduler::subscribe. It borrows from the
-  // recorder: the scheduler must not outlive it.
+  // The key as a KeyRef for Scheduler::subscribe.
   const KeyRef& key_ref(std::uint32_t key) const { return key_refs_[key]; }
   // The id of the first alias of a key, for displays.
   const std::string& key_name(std::uint32_t key) const {
@@ -343,8 +343,9 @@ class ResultRecorder {
     if (nonzero == 0) return;
     std::uint32_t index = 0;
     const ArtifactKey* p = key.get();
-    if (std::less_equal<>{}(keys_.data(), p) && std::less<>{}(p, keys_.data() + keys_.size())) {
-      index = static_cast<std::uint32_t>(p - keys_.data());  // One of key_ref()'s.
+    const ArtifactKey* first = key_block_.get();
+    if (std::less_equal<>{}(first, p) && std::less<>{}(p, first + key_refs_.size())) {
+      index = static_cast<std::uint32_t>(p - first);  // One of key_ref()'s.
     } else {
       auto it = key_index_.find(*key);
       if (it == key_index_.end()) return;
@@ -409,8 +410,8 @@ class ResultRecorder {
   std::vector<std::uint32_t> key_of_artifact_;
   std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
   std::vector<std::uint64_t> key_size_;
-  std::vector<ArtifactKey> keys_;  // By key index.
-  std::vector<KeyRef> key_refs_;   // Borrowing from keys_.
+  std::shared_ptr<ArtifactKey[]> key_block_;  // By key index.
+  std::vector<KeyRef> key_refs_;              // Sharing key_block_.
   // Room for every demand's latency (finish); not initialized, so that its
   // pages are untouched until finish() writes them.
   std::unique_ptr<double[]> latency_scratch_ =
