@@ -25,8 +25,6 @@
 #include <utility>
 #include <vector>
 
-#include <absl/container/inlined_vector.h>
-
 #include "demandflight/engine/outcome.h"
 #include "demandflight/sim/trace.h"
 
@@ -52,10 +50,8 @@ struct TaskResult {
   std::uint64_t bytes_transferred = 0;
   std::uint32_t installs = 0;
   // (time, effective priority; nullopt: none, the task ended or is an
-  // orphan). Most tasks have two entries, their first priority and none at
-  // their end: those live inside the row, and a million-task result makes no
-  // allocation per task for them.
-  absl::InlinedVector<std::pair<double, std::optional<Priority>>, 2> priority_timeline;
+  // orphan).
+  std::vector<std::pair<double, std::optional<Priority>>> priority_timeline;
 };
 
 struct Percentiles {
