@@ -27,7 +27,7 @@ deps:
 demo: deps
 	cmake --preset default >/dev/null
 	cmake --build --preset default -j$(JOBS) --target demandflight
-	/usr/bin/python3 scripts/demo.py build/default/sim/demandflight scenarios
+	/usr/bin/python3 scripts/demo.py build/default/cli/demandflight scenarios
 
 demo-engine: deps
 	cmake --preset default >/dev/null
@@ -55,14 +55,14 @@ bench:
 	  --benchmark_out=build/release/engine_bench.json --benchmark_out_format=json $(BENCH_ARGS)
 	/usr/bin/python3 bench/ratios.py build/release/engine_bench.json
 	bash bench/sim_bench.sh build/release
-	/usr/bin/python3 bench/fetch_bench.py build/release/sim/demandflight --drop-caches
+	/usr/bin/python3 bench/fetch_bench.py build/release/cli/demandflight --drop-caches
 
 # Only the fetch benchmark (nginx on loopback; demandflight fetch, curl, aria2c).
 bench-fetch:
 	@bash scripts/install-deps --bench
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target demandflight
-	/usr/bin/python3 bench/fetch_bench.py build/release/sim/demandflight --drop-caches $(BENCH_ARGS)
+	/usr/bin/python3 bench/fetch_bench.py build/release/cli/demandflight --drop-caches $(BENCH_ARGS)
 
 # The simulator's growth from N to 10N demands (a quadratic path shows as ~100x).
 bench-scaling: deps
@@ -101,7 +101,7 @@ check-exhaustive: deps
 fidelity: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target demandflight
-	/usr/bin/python3 bench/fidelity.py build/release/sim/demandflight $(FIDELITY_TRACES) --markdown build/release/fidelity.md
+	/usr/bin/python3 bench/fidelity.py build/release/cli/demandflight $(FIDELITY_TRACES) --markdown build/release/fidelity.md
 
 format:
 	git ls-files '*.h' '*.cpp' | xargs clang-format -i

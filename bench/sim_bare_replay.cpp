@@ -24,7 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
+#include "demandflight/sim/simulator.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   std::string header_line;
   std::getline(trace_file, header_line);
   std::istringstream header(header_line + "\n");
-  const dfl::sim::Trace trace = dfl::sim::read_trace(header, argv[1]);
+  const dfl::format::Trace trace = dfl::format::read_trace(header, argv[1]);
 
   std::vector<Event> events;  // In the simulator's order.
   {
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
     sg4::Engine engine(&sg_argc, sg_argv);
     // The same network model as the simulator's.
     for (const std::string& setting : dfl::sim::simgrid_settings(
-             cm02 ? dfl::sim::NetworkModel::cm02 : trace.platform.network_model))
+             cm02 ? dfl::format::NetworkModel::cm02 : trace.platform.network_model))
       engine.set_config(setting);
     // The platform, as in the simulator. Origins named only by artifacts (not in
     // the header) get the defaults, in the order the simulator would add them.

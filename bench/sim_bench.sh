@@ -24,17 +24,17 @@ seconds() { date +%s.%N; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 t0=$(seconds)
-"$build/sim/demandflight" gen open_world_streaming --seed "$seed" --demands "$demands" > "$work/trace.jsonl"
+"$build/cli/demandflight" gen open_world_streaming --seed "$seed" --demands "$demands" > "$work/trace.jsonl"
 gen_s=$(awk -v a="$t0" -v b="$(seconds)" 'BEGIN { printf "%.2f", b - a }')
 
 # The transfer log (comms started and cancelled) feeds the bare replay; writing
 # it costs the simulator time, so a run of its own writes it.
-"$build/sim/demandflight" sim "$work/trace.jsonl" --quiet --transfer-log "$work/transfers.log"
+"$build/cli/demandflight" sim "$work/trace.jsonl" --quiet --transfer-log "$work/transfers.log"
 
 : > "$work/e2e"; : > "$work/sim"; : > "$work/bare"
 for _ in $(seq "$repeat"); do
   t1=$(seconds)
-  "$build/sim/demandflight" sim "$work/trace.jsonl" --out "$work/result.json" --profile \
+  "$build/cli/demandflight" sim "$work/trace.jsonl" --out "$work/result.json" --profile \
     > "$work/summary.txt" 2> "$work/profile.txt"
   awk -v a="$t1" -v b="$(seconds)" 'BEGIN { printf "%.3f\n", b - a }' >> "$work/e2e"
   sed -n 's/.*simulate \([0-9.]*\) s.*/\1/p' "$work/profile.txt" >> "$work/sim"

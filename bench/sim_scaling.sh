@@ -12,7 +12,7 @@ big=$((n * 10))
 flag=${FLAG:-25}  # Growth above this is marked.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-bin="$build/sim/demandflight"
+bin="$build/cli/demandflight"
 
 simulate_s() {  # TRACE ARGS... -> the simulate phase in seconds
   local trace=$1; shift

@@ -21,9 +21,9 @@
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/oracle.h"
-#include "demandflight/sim/result.h"
+#include "demandflight/format/result.h"
 #include "demandflight/sim/simulator.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -98,22 +98,22 @@ std::shared_ptr<OrphanPolicy> policy_from(const py::object& policy) {
 
 // --- Traces ------------------------------------------------------------------
 
-using TracePtr = std::shared_ptr<const sim::Trace>;
+using TracePtr = std::shared_ptr<const format::Trace>;
 
 TracePtr parse_trace(const std::string& text, const std::string& name) {
   py::gil_scoped_release release;
   std::istringstream in(text);
-  return std::make_shared<const sim::Trace>(sim::read_trace(in, name));
+  return std::make_shared<const format::Trace>(format::read_trace(in, name));
 }
 
 TracePtr load_trace(const std::string& path) {
   py::gil_scoped_release release;
-  return std::make_shared<const sim::Trace>(sim::read_trace(path));
+  return std::make_shared<const format::Trace>(format::read_trace(path));
 }
 
 // A plain description of a parsed trace, for equality and inspection: the
 // header's effective values (defaults applied) and every record with names.
-py::dict trace_to_dict(const sim::Trace& t) {
+py::dict trace_to_dict(const format::Trace& t) {
   py::dict platform("client_bandwidth_Bps"_a = t.platform.client_bandwidth_Bps,
                     "client_latency_s"_a = t.platform.client_latency_s,
                     "disk_write_Bps"_a = t.platform.disk_write_Bps,
@@ -143,7 +143,7 @@ py::dict trace_to_dict(const sim::Trace& t) {
   for (const auto& r : t.records) {
     py::dict d("op"_a = kOps[static_cast<int>(r.op)], "t"_a = r.t);
     switch (r.op) {
-      case sim::Op::subscribe:
+      case format::Op::subscribe:
         d["demand"] = t.demand_ids[r.demand];
         d["owner"] = t.owners[r.owner];
         d["artifact"] = t.artifacts[r.artifact].id;
@@ -151,28 +151,28 @@ py::dict trace_to_dict(const sim::Trace& t) {
         d["owner_generation"] = r.owner_generation;
         d["timeout_s"] = r.has_timeout() ? py::object(py::float_(r.timeout_s)) : py::none();
         break;
-      case sim::Op::cancel:
+      case format::Op::cancel:
         d["demand"] = t.demand_ids[r.demand];
         break;
-      case sim::Op::set_priority:
+      case format::Op::set_priority:
         d["demand"] = t.demand_ids[r.demand];
         d["priority"] = r.priority;
         break;
-      case sim::Op::end_owner:
+      case format::Op::end_owner:
         d["owner"] = t.owners[r.owner];
         d["owner_generation"] =
             r.has_generation ? py::object(py::int_(r.owner_generation)) : py::none();
         break;
-      case sim::Op::fault: {
-        const sim::FaultSpec& f = t.faults[r.fault];
+      case format::Op::fault: {
+        const format::FaultSpec& f = t.faults[r.fault];
         d["kind"] = kFaults[static_cast<int>(f.kind)];
-        if (f.kind == sim::FaultKind::origin_down) {
+        if (f.kind == format::FaultKind::origin_down) {
           d["origin"] = t.platform.origins[f.origin].name;
           d["duration_s"] = f.duration_s;
         } else {
           d["artifact"] = t.artifacts[r.artifact].id;
           d["count"] = f.count;
-          if (f.kind == sim::FaultKind::transfer_error) {
+          if (f.kind == format::FaultKind::transfer_error) {
             d["after_fraction"] = f.after_fraction;
             d["retryable"] = f.retryable;
           }
@@ -209,28 +209,28 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   options.max_per_origin = max_per_origin;
   if (network_model) {
     if (*network_model == "default") {
-      options.network_model = sim::NetworkModel::calibrated;
+      options.network_model = format::NetworkModel::calibrated;
     } else if (*network_model == "cm02" || *network_model == "CM02") {
-      options.network_model = sim::NetworkModel::cm02;
+      options.network_model = format::NetworkModel::cm02;
     } else if (*network_model == "lv08" || *network_model == "LV08") {
-      options.network_model = sim::NetworkModel::lv08;
+      options.network_model = format::NetworkModel::lv08;
     } else {
       throw py::value_error("network_model must be \"default\", \"cm02\" or \"lv08\"");
     }
   }
   options.timeline_path = timeline_path;
-  sim::Result result;
+  format::Result result;
   {
     py::gil_scoped_release release;
     result = sim::simulate(*trace, options);
     std::ofstream out(out_path);
-    sim::write_result_json(result, *trace, out);
+    format::write_result_json(result, *trace, out);
     if (!out) throw std::runtime_error("cannot write " + out_path);
   }
   char* buffer = nullptr;
   std::size_t size = 0;
   FILE* memory = ::open_memstream(&buffer, &size);
-  sim::print_summary(result, *trace, "simulated", memory);
+  format::print_summary(result, *trace, "simulated", memory);
   std::fclose(memory);
   std::string summary(buffer, size);
   std::free(buffer);
@@ -409,14 +409,14 @@ PYBIND11_MODULE(_core, m) {
   using namespace dfl::python;
   m.doc() = "demandflight's C++ core (use the demandflight package, not this module)";
 
-  static py::exception<sim::TraceError> trace_error(m, "TraceError", PyExc_ValueError);
+  static py::exception<format::TraceError> trace_error(m, "TraceError", PyExc_ValueError);
   trace_error.attr("__doc__") =
       "A trace that is not valid. str(e) is 'FILE:LINE: field: message', as the CLI prints "
       "it; e.file, e.line and e.field hold the parts.";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const sim::TraceError& e) {
+    } catch (const format::TraceError& e) {
       py::object error = py::reinterpret_borrow<py::object>(trace_error.ptr())(py::str(e.what()));
       error.attr("file") = e.file();
       error.attr("line") = e.line();
@@ -484,28 +484,28 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("partial_capacity_bytes", &OrphanView::partial_capacity_bytes)
       .def_readonly("partial_used_bytes", &OrphanView::partial_used_bytes);
 
-  py::class_<sim::Trace, std::shared_ptr<sim::Trace>>(m, "ParsedTrace", "A validated trace (C++).")
-      .def_property_readonly("name", [](const sim::Trace& t) { return t.name; })
-      .def_property_readonly("seed", [](const sim::Trace& t) { return t.seed; })
-      .def_property_readonly("records", [](const sim::Trace& t) { return t.records.size(); })
-      .def_property_readonly("artifacts", [](const sim::Trace& t) { return t.artifacts.size(); })
-      .def_property_readonly("demands", [](const sim::Trace& t) { return t.demand_ids.size(); })
-      .def("to_dict", [](const sim::Trace& t) { return trace_to_dict(t); });
+  py::class_<format::Trace, std::shared_ptr<format::Trace>>(m, "ParsedTrace", "A validated trace (C++).")
+      .def_property_readonly("name", [](const format::Trace& t) { return t.name; })
+      .def_property_readonly("seed", [](const format::Trace& t) { return t.seed; })
+      .def_property_readonly("records", [](const format::Trace& t) { return t.records.size(); })
+      .def_property_readonly("artifacts", [](const format::Trace& t) { return t.artifacts.size(); })
+      .def_property_readonly("demands", [](const format::Trace& t) { return t.demand_ids.size(); })
+      .def("to_dict", [](const format::Trace& t) { return trace_to_dict(t); });
 
   m.attr("MODELS") = py::cast(model_names());
   m.def(
       "parse_trace",
       [](const std::string& text, const std::string& name) {
-        return std::const_pointer_cast<sim::Trace>(parse_trace(text, name));
+        return std::const_pointer_cast<format::Trace>(parse_trace(text, name));
       },
       "text"_a, "name"_a, "Parses and validates trace text; raises TraceError (file:line: field).");
   m.def(
       "load_trace",
-      [](const std::string& path) { return std::const_pointer_cast<sim::Trace>(load_trace(path)); },
+      [](const std::string& path) { return std::const_pointer_cast<format::Trace>(load_trace(path)); },
       "path"_a, "Reads and validates a trace file; raises TraceError.");
   m.def(
       "simulate",
-      [](const std::shared_ptr<sim::Trace>& trace, const std::string& model,
+      [](const std::shared_ptr<format::Trace>& trace, const std::string& model,
          const py::object& policy, const std::string& policy_name,
          std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
          std::optional<std::uint32_t> mpo, std::optional<std::string> network,

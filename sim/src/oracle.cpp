@@ -7,6 +7,7 @@
 #include "demandflight/policies/registry.h"
 
 namespace dfl::sim {
+using namespace dfl::format;
 
 namespace {
 // Past this many subscribes between now and the next request, the oracle

@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
 namespace dfl::sim {
 
@@ -83,7 +83,7 @@ class Timeline {
                        {"args", {{"priority", priority ? *priority : -1}}}});
   }
 
-  void write(const std::string& path, const Trace& trace) {
+  void write(const std::string& path, const format::Trace& trace) {
     if (!enabled_) return;
     nlohmann::ordered_json metadata = nlohmann::ordered_json::array();
     auto name = [&](const char* kind, int pid, int tid, const std::string& value) {

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
 namespace {
 
@@ -19,31 +19,31 @@ namespace {
 }
 
 // What every trace the reader accepts must satisfy.
-void check(const dfl::sim::Trace& t) {
+void check(const dfl::format::Trace& t) {
   double last = 0;
-  for (const dfl::sim::Record& r : t.records) {
+  for (const dfl::format::Record& r : t.records) {
     if (!(r.t >= last)) fail("records out of time order");
     last = r.t;
     switch (r.op) {
-      case dfl::sim::Op::subscribe:
+      case dfl::format::Op::subscribe:
         if (r.artifact >= t.artifacts.size() || r.owner >= t.owners.size() ||
             r.demand >= t.demand_ids.size()) {
           fail("a subscribe names something out of range");
         }
         break;
-      case dfl::sim::Op::cancel:
-      case dfl::sim::Op::set_priority:
+      case dfl::format::Op::cancel:
+      case dfl::format::Op::set_priority:
         if (r.demand >= t.demand_ids.size()) fail("a demand out of range");
         break;
-      case dfl::sim::Op::end_owner:
+      case dfl::format::Op::end_owner:
         if (r.owner >= t.owners.size()) fail("an owner out of range");
         break;
-      case dfl::sim::Op::fault:
+      case dfl::format::Op::fault:
         if (r.fault >= t.faults.size()) fail("a fault out of range");
         break;
     }
   }
-  for (const dfl::sim::Artifact& a : t.artifacts) {
+  for (const dfl::format::Artifact& a : t.artifacts) {
     if (a.origin >= t.platform.origins.size()) fail("an artifact's origin out of range");
   }
 }
@@ -54,15 +54,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    if (auto difference = dfl::sim::detail::compare_line_readers(line)) {
+    if (auto difference = dfl::format::detail::compare_line_readers(line)) {
       std::fprintf(stderr, "trace_fuzz: the line readers differ: %s\n", difference->c_str());
       std::abort();
     }
   }
   std::istringstream in(text);
   try {
-    check(dfl::sim::read_trace(in, "fuzz.jsonl"));
-  } catch (const dfl::sim::TraceError& e) {
+    check(dfl::format::read_trace(in, "fuzz.jsonl"));
+  } catch (const dfl::format::TraceError& e) {
     if (e.file() != "fuzz.jsonl" || e.line() == 0 || e.field().empty()) {
       fail("a TraceError without file, line or field");
     }

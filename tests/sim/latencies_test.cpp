@@ -13,10 +13,10 @@
 #include <random>
 #include <vector>
 
-#include "demandflight/sim/result.h"
+#include "demandflight/format/result.h"
 #include "random_test_seed.h"
 
-namespace dfl::sim {
+namespace dfl::format {
 namespace {
 
 Percentiles sorted_reference(std::vector<double> values) {
@@ -84,4 +84,4 @@ TEST(Latencies, MatchASortedReferenceOverallAndByPriority) {
 }
 
 }  // namespace
-}  // namespace dfl::sim
+}  // namespace dfl::format

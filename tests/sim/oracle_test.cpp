@@ -12,7 +12,7 @@ namespace {
 
 // a (1 MB) is asked for at 0 and again at 3 (that demand cancelled at
 // `cancel_d4`, if given); b and c (600 kB each) in between; b never again.
-sim::Trace trace_with_cache(std::uint64_t cache_bytes, const std::string& cancel_d4 = "") {
+format::Trace trace_with_cache(std::uint64_t cache_bytes, const std::string& cancel_d4 = "") {
   std::string text =
       header(R"({"max_transfers": 2, "max_per_origin": 2, "cache_bytes": )" +
              std::to_string(cache_bytes) + "}") +
@@ -29,7 +29,7 @@ sim::Trace trace_with_cache(std::uint64_t cache_bytes, const std::string& cancel
     text += R"({"op": "cancel", "t": )" + cancel_d4 + R"(, "demand": "d4"})" + "\n";
   }
   std::istringstream in(text);
-  return sim::read_trace(in, "oracle-test");
+  return format::read_trace(in, "oracle-test");
 }
 
 OrphanView view_of(const ArtifactKey& key, double now, std::uint64_t done, double rate,
@@ -46,14 +46,14 @@ OrphanView view_of(const ArtifactKey& key, double now, std::uint64_t done, doubl
 }
 
 TEST(OraclePolicy, CompletesWhatIsAskedForAgainBeforeLruWouldEvictIt) {
-  const sim::Trace roomy = trace_with_cache(3'000'000);
+  const format::Trace roomy = trace_with_cache(3'000'000);
   sim::OraclePolicy oracle(roomy);
   const ArtifactKey& a = roomy.artifacts[0].key;
   oracle.observe_request(a, 0);  // d1: a's next request is d4 at 3 s.
   EXPECT_EQ(oracle.next_request_s(a), 3.0);
   EXPECT_EQ(oracle.decide(view_of(a, 0.5, 500'000, 1e6, 3'000'000)), OrphanDecision::complete);
   // 1.2 MB of b and c come in between: with 1.5 MB of cache, a would be gone.
-  const sim::Trace tight = trace_with_cache(1'500'000);
+  const format::Trace tight = trace_with_cache(1'500'000);
   sim::OraclePolicy tight_oracle(tight);
   tight_oracle.observe_request(tight.artifacts[0].key, 0);
   EXPECT_EQ(tight_oracle.decide(view_of(tight.artifacts[0].key, 0.5, 500'000, 1e6, 1'500'000)),
@@ -62,7 +62,7 @@ TEST(OraclePolicy, CompletesWhatIsAskedForAgainBeforeLruWouldEvictIt) {
 }
 
 TEST(OraclePolicy, AbortsWhatIsNeverAskedForAgain) {
-  const sim::Trace trace = trace_with_cache(3'000'000);
+  const format::Trace trace = trace_with_cache(3'000'000);
   sim::OraclePolicy oracle(trace);
   oracle.observe_request(trace.artifacts[0].key, 0);
   oracle.observe_request(trace.artifacts[1].key, 1);  // d2: b's only request.
@@ -78,7 +78,7 @@ TEST(OraclePolicy, AbortsWhatIsNeverAskedForAgain) {
 TEST(OraclePolicy, CompletesOnlyWhenThatSavesMoreThanItCosts) {
   // d4 is cancelled 0.1 s after it asks: at 1 MB/s it would have fetched
   // 100 kB, less than the 500 kB completing costs now.
-  const sim::Trace trace = trace_with_cache(3'000'000, "3.1");
+  const format::Trace trace = trace_with_cache(3'000'000, "3.1");
   sim::OraclePolicy oracle(trace);
   const ArtifactKey& a = trace.artifacts[0].key;
   oracle.observe_request(a, 0);
@@ -106,7 +106,7 @@ TEST(OraclePolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
       R"({"op": "end_owner", "t": 1.2, "owner": "s"})"
       "\n";
   std::istringstream in(text);
-  const sim::Trace trace = sim::read_trace(in, "oracle-owner-ends");
+  const format::Trace trace = format::read_trace(in, "oracle-owner-ends");
   sim::OraclePolicy oracle(trace);
   const ArtifactKey& a = trace.artifacts[0].key;
   oracle.observe_request(a, 0);
@@ -118,7 +118,7 @@ TEST(OraclePolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
 }
 
 TEST(OraclePolicy, LetsTheSlotGoWhenADemandWaitsAndTheKeyComesBackLater) {
-  const sim::Trace trace = trace_with_cache(3'000'000);
+  const format::Trace trace = trace_with_cache(3'000'000);
   sim::OraclePolicy oracle(trace);
   const ArtifactKey& a = trace.artifacts[0].key;
   oracle.observe_request(a, 0);

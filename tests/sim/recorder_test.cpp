@@ -7,12 +7,12 @@
 
 #include <sstream>
 
-#include "demandflight/sim/recorder.h"
+#include "demandflight/format/recorder.h"
 
 namespace dfl::testing {
 namespace {
 
-sim::Trace two_callers_of_one_artifact() {
+format::Trace two_callers_of_one_artifact() {
   std::istringstream text(
       R"({"format": "demandflight-trace", "version": 1, "name": "kept-partial"})"
       "\n"
@@ -27,13 +27,13 @@ sim::Trace two_callers_of_one_artifact() {
       R"({"op": "subscribe", "t": 5.0, "demand": "second", "owner": "b", "artifact": "rock", )"
       R"("priority": 1})"
       "\n");
-  return sim::read_trace(text, "kept-partial");
+  return format::read_trace(text, "kept-partial");
 }
 
 // A subscribe that makes task `task`, whose first attempt starts at once,
 // resuming after `resume` bytes: what a runtime tells the recorder.
-void start_task(sim::ResultRecorder& recorder, const sim::Trace& trace, double t,
-                const sim::Record& record, DemandHandle handle, std::uint64_t task,
+void start_task(format::ResultRecorder& recorder, const format::Trace& trace, double t,
+                const format::Record& record, DemandHandle handle, std::uint64_t task,
                 std::uint64_t resume) {
   recorder.before_subscribe(t, record);
   recorder.subscribed(handle, record, TaskId{task});
@@ -48,10 +48,10 @@ void start_task(sim::ResultRecorder& recorder, const sim::Trace& trace, double t
 // The first caller's task receives 400 bytes, is aborted when the caller
 // cancels, and keeps them; the second caller's task resumes after them.
 // `late`: the abort's bytes are reported after TaskEnded, as replay does.
-sim::Result run(const sim::Trace& trace, bool late) {
-  sim::ResultRecorder recorder(trace, "demand", "keep-partial", 1);
-  const sim::Record& first = trace.records[0];
-  const sim::Record& second = trace.records[2];
+format::Result run(const format::Trace& trace, bool late) {
+  format::ResultRecorder recorder(trace, "demand", "keep-partial", 1);
+  const format::Record& first = trace.records[0];
+  const format::Record& second = trace.records[2];
   const DemandHandle a{0, 1};
   const DemandHandle b{0, 2};  // The slot is used again.
 
@@ -81,9 +81,9 @@ sim::Result run(const sim::Trace& trace, bool late) {
 }
 
 TEST(ResultRecorder, AKeptPartialIsScoredAlikeWhenTheAbortIsReportedAfterTheTaskEnded) {
-  const sim::Trace trace = two_callers_of_one_artifact();
-  const sim::Result in_order = run(trace, false);
-  const sim::Result late = run(trace, true);
+  const format::Trace trace = two_callers_of_one_artifact();
+  const format::Result in_order = run(trace, false);
+  const format::Result late = run(trace, true);
   EXPECT_EQ(in_order.summary.bytes_wasted, 0u) << "the second task resumed the kept 400 bytes";
   EXPECT_EQ(late.summary.bytes_wasted, in_order.summary.bytes_wasted);
   EXPECT_EQ(late.summary.bytes_transferred, 1000u);
@@ -92,9 +92,9 @@ TEST(ResultRecorder, AKeptPartialIsScoredAlikeWhenTheAbortIsReportedAfterTheTask
 
 TEST(ResultRecorder, AnAbortedAttemptThatKeepsNothingIsWastedWhenReportedLate) {
   // The same story without keep_partial: the 400 bytes are wasted, in both orders.
-  const sim::Trace trace = two_callers_of_one_artifact();
+  const format::Trace trace = two_callers_of_one_artifact();
   for (const bool late : {false, true}) {
-    sim::ResultRecorder recorder(trace, "demand", "always-abort", 1);
+    format::ResultRecorder recorder(trace, "demand", "always-abort", 1);
     const DemandHandle a{0, 1};
     start_task(recorder, trace, 0, trace.records[0], a, 1, 0);
     recorder.on(1, Deliver{a, DemandOutcome::cancelled, TaskId{1}});

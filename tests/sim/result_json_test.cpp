@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "demandflight/sim/result.h"
+#include "demandflight/format/result.h"
 
-namespace dfl::sim {
+namespace dfl::format {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -198,4 +198,4 @@ TEST(ResultJson, ALargeRunIsWrittenWhole) {
 }
 
 }  // namespace
-}  // namespace dfl::sim
+}  // namespace dfl::format

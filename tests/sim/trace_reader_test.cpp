@@ -6,12 +6,12 @@
 #include <sstream>
 
 #include "cli_runner.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
 namespace dfl::testing {
 namespace {
 
-using sim::TraceError;
+using format::TraceError;
 
 const std::string kGood =
     header() + artifact("rock", 1000) +
@@ -144,7 +144,7 @@ TEST_P(BadTrace, IsRefusedWithFileLineAndField) {
   const BadInput& bad = GetParam();
   std::istringstream in(bad.trace);
   try {
-    sim::read_trace(in, "t.jsonl");
+    format::read_trace(in, "t.jsonl");
     FAIL() << "accepted";
   } catch (const TraceError& e) {
     EXPECT_EQ(e.line(), bad.line) << e.what();
@@ -163,10 +163,10 @@ INSTANTIATE_TEST_SUITE_P(TraceReader, BadTrace, ::testing::ValuesIn(bad_inputs()
 TEST(TraceReader, UnknownRecordFieldsAreErrorsButExtensionsPass) {
   std::istringstream typo(kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "priorty": 2})"
                                   "\n");
-  EXPECT_THROW(sim::read_trace(typo, "t.jsonl"), TraceError);
+  EXPECT_THROW(format::read_trace(typo, "t.jsonl"), TraceError);
   std::istringstream extension(kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "x-note": 2})"
                                        "\n");
-  EXPECT_NO_THROW(sim::read_trace(extension, "t.jsonl"));
+  EXPECT_NO_THROW(format::read_trace(extension, "t.jsonl"));
 }
 
 TEST(TraceReader, AKeyGivenTwiceKeepsItsLastValueAndNestedExtensionsPass) {
@@ -176,7 +176,7 @@ TEST(TraceReader, AKeyGivenTwiceKeepsItsLastValueAndNestedExtensionsPass) {
       R"({"op": "subscribe", "t": 0.5, "demand": "d1", "owner": "o", "artifact": "rock", )"
       R"("priority": 1, "priority": 3, "x-meta": {"a": [1, {"b": null}], "c": "d"}})"
       "\n");
-  const sim::Trace trace = sim::read_trace(in, "t.jsonl");
+  const format::Trace trace = format::read_trace(in, "t.jsonl");
   ASSERT_EQ(trace.records.size(), 1u);
   EXPECT_EQ(trace.records[0].priority, 3);
   EXPECT_EQ(trace.demand_ids, std::vector<std::string>{"d1"});
@@ -184,13 +184,13 @@ TEST(TraceReader, AKeyGivenTwiceKeepsItsLastValueAndNestedExtensionsPass) {
   std::istringstream nested_first(
       kGood + R"({"op": "cancel", "t": 1, "demand": {}, "demand": "d1"})"
               "\n");
-  EXPECT_NO_THROW(sim::read_trace(nested_first, "t.jsonl"));
+  EXPECT_NO_THROW(format::read_trace(nested_first, "t.jsonl"));
   // ... and the other way round, the nested value: not a string.
   std::istringstream nested_last(
       kGood + R"({"op": "cancel", "t": 1, "demand": "d1", "demand": [1]})"
               "\n");
   try {
-    sim::read_trace(nested_last, "t.jsonl");
+    format::read_trace(nested_last, "t.jsonl");
     FAIL() << "accepted";
   } catch (const TraceError& e) {
     EXPECT_EQ(e.field(), "demand") << e.what();
@@ -206,7 +206,7 @@ TEST(TraceReader, ALineWithManyExtensionFieldsIsReadAndItsLastValueKept) {
   line += R"(, "demand": "d1", "typo": 1})";
   std::istringstream in(kGood + line + "\n");
   try {
-    sim::read_trace(in, "t.jsonl");
+    format::read_trace(in, "t.jsonl");
     FAIL() << "accepted";
   } catch (const TraceError& e) {
     EXPECT_EQ(e.field(), "typo") << e.what();  // Every x- passes; the one unknown is named.
@@ -231,7 +231,7 @@ TEST(TraceReader, TheFastLineReaderReadsWhatNlohmannReads) {
       "{\"a\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
   };
   for (const std::string& line : lines) {
-    EXPECT_EQ(sim::detail::compare_line_readers(line), std::nullopt) << line;
+    EXPECT_EQ(format::detail::compare_line_readers(line), std::nullopt) << line;
   }
 }
 
@@ -244,15 +244,15 @@ TEST(TraceReader, LinesTheFastReaderRefusesAreStillReadAsJsonParseReadsThem) {
       "\n" +
       R"({"op": "cancel", "t": 1e0, "demand": "d1", "x-low": -9223372036854775809})"
       "\n");
-  const sim::Trace trace = sim::read_trace(in, "t.jsonl");
+  const format::Trace trace = format::read_trace(in, "t.jsonl");
   ASSERT_EQ(trace.records.size(), 2u);
   EXPECT_EQ(trace.records[0].priority, 1);
-  EXPECT_EQ(trace.records[1].op, sim::Op::cancel);
+  EXPECT_EQ(trace.records[1].op, format::Op::cancel);
   // Bad JSON is reported in json::parse's words, from either reader.
   std::istringstream bad(kGood + R"({"op": "cancel", "t": 01, "demand": "d1"})"
                                  "\n");
   try {
-    sim::read_trace(bad, "t.jsonl");
+    format::read_trace(bad, "t.jsonl");
     FAIL() << "accepted";
   } catch (const TraceError& e) {
     EXPECT_EQ(e.line(), 4u);
@@ -269,7 +269,7 @@ TEST(TraceReader, DefaultsApplyWhereTheHeaderIsSilent) {
       std::string(
           R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "anywhere"})") +
       "\n");
-  const sim::Trace trace = sim::read_trace(in, "t.jsonl");
+  const format::Trace trace = format::read_trace(in, "t.jsonl");
   EXPECT_EQ(trace.scheduler.max_transfers, 4u);
   EXPECT_EQ(trace.scheduler.retry_max_attempts, 4u);
   ASSERT_EQ(trace.platform.origins.size(), 1u);

@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "demandflight/engine/orphan_policy.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
 namespace dfl::sim {
 
 class OraclePolicy final : public OrphanPolicy {
  public:
-  explicit OraclePolicy(const Trace& trace);
+  explicit OraclePolicy(const format::Trace& trace);
 
   OrphanDecision decide(const OrphanView& view) override;
   void observe_request(const ArtifactKey& key, double now_s) override;
@@ -69,6 +69,6 @@ class OraclePolicy final : public OrphanPolicy {
 // oracle, which needs the trace. Throws std::invalid_argument for a bad spec;
 // check_sim_policy() does so before any trace is read.
 void check_sim_policy(std::string_view spec);
-std::shared_ptr<OrphanPolicy> make_sim_policy(std::string_view spec, const Trace& trace);
+std::shared_ptr<OrphanPolicy> make_sim_policy(std::string_view spec, const format::Trace& trace);
 
 }  // namespace dfl::sim

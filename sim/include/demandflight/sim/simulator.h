@@ -21,8 +21,8 @@
 #include "demandflight/engine/config.h"
 #include "demandflight/engine/orphan_policy.h"
 #include "demandflight/policies/registry.h"
-#include "demandflight/sim/result.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/result.h"
+#include "demandflight/format/trace.h"
 
 namespace dfl::sim {
 
@@ -32,7 +32,7 @@ struct SimOptions {
   std::optional<std::uint64_t> seed;           // Overrides the trace's seed.
   std::optional<std::uint32_t> max_transfers;  // Override the trace header.
   std::optional<std::uint32_t> max_per_origin;
-  std::optional<NetworkModel> network_model;  // Overrides platform.network_model.
+  std::optional<format::NetworkModel> network_model;  // Overrides platform.network_model.
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   std::string transfer_log_path;              // Comms started and cancelled (for bench/).
@@ -45,6 +45,10 @@ struct SimOptions {
   std::shared_ptr<OrphanPolicy> policy_object;
 };
 
-Result simulate(const Trace& trace, const SimOptions& options);
+format::Result simulate(const format::Trace& trace, const SimOptions& options);
+
+// The SimGrid settings (KEY:VALUE, for Engine::set_config) that make `model`;
+// none for lv08, SimGrid's own default.
+std::vector<std::string> simgrid_settings(format::NetworkModel model);
 
 }  // namespace dfl::sim

@@ -1,4 +1,4 @@
-#include "demandflight/sim/result.h"
+#include "demandflight/format/result.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-namespace dfl::sim {
+namespace dfl::format {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -317,4 +317,4 @@ void print_summary(const Result& r, const Trace& trace, const char* clock, std::
                s.priority_pollution_s);
 }
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

@@ -17,11 +17,11 @@
 #include <mutex>
 #include <thread>
 
-#include "commands.h"
+#include "backend_commands.h"
 #include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
-#include "demandflight/sim/recorder.h"
-#include "demandflight/sim/result.h"
+#include "demandflight/format/recorder.h"
+#include "demandflight/format/result.h"
 
 namespace dfl::cli {
 namespace {
@@ -30,14 +30,14 @@ namespace {
 // client's engine lock, so the recorder needs no lock of its own).
 class Recording : public backend::ClientObserver {
  public:
-  Recording(const sim::Trace& trace, sim::ResultRecorder& recorder, double speed)
+  Recording(const format::Trace& trace, format::ResultRecorder& recorder, double speed)
       : trace_(trace), recorder_(recorder), speed_(speed) {}
 
   void start(double client_t) { t0_ = client_t; }
   double trace_time(double client_t) const { return (client_t - t0_) * speed_; }
   // The record the replay thread is about to subscribe (that thread alone
   // subscribes, and on_subscribe runs inside its call).
-  void expect(const sim::Record* record) { pending_ = record; }
+  void expect(const format::Record* record) { pending_ = record; }
 
   void on_subscribe(double t, DemandHandle h, const backend::ArtifactRef&, const DemandOptions&,
                     std::optional<TaskId> task) override {
@@ -62,11 +62,11 @@ class Recording : public backend::ClientObserver {
   }
 
  private:
-  const sim::Trace& trace_;
-  sim::ResultRecorder& recorder_;
+  const format::Trace& trace_;
+  format::ResultRecorder& recorder_;
   double speed_ = 1;
   double t0_ = 0;
-  const sim::Record* pending_ = nullptr;
+  const format::Record* pending_ = nullptr;
 };
 
 struct ReplayArgs {
@@ -78,7 +78,7 @@ struct ReplayArgs {
 };
 
 int run_replay(const ReplayArgs& args) {
-  const sim::Trace trace = sim::read_trace(args.trace);
+  const format::Trace trace = format::read_trace(args.trace);
   policies::make_orphan_policy(args.policy);     // std::invalid_argument on a bad spec.
   const Model model = *parse_model(args.model);  // Checked by the option.
   std::ofstream out;
@@ -108,7 +108,7 @@ int run_replay(const ReplayArgs& args) {
   options.resolver = base_url_resolver(args.base_url, trace);
   options.pin_on_success = false;  // It only downloads.
 
-  sim::ResultRecorder recorder(trace, std::string(to_string(model)), args.policy,
+  format::ResultRecorder recorder(trace, std::string(to_string(model)), args.policy,
                                args.seed.value_or(trace.seed));
   Recording recording(trace, recorder, args.speed);
   options.observer = &recording;
@@ -129,12 +129,12 @@ int run_replay(const ReplayArgs& args) {
     const double elapsed = client.clock_s() - start;
     const auto wall0 = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(elapsed));
-    for (const sim::Record& r : trace.records) {
+    for (const format::Record& r : trace.records) {
       std::this_thread::sleep_until(wall0 + std::chrono::duration_cast<Clock::duration>(
                                                 std::chrono::duration<double>(r.t / args.speed)));
       switch (r.op) {
-        case sim::Op::subscribe: {
-          const sim::Artifact& a = trace.artifacts[r.artifact];
+        case format::Op::subscribe: {
+          const format::Artifact& a = trace.artifacts[r.artifact];
           DemandOptions o;
           o.owner = r.owner;
           o.owner_generation = r.owner_generation;
@@ -151,18 +151,18 @@ int run_replay(const ReplayArgs& args) {
           });
           break;
         }
-        case sim::Op::cancel:
+        case format::Op::cancel:
           client.cancel(handles[r.demand]);
           break;
-        case sim::Op::set_priority:
+        case format::Op::set_priority:
           client.set_priority(handles[r.demand], r.priority);
           break;
-        case sim::Op::end_owner:
+        case format::Op::end_owner:
           client.end_owner(r.owner, r.has_generation
                                         ? std::optional<OwnerGeneration>(r.owner_generation)
                                         : std::nullopt);
           break;
-        case sim::Op::fault:
+        case format::Op::fault:
           ++faults_skipped;
           break;
       }
@@ -176,17 +176,17 @@ int run_replay(const ReplayArgs& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     t_end = client.clock_s();
   }  // The client's threads are joined: the recorder is ours alone now.
-  const sim::Result result = recorder.finish(recording.trace_time(t_end));
+  const format::Result result = recorder.finish(recording.trace_time(t_end));
 
   if (out.is_open()) {
-    sim::write_result_json(result, trace, out);
+    format::write_result_json(result, trace, out);
     out.close();
     if (!out) {
       std::fprintf(stderr, "demandflight replay: writing %s failed\n", args.out.c_str());
       return 1;
     }
   }
-  if (!args.quiet) sim::print_summary(result, trace, "replayed (trace time)", stdout);
+  if (!args.quiet) format::print_summary(result, trace, "replayed (trace time)", stdout);
   if (faults_skipped > 0) {
     std::fprintf(stderr,
                  "demandflight replay: %zu fault records skipped (a real server's faults are "

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "demandflight/backend/client.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 #include "subcommand.h"
 
 namespace dfl::cli {
@@ -22,11 +22,11 @@ Subcommand add_replay_command(CLI::App& app);
 // --base-url: a URL the artifact's resource is appended to ("URL/RESOURCE"),
 // or, when it contains '{', a template with {resource}, {revision}, {target},
 // {generation} and {origin}. Values are substituted as they are.
-backend::UrlResolver base_url_resolver(const std::string& base_url, const sim::Trace& trace);
+backend::UrlResolver base_url_resolver(const std::string& base_url, const format::Trace& trace);
 
 // --base-url and --cache, both required, for the subcommands that talk to a server.
 void add_server_options(CLI::App& command, std::string& base_url, std::string& cache_dir);
 
-backend::ArtifactRef artifact_ref(const sim::Artifact& artifact);
+backend::ArtifactRef artifact_ref(const format::Artifact& artifact);
 
 }  // namespace dfl::cli

@@ -23,9 +23,8 @@
 #include "demandflight/policies/learned.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 #include "processes.h"
-#include "demandflight/sim/simulator.h"
 #include "subcommand.h"
 
 namespace dfl::cli {
@@ -38,7 +37,7 @@ using policies::Features;
 // whether the key comes back within the horizon (read from the trace).
 class ExampleRecorder final : public OrphanPolicy {
  public:
-  ExampleRecorder(const sim::Trace& trace, double horizon_s)
+  ExampleRecorder(const format::Trace& trace, double horizon_s)
       : future_(trace),
         online_(policies::ExpectedValuePolicy::Params{horizon_s, 2, 1, false, 1u << 18}),
         horizon_s_(horizon_s) {}
@@ -72,12 +71,12 @@ class ExampleRecorder final : public OrphanPolicy {
 // In the child: simulate, write "label f0 f1 ..." lines. Returns the exit code.
 int collect(const std::string& trace_path, Model model, double horizon_s, const fs::path& out) {
   try {
-    const sim::Trace trace = sim::read_trace(trace_path);
+    const format::Trace trace = format::read_trace(trace_path);
     auto recorder = std::make_shared<ExampleRecorder>(trace, horizon_s);
     sim::SimOptions options;
     options.model = model;
     options.policy_object = recorder;
-    sim::simulate(trace, options);
+    cli::simulate(trace, options);
     std::ofstream file(out);
     file.precision(17);
     for (std::size_t i = 0; i < recorder->x.size(); ++i) {
@@ -87,7 +86,7 @@ int collect(const std::string& trace_path, Model model, double horizon_s, const 
       file << '\n';
     }
     return file ? 0 : 1;
-  } catch (const sim::TraceError& e) {
+  } catch (const format::TraceError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
@@ -124,7 +123,7 @@ class Train {
  private:
   int run() {
     for (const std::string& t : traces_)
-      sim::read_trace(t);                      // Bad input: exit 2 before anything runs.
+      format::read_trace(t);                      // Bad input: exit 2 before anything runs.
     const Model model = *parse_model(model_);  // Checked by the option.
     const TempDir scratch("dfl-train");
     const fs::path& tmp = scratch.path();

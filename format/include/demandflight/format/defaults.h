@@ -9,7 +9,7 @@
 
 #include "demandflight/engine/config.h"
 
-namespace dfl::sim::defaults {
+namespace dfl::format::defaults {
 
 // platform
 // The default network model (NetworkModel::calibrated): CM02 with these
@@ -52,4 +52,4 @@ inline constexpr std::uint64_t max_artifact_size_bytes = 1ull << 50;  // 1 PiB.
 inline constexpr std::uint32_t max_origins = 4096;
 inline constexpr std::uint32_t max_transfers_limit = 100'000;
 
-}  // namespace dfl::sim::defaults
+}  // namespace dfl::format::defaults

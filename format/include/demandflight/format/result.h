@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "demandflight/engine/outcome.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
-namespace dfl::sim {
+namespace dfl::format {
 
 struct DemandResult {
   std::uint32_t demand = 0;  // Index into Trace::demand_ids.
@@ -97,4 +97,4 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
 // overall and by priority, pollution. `clock` names the time ("simulated").
 void print_summary(const Result& result, const Trace& trace, const char* clock, std::FILE* out);
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

@@ -7,6 +7,8 @@
 
 #include <functional>
 
+#include "demandflight/sim/simulator.h"
+
 namespace dfl::cli {
 
 struct Subcommand {
@@ -14,9 +16,15 @@ struct Subcommand {
   std::function<int()> run;
 };
 
-// sim/cli/compare.cpp
+// cli/compare.cpp
 Subcommand add_compare_command(CLI::App& app);
-// sim/cli/train.cpp
+// cli/train.cpp
 Subcommand add_train_command(CLI::App& app);
+
+// The simulator, from its module (cli/sim_module.cpp), loaded on first
+// use; load_simulator() loads it now. Both throw std::runtime_error naming
+// the module's file when it cannot be loaded.
+void load_simulator();
+format::Result simulate(const format::Trace& trace, const sim::SimOptions& options);
 
 }  // namespace dfl::cli

@@ -34,9 +34,9 @@
 
 #include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
-#include "demandflight/sim/generator.h"
+#include "demandflight/format/generator.h"
 #include "demandflight/sim/oracle.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 #include "processes.h"
 #include "subcommand.h"
 
@@ -326,7 +326,7 @@ class Compare {
           files[i].push_back(t);
         }
       }
-      if (t.rfind("gen:", 0) != 0) sim::read_trace(t);  // Bad input: exit 2 before any run.
+      if (t.rfind("gen:", 0) != 0) format::read_trace(t);  // Bad input: exit 2 before any run.
       names[i] = t.rfind("gen:", 0) == 0 ? t : fs::path(t).stem().string();
     }
 
@@ -384,7 +384,7 @@ class Compare {
 
   fs::path generate(const std::string& arg, std::uint64_t seed, std::size_t index) {
     const policies::PolicySpec spec = policies::parse_policy_spec(arg.substr(4));
-    sim::GenOptions options;
+    format::GenOptions options;
     options.seed = seed;
     for (const auto& [key, value] : spec.params) {
       if (key != "demands") {
@@ -399,7 +399,7 @@ class Compare {
     const fs::path path =
         tmp_ / ("trace-" + std::to_string(index) + "-" + std::to_string(seed) + ".jsonl");
     std::ofstream out(path);
-    sim::generate(spec.name, options, out);
+    format::generate(spec.name, options, out);
     if (!out) throw std::runtime_error("cannot write " + path.string());
     return path;
   }

@@ -59,7 +59,7 @@
 //   drawn Zipf-like so that popular artifacts hit the cache and the tail keeps
 //   evicting; mostly priority 1, some background and critical, a few cancels.
 //   It measures hits, evictions and the waste of orphaned completions.
-#include "demandflight/sim/generator.h"
+#include "demandflight/format/generator.h"
 
 #include <algorithm>
 #include <charconv>
@@ -73,7 +73,7 @@
 #include <utility>
 #include <vector>
 
-namespace dfl::sim {
+namespace dfl::format {
 namespace {
 
 constexpr std::uint64_t kUsPerS = 1'000'000;
@@ -1029,4 +1029,4 @@ void generate(std::string_view kind, const GenOptions& options, std::ostream& ou
                               "\" (known: " + known + ")");
 }
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

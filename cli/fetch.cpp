@@ -15,7 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "commands.h"
+#include "backend_commands.h"
 #include "demandflight/policies/registry.h"
 
 namespace dfl::cli {
@@ -93,7 +93,7 @@ struct FetchArgs {
 };
 
 int run_fetch(const FetchArgs& args) {
-  const sim::Trace manifest = sim::read_manifest(args.manifest);
+  const format::Trace manifest = format::read_manifest(args.manifest);
   policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
 
   backend::ClientOptions options;
@@ -122,7 +122,7 @@ int run_fetch(const FetchArgs& args) {
 
   std::unordered_map<ArtifactKey, std::string> name_of_key;
   std::uint64_t total_bytes = 0;
-  for (const sim::Artifact& a : manifest.artifacts) {
+  for (const format::Artifact& a : manifest.artifacts) {
     if (name_of_key.emplace(a.key, a.id).second) total_bytes += a.size_bytes;
   }
 
@@ -140,7 +140,7 @@ int run_fetch(const FetchArgs& args) {
   {
     backend::Client client(options);
     for (std::uint32_t copy = 0; copy < args.copies; ++copy) {
-      for (const sim::Artifact& a : manifest.artifacts) {
+      for (const format::Artifact& a : manifest.artifacts) {
         DemandOptions o;
         o.owner = copy;  // Each copy is another caller.
         o.priority = args.priority;
@@ -253,8 +253,8 @@ int run_fetch(const FetchArgs& args) {
     for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
       std::fprintf(stderr, " %s", failures[i].c_str());
     std::fprintf(stderr, failures.size() > 20 ? " ...\n" : "\n");
-    std::unordered_map<std::string, const sim::Artifact*> by_id;
-    for (const sim::Artifact& a : manifest.artifacts)
+    std::unordered_map<std::string, const format::Artifact*> by_id;
+    for (const format::Artifact& a : manifest.artifacts)
       by_id.emplace(a.id, &a);
     for (std::size_t i = 0; i < failures.size() && i < 20; ++i) {
       std::string why = failure_reason[failures[i]];
@@ -269,9 +269,9 @@ int run_fetch(const FetchArgs& args) {
 
 }  // namespace
 
-backend::UrlResolver base_url_resolver(const std::string& base_url, const sim::Trace& trace) {
+backend::UrlResolver base_url_resolver(const std::string& base_url, const format::Trace& trace) {
   std::vector<std::string> origins;
-  for (const sim::OriginSpec& o : trace.platform.origins)
+  for (const format::OriginSpec& o : trace.platform.origins)
     origins.push_back(o.name);
   if (base_url.find('{') == std::string::npos) {
     std::string base = base_url;
@@ -300,7 +300,7 @@ void add_server_options(CLI::App& command, std::string& base_url, std::string& c
   command.add_option("--cache", cache_dir, "cache directory (objects/ and staging/)")->required();
 }
 
-backend::ArtifactRef artifact_ref(const sim::Artifact& artifact) {
+backend::ArtifactRef artifact_ref(const format::Artifact& artifact) {
   backend::ArtifactRef ref;
   ref.key = artifact.key;
   ref.origin = artifact.origin;

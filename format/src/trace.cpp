@@ -2,7 +2,7 @@
 //
 // Every object is read through a FieldReader that remembers which fields were
 // used, so an unknown field (a typo) is an error unless it starts with "x-".
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 
 #include <absl/container/flat_hash_set.h>
 #include <simdjson.h>
@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "demandflight/sim/defaults.h"
+#include "demandflight/format/defaults.h"
 
-namespace dfl::sim {
+namespace dfl::format {
 namespace {
 
 using json = nlohmann::json;
@@ -759,21 +759,6 @@ TraceError::TraceError(std::string file, std::size_t line, std::string field,
       line_(line),
       field_(std::move(field)) {}
 
-std::vector<std::string> simgrid_settings(NetworkModel model) {
-  switch (model) {
-    case NetworkModel::calibrated:
-      // Calibration: docs/testing.md, "Fidelity" (bench/fidelity.py against the backend).
-      return {"network/model:CM02", "network/crosstraffic:0",
-              "network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor),
-              "network/bandwidth-factor:" + std::to_string(defaults::calibrated_bandwidth_factor)};
-    case NetworkModel::cm02:
-      return {"network/model:CM02", "network/crosstraffic:0"};
-    case NetworkModel::lv08:
-      break;
-  }
-  return {};
-}
-
 namespace detail {
 
 std::optional<std::string> compare_line_readers(const std::string& line) {
@@ -849,4 +834,4 @@ Trace read_trace(const std::string& path) {
   return read_trace(in, path);
 }
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

@@ -28,10 +28,10 @@
 
 #include "demandflight/engine/command.h"
 #include "demandflight/engine/ids.h"
-#include "demandflight/sim/result.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/result.h"
+#include "demandflight/format/trace.h"
 
-namespace dfl::sim {
+namespace dfl::format {
 
 // The priorities the active demands of one task asked for, as counts. The
 // usual priorities (0..7) are counted inline; others, rare, in a map.
@@ -432,4 +432,4 @@ class ResultRecorder {
   std::vector<std::uint64_t> touched_;  // Tasks whose pollution may have changed.
 };
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

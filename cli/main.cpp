@@ -4,10 +4,10 @@
 //                          [--out FILE] [--timeline FILE]
 //   demandflight validate TRACE
 //   demandflight gen KIND --seed N [--demands N]
-//   demandflight fetch --base-url URL --cache DIR MANIFEST    (backend/cli/fetch.cpp)
-//   demandflight replay TRACE --base-url URL --cache DIR [--speed X]   (backend/cli/replay.cpp)
-//   demandflight compare TRACE... [--models M,..] [--policies all|P,..] [--seeds N]  (compare.cpp)
-//   demandflight train TRACE... --out model.json [--horizon-s S]   (train.cpp)
+//   demandflight fetch --base-url URL --cache DIR MANIFEST    (cli/fetch.cpp)
+//   demandflight replay TRACE --base-url URL --cache DIR [--speed X]   (cli/replay.cpp)
+//   demandflight compare TRACE... [--models M,..] [--policies all|P,..] [--seeds N]  (cli/compare.cpp)
+//   demandflight train TRACE... --out model.json [--horizon-s S]   (cli/train.cpp)
 //
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
@@ -22,19 +22,20 @@
 #include <map>
 #include <string>
 
-#include "commands.h"
+#include "backend_commands.h"
 #include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
-#include "demandflight/sim/generator.h"
+#include "demandflight/format/generator.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
-#include "demandflight/sim/trace.h"
+#include "demandflight/format/trace.h"
 #include "subcommand.h"
 
 namespace {
 
 using namespace dfl;
 using namespace dfl::sim;
+using namespace dfl::format;
 
 // What a phase of `sim --profile` cost in memory.
 struct Usage {
@@ -173,6 +174,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "demandflight sim: --policy: %s\n", e.what());
       return 2;
     }
+    cli::load_simulator();  // Before the clock: loading SimGrid is not simulating.
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
     const Trace trace = read_trace(trace_path);
@@ -188,7 +190,7 @@ int main(int argc, char** argv) {
     }
     const auto t_simulate = clock::now();
     const Usage u_simulate = usage();
-    const Result result = simulate(trace, options);
+    const Result result = cli::simulate(trace, options);
     const auto t_write = clock::now();
     const Usage u_write = usage();
     if (out.is_open()) {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dfl::sim {
+namespace dfl::format {
 
 struct GenOptions {
   std::uint64_t seed = 1;
@@ -28,4 +28,4 @@ std::vector<std::pair<std::string, std::string>> generator_kinds();
 // Throws std::invalid_argument for an unknown kind.
 void generate(std::string_view kind, const GenOptions& options, std::ostream& out);
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

@@ -19,7 +19,7 @@
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/ids.h"
 
-namespace dfl::sim {
+namespace dfl::format {
 
 // A problem with the input, located precisely.
 class TraceError : public std::runtime_error {
@@ -56,10 +56,6 @@ enum class NetworkModel : std::uint8_t {
   // for the backend, whose connections are kept alive.
   lv08,
 };
-
-// The SimGrid settings (KEY:VALUE, for Engine::set_config) that make `model`;
-// none for lv08, SimGrid's own default.
-std::vector<std::string> simgrid_settings(NetworkModel model);
 
 struct Platform {
   // platform.network_model: "default", "CM02" or "LV08" (an added optional field).
@@ -155,4 +151,4 @@ namespace detail {
 std::optional<std::string> compare_line_readers(const std::string& line);
 }  // namespace detail
 
-}  // namespace dfl::sim
+}  // namespace dfl::format

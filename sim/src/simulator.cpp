@@ -37,13 +37,14 @@
 
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/policies/registry.h"
-#include "demandflight/sim/defaults.h"
+#include "demandflight/format/defaults.h"
 #include "demandflight/sim/oracle.h"
-#include "demandflight/sim/recorder.h"
+#include "demandflight/format/recorder.h"
 #include "demandflight/sim/simulator.h"
 #include "timeline.h"
 
 namespace dfl::sim {
+using namespace dfl::format;  // The trace, the result and the recorder.
 namespace {
 
 namespace sg4 = simgrid::s4u;
@@ -366,7 +367,7 @@ class Simulation {
   void expect_on_time(const char* what) const {
     if (late_) {
       throw std::logic_error(std::string("a finalize finished after its time asked to ") + what +
-                             " (see Stage in sim/src/simulation.cpp)");
+                             " (see Stage in sim/src/simulator.cpp)");
     }
   }
 
