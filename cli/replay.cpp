@@ -39,13 +39,9 @@ class Recording : public backend::ClientObserver {
   // subscribes, and on_subscribe runs inside its call).
   void expect(const format::Record* record) { pending_ = record; }
 
-  void on_subscribe(double t, DemandHandle h, const backend::ArtifactRef&, const DemandOptions&,
-                    std::optional<TaskId> task) override {
+  void on_subscribe(double t, DemandHandle, const backend::ArtifactRef&, const DemandOptions&,
+                    std::optional<TaskId>) override {
     recorder_.before_subscribe(trace_time(t), *pending_);
-    recorder_.subscribed(h, *pending_, task);
-  }
-  void on_set_priority(double, DemandHandle h, Priority p) override {
-    recorder_.before_set_priority(h, p);
   }
   void on_command(double t, const Command& command) override {
     if (std::holds_alternative<StartTransfer>(command)) recorder_.transfer_started();

@@ -285,7 +285,6 @@ class Client::Impl {
     }
     std::lock_guard lock(engine_mutex_);
     const double t = now();
-    fire_due_timers_locked(t);
     if (on_disk) {
       engine_.note_installed(t, artifact.key, on_disk->size);
     } else {
@@ -316,10 +315,9 @@ class Client::Impl {
   void set_priority(DemandHandle h, Priority p) {
     std::lock_guard lock(engine_mutex_);
     const double t = now();
-    fire_due_timers_locked(t);  // A demand whose deadline has passed is not live.
+    engine_.set_priority(t, h, p);
     if (options_.observer != nullptr && engine_.demand(h))
       options_.observer->on_set_priority(t, h, p);
-    engine_.set_priority(t, h, p);
     route_locked();
   }
 
@@ -370,7 +368,6 @@ class Client::Impl {
 
  private:
   static SchedulerConfig engine_config(SchedulerConfig c) {
-    c.emit_task_events = true;  // TaskEnded tells the I/O thread to drop a task's staging.
     // The capacity is the cache directory's, which knows the pins of every
     // process: the engine's index only remembers what is installed.
     c.cache_bytes = ~std::uint64_t{0};
@@ -493,13 +490,6 @@ class Client::Impl {
   // the slot of one that timed out there, and an observer would hear of the
   // new demand before the old one's end (or of a new priority for a demand
   // that has ended).
-  void fire_due_timers_locked(double t) {
-    const auto due = engine_.next_wakeup_s();
-    if (!due || *due > t) return;
-    engine_.on_timer(t);
-    route_locked();
-  }
-
   struct IoJob {
     enum class Kind { start, abort, forget, drop_partial, limits } kind;
     StartTransfer start;

@@ -266,9 +266,15 @@ py::dict command_to_dict(const Command& command) {
           return py::dict("type"_a = "drop_partial", "key"_a = *c.key, "bytes"_a = c.bytes);
         } else if constexpr (std::is_same_v<T, TaskCreated>) {
           return py::dict("type"_a = "task_created", "task"_a = c.task.value);
+        } else if constexpr (std::is_same_v<T, DemandAttached>) {
+          return py::dict("type"_a = "demand_attached", "demand"_a = c.demand,
+                          "task"_a = c.task.value, "priority"_a = c.priority);
+        } else if constexpr (std::is_same_v<T, DemandPriorityChanged>) {
+          return py::dict("type"_a = "demand_priority_changed", "demand"_a = c.demand,
+                          "task"_a = c.task.value, "priority"_a = c.priority);
         } else if constexpr (std::is_same_v<T, TaskPriorityChanged>) {
           return py::dict("type"_a = "task_priority_changed", "task"_a = c.task.value,
-                          "priority"_a = c.priority);
+                          "priority"_a = c.priority, "demanded"_a = c.demanded);
         } else {
           static_assert(std::is_same_v<T, TaskEnded>);
           return py::dict("type"_a = "task_ended", "task"_a = c.task.value,
@@ -376,7 +382,6 @@ class Engine {
     c.max_per_origin = max_per_origin;
     c.cache_bytes = cache_bytes;
     c.seed = seed;
-    c.emit_task_events = true;
     return c;
   }
 

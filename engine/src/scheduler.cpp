@@ -188,7 +188,8 @@ struct Task {
   std::uint64_t size_bytes = 0;
   std::uint64_t seq = 0;  // First-enqueue order.
   std::int64_t effective = kOrphanLevel;
-  Priority max_ever = 0;  // callbacks model: the legacy priority rule.
+  std::int64_t demanded = kOrphanLevel;  // Max over the active demands, as last announced.
+  Priority max_ever = 0;                 // callbacks model: the legacy priority rule.
   PriorityHistogram priorities;
   std::uint32_t demand_head = kNone;
   std::uint32_t active_demands = 0;
@@ -350,11 +351,14 @@ class Scheduler::Impl {
     } else {
       Demand& demand = demands_[d];
       Task& task = tasks_[demand.task];
-      task.priorities.remove(demand.priority);
-      task.priorities.add(priority);
-      task.max_ever = std::max(task.max_ever, priority);
-      demand.priority = priority;
-      update_priority(demand.task);
+      if (priority != demand.priority) {
+        task.priorities.remove(demand.priority);
+        task.priorities.add(priority);
+        task.max_ever = std::max(task.max_ever, priority);
+        demand.priority = priority;
+        outbox_.emplace_back(DemandPriorityChanged{handle, task.id, priority});
+        update_priority(demand.task);
+      }
     }
     settle();
   }
@@ -631,6 +635,7 @@ class Scheduler::Impl {
     if (config_.model != Model::callbacks && demand.deadline_s != kNoDeadline) {
       demand.timer_seq = arm_timer(demand.deadline_s, TimerKind::deadline, d, demand.generation);
     }
+    outbox_.emplace_back(DemandAttached{handle_of(d), task.id, demand.priority});
     update_priority(t);
   }
 
@@ -757,11 +762,10 @@ class Scheduler::Impl {
     task.seq = ++enqueue_seq_;
     task.max_ever = options.priority;
     task.effective = options.priority;
+    task.demanded = options.priority;  // Its creator attaches next.
     ++stats_.tasks_created;
-    if (config_.emit_task_events) {
-      outbox_.emplace_back(TaskCreated{task.id});
-      outbox_.emplace_back(TaskPriorityChanged{task.id, options.priority});
-    }
+    outbox_.emplace_back(TaskCreated{task.id});
+    outbox_.emplace_back(TaskPriorityChanged{task.id, options.priority, options.priority});
     origin(task.origin);  // Make sure the origin's queue exists.
     insert_queued(t);
     return t;
@@ -824,17 +828,19 @@ class Scheduler::Impl {
   void update_priority(std::uint32_t t) {
     Task& task = tasks_[t];
     const std::int64_t effective = compute_effective(task);
-    if (effective == task.effective) return;
-    if (task.state == TaskState::queued) {
+    const std::int64_t demanded =
+        task.active_demands == 0 ? kOrphanLevel : std::int64_t{*task.priorities.max()};
+    if (effective == task.effective && demanded == task.demanded) return;
+    if (effective != task.effective && task.state == TaskState::queued) {
       remove_queued(t);
       task.effective = effective;
       insert_queued(t);
     } else {
       task.effective = effective;
     }
-    if (config_.emit_task_events) {
-      outbox_.emplace_back(TaskPriorityChanged{task.id, public_priority(effective)});
-    }
+    task.demanded = demanded;
+    outbox_.emplace_back(
+        TaskPriorityChanged{task.id, public_priority(effective), public_priority(demanded)});
   }
 
   // A task lost one active demand.
@@ -1105,12 +1111,10 @@ class Scheduler::Impl {
     Task& task = tasks_[t];
     DFL_ASSERT(task.active_demands == 0 && task.demand_head == kNone,
                "releasing a task that still has demands");
-    if (config_.emit_task_events) {
-      if (task.effective != kOrphanLevel) {
-        outbox_.emplace_back(TaskPriorityChanged{task.id, std::nullopt});
-      }
-      outbox_.emplace_back(TaskEnded{task.id, outcome, task.attempts, task.bytes_transferred});
+    if (task.effective != kOrphanLevel || task.demanded != kOrphanLevel) {
+      outbox_.emplace_back(TaskPriorityChanged{task.id, std::nullopt, std::nullopt});
     }
+    outbox_.emplace_back(TaskEnded{task.id, outcome, task.attempts, task.bytes_transferred});
     task.op_live = false;
     erase_key(t);
     task.key = KeyRef{};  // A free slot pins no key.
@@ -1358,6 +1362,8 @@ void Scheduler::Impl::check_invariants() const {
     }
     DFL_CHECK(count == task.active_demands, "active demand count is wrong");
     DFL_CHECK(task.priorities.total() == count, "priority histogram total is wrong");
+    DFL_CHECK(task.demanded == (count == 0 ? kOrphanLevel : std::int64_t{*max_priority}),
+              "announced demanded priority is not the max over active demands");
     demands_in_tasks += count;
 
     // Effective priority follows the model's rule.

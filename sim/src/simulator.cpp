@@ -185,7 +185,6 @@ class Simulation {
     c.retry = RetryConfig{trace_.scheduler.retry_max_attempts, trace_.scheduler.retry_base_s,
                           trace_.scheduler.retry_cap_s, trace_.scheduler.retry_jitter};
     c.seed = options_.seed.value_or(trace_.seed);
-    c.emit_task_events = true;
     c.max_origins =
         static_cast<std::uint32_t>(std::max<std::size_t>(trace_.platform.origins.size(), 1));
     return c;
@@ -264,7 +263,6 @@ class Simulation {
     const double t = now();
     switch (r.op) {
       case Op::subscribe: {
-        fire_due_timers();
         const SubscribeAs& a = subscribe_as_[r.artifact];
         DemandOptions o;
         o.owner = r.owner;
@@ -274,24 +272,16 @@ class Simulation {
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
-        const DemandHandle h = scheduler_.subscribe(t, a.key, a.key_hash, o);
-        handle_of_demand_[r.demand] = h;
-        std::optional<TaskId> task;
-        if (auto info = scheduler_.demand(h)) task = info->task;
-        recorder_.subscribed(h, r, task);
+        handle_of_demand_[r.demand] = scheduler_.subscribe(t, a.key, a.key_hash, o);
         timeline_.demand_started(r.owner, trace_.owners[r.owner], r.demand, t);
         break;
       }
       case Op::cancel:
         scheduler_.cancel(t, handle_of_demand_[r.demand]);
         break;
-      case Op::set_priority: {
-        fire_due_timers();
-        const DemandHandle h = handle_of_demand_[r.demand];
-        recorder_.before_set_priority(h, r.priority);
-        scheduler_.set_priority(t, h, r.priority);
+      case Op::set_priority:
+        scheduler_.set_priority(t, handle_of_demand_[r.demand], r.priority);
         break;
-      }
       case Op::end_owner:
         scheduler_.end_owner(
             t, r.owner,
@@ -301,18 +291,6 @@ class Simulation {
         inject(r);
         break;
     }
-    drain();
-  }
-
-  // A timer due at this very instant whose SimGrid timer comes after the
-  // record's fires first, and its commands are carried out: otherwise the
-  // engine would fire it inside the next call, and a demand that timed out
-  // there would free its slot for the demand that call makes, before the
-  // recorder had heard of the first one's end.
-  void fire_due_timers() {
-    const auto due = scheduler_.next_wakeup_s();
-    if (!due || *due > now()) return;
-    scheduler_.on_timer(now());
     drain();
   }
 
@@ -465,6 +443,8 @@ class Simulation {
   // sends the rest. Dropping it costs nothing but the recorder's charge.
   void handle(DropPartial& c) { recorder_.on(now(), c); }
   void handle(TaskCreated& c) { recorder_.on(now(), c); }
+  void handle(DemandAttached& c) { recorder_.on(now(), c); }
+  void handle(DemandPriorityChanged& c) { recorder_.on(now(), c); }
 
   void handle(TaskPriorityChanged& c) {
     const TaskResult& task = recorder_.on(now(), c);

@@ -47,7 +47,6 @@ class Driver {
     SchedulerConfig c;
     c.max_transfers = 2;
     c.max_per_origin = 2;
-    c.emit_task_events = true;
     return c;
   }
 
@@ -61,6 +60,8 @@ class Driver {
   std::vector<EvictArtifact> evicted;
   std::vector<DropPartial> dropped_partials;
   std::vector<TaskPriorityChanged> priority_changes;
+  std::vector<DemandAttached> attached;
+  std::vector<DemandPriorityChanged> demand_priority_changes;
   std::vector<TaskEnded> task_ends;
   std::map<DemandHandle, std::function<void(DemandOutcome)>> on_terminal;
 
@@ -167,6 +168,8 @@ class Driver {
   void record(EvictArtifact& c) { evicted.push_back(c); }
   void record(DropPartial& c) { dropped_partials.push_back(c); }
   void record(TaskCreated&) {}
+  void record(DemandAttached& c) { attached.push_back(c); }
+  void record(DemandPriorityChanged& c) { demand_priority_changes.push_back(c); }
   void record(TaskPriorityChanged& c) { priority_changes.push_back(c); }
   void record(TaskEnded& c) { task_ends.push_back(c); }
   void record(Deliver& c) {

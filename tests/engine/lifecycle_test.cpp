@@ -423,5 +423,44 @@ TEST(Lifecycle, NextWakeupIsTheEarliestDeadlineOrRetry) {
   EXPECT_GT(retry, 0.0);
 }
 
+// The engine announces every demand that attaches to a task and every change
+// of a demand's priority, and with each change of a task's priority the
+// highest its active demands ask for, so that a runtime or a recorder needs
+// no copy of the engine's state. A cache hit attaches to nothing.
+TEST(Lifecycle, EventsAnnounceAttachingDemandsAndEveryPriorityChange) {
+  SchedulerConfig config = Driver::small_config();
+  config.model = Model::callbacks;  // Where effective and demanded part.
+  Driver drv(config);
+  const DemandHandle a = drv.subscribe(key("rock"), opts(1, 2));
+  const DemandHandle b = drv.subscribe(key("rock"), opts(2, 5));
+  ASSERT_EQ(drv.attached.size(), 2u);
+  EXPECT_EQ(drv.attached[0].demand, a);
+  EXPECT_EQ(drv.attached[1].demand, b);
+  EXPECT_EQ(drv.attached[0].task, drv.attached[1].task);
+  EXPECT_EQ(drv.attached[1].priority, 5);
+  ASSERT_FALSE(drv.priority_changes.empty());
+  EXPECT_EQ(drv.priority_changes.back().priority, 5);
+  EXPECT_EQ(drv.priority_changes.back().demanded, 5);
+
+  drv.set_priority(b, 1);  // The callbacks model's priority never falls.
+  ASSERT_EQ(drv.demand_priority_changes.size(), 1u);
+  EXPECT_EQ(drv.demand_priority_changes[0].demand, b);
+  EXPECT_EQ(drv.demand_priority_changes[0].priority, 1);
+  EXPECT_EQ(drv.priority_changes.back().priority, 5);
+  EXPECT_EQ(drv.priority_changes.back().demanded, 2);
+  const std::size_t changes = drv.priority_changes.size();
+  drv.set_priority(b, 1);  // No change: nothing announced.
+  EXPECT_EQ(drv.demand_priority_changes.size(), 1u);
+  EXPECT_EQ(drv.priority_changes.size(), changes);
+
+  drv.complete(key("rock"));
+  ASSERT_FALSE(drv.priority_changes.empty());
+  EXPECT_EQ(drv.priority_changes.back().priority, std::nullopt);
+  EXPECT_EQ(drv.priority_changes.back().demanded, std::nullopt);
+  const std::size_t attached = drv.attached.size();
+  drv.subscribe(key("rock"), opts(3, 1));
+  EXPECT_EQ(drv.attached.size(), attached) << "a cache hit attaches to no task";
+}
+
 }  // namespace
 }  // namespace dfl::testing

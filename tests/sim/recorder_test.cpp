@@ -36,9 +36,9 @@ void start_task(format::ResultRecorder& recorder, const format::Trace& trace, do
                 const format::Record& record, DemandHandle handle, std::uint64_t task,
                 std::uint64_t resume) {
   recorder.before_subscribe(t, record);
-  recorder.subscribed(handle, record, TaskId{task});
   recorder.on(t, TaskCreated{TaskId{task}});
-  recorder.on(t, TaskPriorityChanged{TaskId{task}, 1});
+  recorder.on(t, TaskPriorityChanged{TaskId{task}, 1, 1});
+  recorder.on(t, DemandAttached{handle, TaskId{task}, 1});
   recorder.transfer_started();
   recorder.on(t, StartTransfer{TaskId{task}, TransferId{10 + task}, KeyRef(trace.artifacts[0].key),
                                0, resume, 1000, 1});
@@ -105,6 +105,57 @@ TEST(ResultRecorder, AnAbortedAttemptThatKeepsNothingIsWastedWhenReportedLate) {
     if (late) recorder.attempt_aborted(TaskId{1}, 400);
     EXPECT_EQ(recorder.finish(1).summary.bytes_wasted, 400u) << (late ? "late" : "in order");
   }
+}
+
+// The recorder follows demands from the commands alone. A subscribe may fire a
+// deadline that had passed and hand the ended demand's slot to the new demand
+// in the same call: the old Deliver (an older generation) comes first in the
+// batch and still finds its demand; a cache hit's Deliver, with no
+// DemandAttached, is the subscribing demand's.
+TEST(ResultRecorder, FollowsDemandsThroughASlotTheSameCallHandsOn) {
+  const format::Trace trace = two_callers_of_one_artifact();
+  format::ResultRecorder recorder(trace, "demand", "always-abort", 1);
+  const DemandHandle a{0, 1};
+  const DemandHandle b{0, 2};
+  start_task(recorder, trace, 0, trace.records[0], a, 1, 0);
+  // One call at t = 5: a's deadline fires, then b joins task 1 in a's slot.
+  recorder.before_subscribe(5, trace.records[2]);
+  recorder.on(5, Deliver{a, DemandOutcome::timed_out, TaskId{1}});
+  recorder.on(5, DemandAttached{b, TaskId{1}, 1});
+  recorder.on(6, Deliver{b, DemandOutcome::succeeded, TaskId{1}});
+  recorder.on(6, TaskPriorityChanged{TaskId{1}, std::nullopt, std::nullopt});
+  recorder.on(6, TaskEnded{TaskId{1}, TaskOutcome::installed, 1, 1000});
+  recorder.after_commands(6);
+  const format::Result result = recorder.finish(6);
+  ASSERT_EQ(result.demands.size(), 2u);
+  EXPECT_EQ(result.demands[0].outcome, DemandOutcome::timed_out);
+  EXPECT_EQ(result.demands[0].t_end, 5);
+  EXPECT_EQ(result.demands[1].outcome, DemandOutcome::succeeded);
+  EXPECT_EQ(result.demands[1].t_end, 6);
+
+  format::ResultRecorder hits(trace, "demand", "always-abort", 1);
+  hits.before_subscribe(0, trace.records[0]);
+  hits.on(0, Deliver{a, DemandOutcome::succeeded, TaskId{}});
+  EXPECT_EQ(hits.finish(0).summary.cache_hits, 1u);
+  format::ResultRecorder stray(trace, "demand", "always-abort", 1);
+  EXPECT_THROW(stray.on(0, Deliver{a, DemandOutcome::succeeded, TaskId{}}), std::logic_error);
+}
+
+// Priority pollution is the time a task runs above what its active demands
+// ask for, as TaskPriorityChanged announces both.
+TEST(ResultRecorder, PollutionIsTheEffectivePriorityAboveTheDemandedOne) {
+  const format::Trace trace = two_callers_of_one_artifact();
+  format::ResultRecorder recorder(trace, "callbacks", "always-abort", 1);
+  start_task(recorder, trace, 0, trace.records[0], DemandHandle{0, 1}, 1, 0);
+  recorder.on(2, TaskPriorityChanged{TaskId{1}, 1, 0});  // The demand lowered itself.
+  recorder.after_commands(2);
+  recorder.on(5, TaskPriorityChanged{TaskId{1}, 1, 1});
+  recorder.after_commands(5);
+  const format::Result result = recorder.finish(9);
+  EXPECT_DOUBLE_EQ(result.summary.priority_pollution_s, 3.0);
+  // The timeline is the effective priority's: one entry, at the start.
+  ASSERT_EQ(result.tasks.size(), 1u);
+  EXPECT_EQ(result.tasks[0].priority_timeline.size(), 1u);
 }
 
 }  // namespace

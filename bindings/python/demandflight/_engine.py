@@ -17,7 +17,9 @@ class Engine:
     Every call takes an explicit ``now`` (seconds, never decreasing) and returns the
     commands the engine emitted, as dicts with a ``type``: ``start_transfer``,
     ``abort_transfer``, ``start_finalize``, ``deliver``, ``evict_artifact``,
-    ``drop_partial``, ``task_created``, ``task_priority_changed``, ``task_ended``. You
+    ``drop_partial``, ``task_created``, ``demand_attached``, ``demand_priority_changed``,
+    ``task_priority_changed`` (``priority``: the effective one; ``demanded``: the highest
+    its active demands ask for), ``task_ended``. You
     play the runtime: report transfers and finalizes back with :meth:`transfer_finished`
     and :meth:`finalize_finished`, and call :meth:`timer` at :attr:`next_wakeup_s`.
     """

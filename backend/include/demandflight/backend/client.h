@@ -122,11 +122,13 @@ class ClientObserver {
  public:
   virtual ~ClientObserver() = default;
   // A demand was made; `task` serves it (none for a cache hit or a refusal).
-  // Terminals of demands that ended before it (a deadline that had passed)
-  // come first: a new handle may reuse an ended demand's slot.
+  // Called before the commands of its call go to on_command (among them, the
+  // terminals of demands whose deadline had passed, which may have had the
+  // new handle's slot, with an older generation).
   virtual void on_subscribe(double /*t*/, DemandHandle /*demand*/, const ArtifactRef& /*artifact*/,
                             const DemandOptions& /*options*/, std::optional<TaskId> /*task*/) {}
-  // A live demand asked for a new priority (called before the engine sees it).
+  // A demand asked for a new priority and is still live (called before the
+  // commands of that call).
   virtual void on_set_priority(double /*t*/, DemandHandle /*demand*/, Priority /*priority*/) {}
   // Every command the engine emitted, in its order.
   virtual void on_command(double /*t*/, const Command& /*command*/) {}

@@ -73,17 +73,37 @@ struct EvictArtifact {
   std::uint64_t size_bytes = 0;
 };
 
-// Observations for results and timelines, emitted only when
-// SchedulerConfig::emit_task_events is set. Runtimes that do not record
-// anything leave that flag off and never see these.
+// Observations: what the engine decided about demands and tasks, always
+// emitted (a runtime that needs none of them skips them). With these a
+// runtime or a recorder follows every demand and task from the commands
+// alone, without keeping a copy of the engine's state.
 // A physical task was created by the subscribe that this call handled (its
 // key is that subscribe's key; Scheduler::task_for() has it too).
 struct TaskCreated {
   TaskId task;
 };
+// A demand attached to a task (new or live): it is one of the task's active
+// demands from now until its Deliver. Cache hits and refused subscribes
+// attach to nothing; their Deliver comes alone.
+struct DemandAttached {
+  DemandHandle demand;
+  TaskId task;
+  Priority priority = 0;
+};
+// A live demand's own priority changed (set_priority). The task's follows in
+// a TaskPriorityChanged if it changed too.
+struct DemandPriorityChanged {
+  DemandHandle demand;
+  TaskId task;
+  Priority priority = 0;
+};
+// The task's effective priority (the one it is queued and run at) or the
+// highest priority among its active demands changed. They differ only in the
+// callbacks model, whose priority never falls.
 struct TaskPriorityChanged {
   TaskId task;
-  std::optional<Priority> priority;  // nullopt: orphan level, below every real priority.
+  std::optional<Priority> priority;  // Effective; nullopt: orphan level, below every real one.
+  std::optional<Priority> demanded;  // Max over the active demands; nullopt: none.
 };
 struct TaskEnded {
   TaskId task;
@@ -92,7 +112,8 @@ struct TaskEnded {
   std::uint64_t bytes_transferred = 0;
 };
 
-using Command = std::variant<StartTransfer, AbortTransfer, StartFinalize, Deliver, EvictArtifact,
-                             DropPartial, TaskCreated, TaskPriorityChanged, TaskEnded>;
+using Command =
+    std::variant<StartTransfer, AbortTransfer, StartFinalize, Deliver, EvictArtifact, DropPartial,
+                 TaskCreated, DemandAttached, DemandPriorityChanged, TaskPriorityChanged, TaskEnded>;
 
 }  // namespace dfl

@@ -47,8 +47,6 @@ struct SchedulerConfig {
   std::uint64_t cache_bytes = 2'000'000'000;  // Installed-artifact index capacity.
   RetryConfig retry;
   std::uint64_t seed = 1;  // Drives backoff jitter, nothing else.
-  // Emit TaskCreated / TaskPriorityChanged / TaskEnded into the outbox.
-  bool emit_task_events = false;
   // Bounds, checked at every subscribe: a runtime that exceeds them has a bug.
   std::uint32_t max_origins = 4096;
   std::uint32_t max_live_demands = 1u << 30;

@@ -5,14 +5,11 @@
 // both worlds is scored by the same code (the definitions are in result.h).
 // Header-only: it sits on the simulator's hot path.
 //
-// The order a runtime must follow for each subscribe: before_subscribe(),
-// then the engine's subscribe, then subscribed(), then the commands that
-// subscribe emitted. Commands go in as the engine emitted them;
-// after_commands() once a batch is handled. Timers due at the subscribe's
-// instant must have fired, and their commands gone in, first: the engine
-// gives a new demand the slot of one that has ended, and a subscribe that
-// fired a deadline itself would hand the timed-out demand's slot to the new
-// one before the recorder heard of the end ("delivery to an unknown demand").
+// It reads the engine's commands and nothing of the engine's state. A runtime
+// calls before_subscribe() for each subscribe, before the commands that
+// subscribe emitted go in (the commands say which task the new demand joined,
+// or deliver its immediate terminal); commands go in as the engine emitted
+// them; after_commands() once a batch is handled.
 #pragma once
 
 #include <array>
@@ -32,42 +29,6 @@
 #include "demandflight/format/trace.h"
 
 namespace dfl::format {
-
-// The priorities the active demands of one task asked for, as counts. The
-// usual priorities (0..7) are counted inline; others, rare, in a map.
-class PriorityCounts {
- public:
-  void add(Priority p) {
-    if (p >= 0 && p < kInline) {
-      ++inline_[static_cast<std::size_t>(p)];
-    } else {
-      ++other_[p];
-    }
-  }
-  void remove(Priority p) {
-    if (p >= 0 && p < kInline) {
-      --inline_[static_cast<std::size_t>(p)];
-    } else if (--other_[p] == 0) {
-      other_.erase(p);
-    }
-  }
-  std::optional<Priority> max() const {
-    std::optional<Priority> best;
-    if (!other_.empty()) best = other_.rbegin()->first;
-    for (Priority p = kInline - 1; p >= 0; --p) {
-      if (inline_[static_cast<std::size_t>(p)] > 0) {
-        if (!best || p > *best) best = p;
-        break;
-      }
-    }
-    return best;
-  }
-
- private:
-  static constexpr Priority kInline = 8;
-  std::array<std::uint32_t, kInline> inline_{};
-  std::map<Priority, std::uint32_t> other_;
-};
 
 class ResultRecorder {
  public:
@@ -122,31 +83,14 @@ class ResultRecorder {
   }
 
   // --- Calls into the engine -------------------------------------------------
+  // A subscribe of `r` at `t`, before its commands: the next DemandAttached,
+  // or a Deliver of a handle not yet known, is this demand's.
   void before_subscribe(double t, const Record& r) {
     result_index_of_demand_[r.demand] = static_cast<std::uint32_t>(result_.demands.size());
     result_.demands.push_back(DemandResult{r.demand, r.owner, r.artifact, r.priority, t, 0,
                                            DemandOutcome::failed, false});
     creating_artifact_ = r.artifact;
-  }
-  // `task`: the task serving the new demand, if any.
-  void subscribed(DemandHandle h, const Record& r, std::optional<TaskId> task) {
-    if (h.slot >= live_.size()) live_.resize(h.slot + 1);
-    live_[h.slot] = LiveDemand{h.generation, true, r.demand, r.priority, 0};
-    if (task && task->value != 0) {
-      live_[h.slot].task = task->value;
-      track(*task).active.add(r.priority);
-      touched_.push_back(task->value);
-    }
-  }
-  // Before the engine's set_priority.
-  void before_set_priority(DemandHandle h, Priority p) {
-    if (LiveDemand* d = live(h); d != nullptr && d->task != 0) {
-      TaskTrack& task = track(TaskId{d->task});
-      task.active.remove(d->priority);
-      d->priority = p;
-      task.active.add(d->priority);
-      touched_.push_back(d->task);
-    }
+    subscribing_ = r.demand;
   }
 
   // --- What the runtime saw ----------------------------------------------------
@@ -178,10 +122,26 @@ class ResultRecorder {
   }
 
   // --- Commands ----------------------------------------------------------------
+  void on(double, const DemandAttached& c) {
+    if (subscribing_ == kNoDemand) throw std::logic_error("a demand attached outside a subscribe");
+    if (c.demand.slot >= live_.size()) live_.resize(c.demand.slot + 1);
+    live_[c.demand.slot] = LiveDemand{c.demand.generation, true, subscribing_};
+    subscribing_ = kNoDemand;
+  }
+  void on(double, const DemandPriorityChanged&) {}  // The task's change, if any, follows.
+
   const DemandResult& on(double t, const Deliver& c) {
-    LiveDemand* live_demand = live(c.demand);
-    if (live_demand == nullptr) throw std::logic_error("delivery to an unknown demand");
-    DemandResult& d = result_.demands[result_index_of_demand_[live_demand->demand]];
+    std::uint32_t demand = 0;
+    if (LiveDemand* live_demand = live(c.demand); live_demand != nullptr) {
+      demand = live_demand->demand;
+      live_demand->live = false;
+    } else if (subscribing_ != kNoDemand) {
+      demand = subscribing_;  // An immediate terminal: a cache hit or a refusal.
+      subscribing_ = kNoDemand;
+    } else {
+      throw std::logic_error("delivery to an unknown demand");
+    }
+    DemandResult& d = result_.demands[result_index_of_demand_[demand]];
     if (d.ended) throw std::logic_error("a demand received a second terminal");
     d.ended = true;
     d.t_end = t;
@@ -198,11 +158,6 @@ class ResultRecorder {
         track(c.task).succeeded = true;
       }
     }
-    if (live_demand->task != 0) {
-      track(TaskId{live_demand->task}).active.remove(live_demand->priority);
-      touched_.push_back(live_demand->task);
-    }
-    live_demand->live = false;
     return d;
   }
 
@@ -222,12 +177,18 @@ class ResultRecorder {
 
   const TaskResult& on(double t, const TaskPriorityChanged& c) {
     TaskResult& task = result_.tasks[c.task.value - 1];
-    if (!task.priority_timeline.empty() && task.priority_timeline.back().first == t) {
-      task.priority_timeline.back().second = c.priority;  // Same instant: keep the last.
-    } else {
-      task.priority_timeline.emplace_back(t, c.priority);
+    TaskTrack& tracked = track(c.task);
+    // The timeline is the effective priority's; an event may change only the
+    // demanded one.
+    if (task.priority_timeline.empty() || tracked.effective != c.priority) {
+      if (!task.priority_timeline.empty() && task.priority_timeline.back().first == t) {
+        task.priority_timeline.back().second = c.priority;  // Same instant: keep the last.
+      } else {
+        task.priority_timeline.emplace_back(t, c.priority);
+      }
     }
-    track(c.task).effective = c.priority;
+    tracked.effective = c.priority;
+    tracked.demanded = c.demanded;
     touched_.push_back(c.task.value);
     return task;
   }
@@ -282,8 +243,7 @@ class ResultRecorder {
       if (track_slot_[id - 1] == kEndedTrack) continue;
       TaskTrack& task = track(TaskId{id});
       if (task.ended) continue;
-      const std::optional<Priority> highest = task.active.max();
-      const bool polluted = task.effective && highest && *task.effective > *highest;
+      const bool polluted = task.effective && task.demanded && *task.effective > *task.demanded;
       if (polluted && task.polluted_since < 0) task.polluted_since = t;
       if (!polluted) close_pollution(t, task);
     }
@@ -321,9 +281,9 @@ class ResultRecorder {
     bool keep_partial = false;  // Its abort kept the bytes as a partial.
     std::uint64_t carried = 0;  // Bytes of a kept partial it resumed from.
     // Priority pollution: the effective priority against what the active
-    // demands asked for.
+    // demands ask for (TaskPriorityChanged).
     std::optional<Priority> effective;
-    PriorityCounts active;
+    std::optional<Priority> demanded;
     double polluted_since = -1;  // -1 when not polluted.
   };
 
@@ -332,8 +292,6 @@ class ResultRecorder {
     std::uint32_t generation = 0;
     bool live = false;
     std::uint32_t demand = 0;  // Index into the trace's demands.
-    Priority priority = 0;     // The priority it last asked for.
-    std::uint64_t task = 0;    // The TaskId serving it; 0 for none.
   };
 
   // Charges the bytes `table` holds for `key` as wasted (a completed orphan
@@ -364,8 +322,7 @@ class ResultRecorder {
     task.polluted_since = -1;
   }
 
-  // A task's track; made on first use, which may come before its TaskCreated
-  // (the subscribe that created it registers its demand first). Only live
+  // A task's track; made on first use. Only live
   // tasks hold a track: a million-demand run has hundreds of thousands of
   // tasks but only a few thousand at a time, and a table of them all was a
   // tenth of the simulate phase in page faults alone. A task's track is
@@ -423,6 +380,8 @@ class ResultRecorder {
   std::vector<std::uint32_t> result_index_of_demand_;
   std::vector<LiveDemand> live_;
   std::uint32_t creating_artifact_ = 0;
+  static constexpr std::uint32_t kNoDemand = 0xffffffff;
+  std::uint32_t subscribing_ = kNoDemand;  // The demand of the subscribe in progress.
   static constexpr std::uint32_t kNoTrack = 0xffffffff;     // Not tracked yet.
   static constexpr std::uint32_t kEndedTrack = 0xfffffffe;  // Ended: released.
   std::vector<std::uint32_t> track_slot_;                   // By TaskId - 1: its slot in tracks_.
