@@ -19,19 +19,19 @@ done
 [ -n "$work" ] || work=$(mktemp -d)
 mkdir -p "$work"
 
-# name | sed expression on scheduler.cpp | text the check must print
+# name | file of engine/src | sed expression on it | text the check must print
 mutants=(
-  "priority-never-falls|s/if (config_.model == Model::callbacks) return task.max_ever;/return task.max_ever;  \/\/ MUTANT/|runs at another priority than the max of its active demands"
-  "handles-never-go-stale|s/^\(    \)++demand.generation;/\1\/\/ MUTANT: ++demand.generation;/|got a second terminal"
+  "priority-never-falls|scheduler_impl.h|s/if (rules_.priority_never_falls) return task.max_ever;/return task.max_ever;  \/\/ MUTANT/|runs at another priority than the max of its active demands"
+  "handles-never-go-stale|scheduler_impl.h|s/^\(    \)++demand.generation;/\1\/\/ MUTANT: ++demand.generation;/|got a second terminal"
 )
 
-build() {  # NAME SED: a copy of engine/src (mutated by SED), built with the check.
+build() {  # NAME FILE SED: a copy of engine/src (FILE mutated by SED), built with the check.
   local dir="$work/$1"
   rm -rf "$dir" && mkdir -p "$dir"
   cp -r "$root/engine/src" "$dir/src"
-  if [ -n "$2" ]; then
-    sed -i "$2" "$dir/src/scheduler.cpp"
-    if cmp -s "$root/engine/src/scheduler.cpp" "$dir/src/scheduler.cpp"; then
+  if [ -n "$3" ]; then
+    sed -i "$3" "$dir/src/$2"
+    if cmp -s "$root/engine/src/$2" "$dir/src/$2"; then
       echo "mutation $1: the sed expression changed nothing (the code moved?)" >&2
       return 1
     fi
@@ -41,15 +41,15 @@ build() {  # NAME SED: a copy of engine/src (mutated by SED), built with the che
 }
 
 failures=0
-build original ""
+build original "" ""
 if "$work/original/check" --depth "$depth" > "$work/original/out.txt"; then
   echo "original: passes ($(tail -1 "$work/original/out.txt"))"
 else
   echo "original: FAILS the check"; cat "$work/original/out.txt"; failures=$((failures + 1))
 fi
 for mutant in "${mutants[@]}"; do
-  IFS='|' read -r name expression expected <<< "$mutant"
-  build "$name" "$expression"
+  IFS='|' read -r name file expression expected <<< "$mutant"
+  build "$name" "$file" "$expression"
   set +e
   "$work/$name/check" --depth "$depth" > "$work/$name/out.txt" 2>&1
   code=$?
