@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -37,6 +39,7 @@
 #include "demandflight/format/generator.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/trace.h"
+#include "demandflight/format/score.h"
 #include "processes.h"
 #include "subcommand.h"
 
@@ -47,15 +50,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The cost score: lower is better. Every weight can be set with --weights.
-struct Weights {
-  double gb = 1;               // Per GB transferred (decimal GB).
-  double p95_critical_s = 1;   // Per second of p95 latency of the critical class.
-  double deadline_miss = 0.1;  // Per demand that timed out.
-  double pollution_s = 0.01;   // Per second of priority pollution.
-  double wasted_gb = 0;        // Per GB wasted (already inside gb; extra blame).
-};
+using format::Metrics;
+using format::Weights;
 
+// --weights k=v,...: the cost score's weights (format/score.h).
 Weights parse_weights(const std::string& text) {
   Weights w;
   const policies::PolicySpec spec = policies::parse_policy_spec("weights:" + text);
@@ -64,96 +62,46 @@ Weights parse_weights(const std::string& text) {
     try {
       std::size_t used = 0;
       v = std::stod(value, &used);
-      if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument("");
+      if (used != value.size()) throw std::invalid_argument("");
     } catch (const std::exception&) {
       throw std::invalid_argument("--weights: " + key + "=\"" + value +
                                   "\" is not a non-negative number");
     }
-    if (key == "gb")
-      w.gb = v;
-    else if (key == "p95_critical_s")
-      w.p95_critical_s = v;
-    else if (key == "deadline_miss")
-      w.deadline_miss = v;
-    else if (key == "pollution_s")
-      w.pollution_s = v;
-    else if (key == "wasted_gb")
-      w.wasted_gb = v;
-    else
-      throw std::invalid_argument("--weights: unknown weight \"" + key +
-                                  "\" (known: gb, p95_critical_s, deadline_miss, pollution_s, "
-                                  "wasted_gb)");
+    try {
+      format::set_weight(w, key, v);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--weights: ") + e.what());
+    }
   }
   return w;
 }
 
-// What one run scored. Latencies are NaN when no demand of the class succeeded.
-struct Metrics {
-  double gb = 0, wasted_gb = 0;
-  double p50 = 0, p95 = 0, p99 = 0;
-  double critical_p50 = 0, critical_p95 = 0, critical_p99 = 0;
-  double deadline_misses = 0, cache_hits = 0, pollution_s = 0;
-  double score = 0, regret = 0;
-};
-
-// The columns, in table and CSV order.
+// The table's columns: every figure of format::kMetricFields, with how it
+// is shown.
 struct Column {
   const char* name;
   double Metrics::*field;
   int precision;
   bool spread;  // Show mean±sd in the table.
 };
-constexpr Column kColumns[] = {
-    {"gb", &Metrics::gb, 3, true},
-    {"wasted_gb", &Metrics::wasted_gb, 3, true},
-    {"p50_s", &Metrics::p50, 2, false},
-    {"p95_s", &Metrics::p95, 2, false},
-    {"p99_s", &Metrics::p99, 2, false},
-    {"critical_p50_s", &Metrics::critical_p50, 2, false},
-    {"critical_p95_s", &Metrics::critical_p95, 2, true},
-    {"critical_p99_s", &Metrics::critical_p99, 2, false},
-    {"deadline_misses", &Metrics::deadline_misses, 1, false},
-    {"cache_hits", &Metrics::cache_hits, 1, false},
-    {"pollution_s", &Metrics::pollution_s, 2, false},
-    {"score", &Metrics::score, 3, true},
-    {"regret", &Metrics::regret, 3, true},
-};
-
-double percentile(const nlohmann::json& p, const char* which) {
-  if (!p.is_object() || !p.contains(which) || p[which].is_null()) return std::nan("");
-  return p[which].get<double>();
+constexpr int precision_of(std::string_view name) {
+  if (name == "gb" || name == "wasted_gb" || name == "score" || name == "regret") return 3;
+  if (name == "deadline_misses" || name == "cache_hits") return 1;
+  return 2;
 }
-
-Metrics score_run(const nlohmann::json& result, const Weights& w) {
-  const auto& s = result.at("summary");
-  Metrics m;
-  m.gb = s.at("bytes_transferred").get<double>() / 1e9;
-  m.wasted_gb = s.at("bytes_wasted").get<double>() / 1e9;
-  m.p50 = percentile(s.at("latency_s"), "p50");
-  m.p95 = percentile(s.at("latency_s"), "p95");
-  m.p99 = percentile(s.at("latency_s"), "p99");
-  // The critical class: the highest priority any demand subscribed with.
-  std::optional<long long> critical;
-  for (const auto& d : result.at("demands")) {
-    const long long p = d.at("priority").get<long long>();
-    if (!critical || p > *critical) critical = p;
-  }
-  nlohmann::json crit;
-  if (critical && s.contains("latency_s_by_priority")) {
-    const std::string key = std::to_string(*critical);
-    if (s["latency_s_by_priority"].contains(key)) crit = s["latency_s_by_priority"][key];
-  }
-  m.critical_p50 = percentile(crit, "p50");
-  m.critical_p95 = percentile(crit, "p95");
-  m.critical_p99 = percentile(crit, "p99");
-  m.deadline_misses = s.at("outcomes").at("timed_out").get<double>();
-  m.cache_hits = s.at("cache_hits").get<double>();
-  m.pollution_s = s.at("priority_pollution_s").get<double>();
-  const double p95 = std::isnan(m.critical_p95) ? 0.0 : m.critical_p95;
-  m.score = w.gb * m.gb + w.wasted_gb * m.wasted_gb + w.p95_critical_s * p95 +
-            w.deadline_miss * m.deadline_misses + w.pollution_s * m.pollution_s;
-  return m;
+constexpr bool spread_of(std::string_view name) {
+  return name == "gb" || name == "wasted_gb" || name == "critical_p95_s" || name == "score" ||
+         name == "regret";
 }
+constexpr auto make_columns() {
+  std::array<Column, std::size(format::kMetricFields)> columns{};
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const format::MetricField& f = format::kMetricFields[i];
+    columns[i] = Column{f.name, f.field, precision_of(f.name), spread_of(f.name)};
+  }
+  return columns;
+}
+constexpr auto kColumns = make_columns();
 
 struct Run {
   std::size_t trace = 0;  // Index into the trace arguments.
@@ -349,7 +297,7 @@ class Compare {
     if (const int rc = execute(runs); rc != 0) return rc;
 
     for (Run& r : runs)
-      r.metrics = score_run(nlohmann::json::parse(slurp(r.out)), weights);
+      r.metrics = format::score_result_json(slurp(r.out), weights);
     // Regret against the oracle of the same trace, model and seed.
     std::map<std::tuple<std::size_t, std::string, std::uint64_t>, double> oracle;
     for (const Run& r : runs)

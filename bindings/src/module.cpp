@@ -22,6 +22,7 @@
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/result.h"
+#include "demandflight/format/score.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/format/trace.h"
 
@@ -498,6 +499,35 @@ PYBIND11_MODULE(_core, m) {
       .def("to_dict", [](const format::Trace& t) { return trace_to_dict(t); });
 
   m.attr("MODELS") = py::cast(model_names());
+  {
+    py::dict weights;
+    for (const auto& [name, value] : format::weight_values(format::Weights{}))
+      weights[py::str(name)] = value;
+    m.attr("DEFAULT_WEIGHTS") = weights;
+  }
+  m.def(
+      "metrics",
+      [](const std::string& result_json, const py::dict& weights) {
+        format::Weights w;
+        for (const auto& [name, value] : weights) {
+          try {
+            format::set_weight(w, py::cast<std::string>(name), py::cast<double>(value));
+          } catch (const std::invalid_argument& e) {
+            throw py::value_error(std::string("weights: ") + e.what());
+          } catch (const py::cast_error&) {
+            throw py::type_error("weights: " + py::cast<std::string>(py::str(name)) +
+                                 " must be a number");
+          }
+        }
+        const format::Metrics scored = format::score_result_json(result_json, w);
+        py::dict out;
+        for (const format::MetricField& f : format::kMetricFields) {
+          if (std::string_view(f.name) != "regret") out[f.name] = scored.*f.field;
+        }
+        return out;
+      },
+      "The figures compare reports for one result JSON text (format/score.h).",
+      py::arg("result_json"), py::arg("weights"));
   m.def(
       "parse_trace",
       [](const std::string& text, const std::string& name) {

@@ -37,6 +37,18 @@ def test_a_sweep_point_has_the_figures_compare_reports(scenarios):
         assert row[column] == pytest.approx(expected[column], rel=1e-9, abs=1e-9), column
 
 
+def test_metrics_scores_with_the_weights_given_and_refuses_unknown_ones(scenarios):
+    result = dfl.simulate(scenarios / "flaky_network.jsonl", policy="keep-partial")
+    plain = dfl.metrics(result.raw)
+    assert dfl.DEFAULT_WEIGHTS["gb"] == 1.0 and dfl.DEFAULT_WEIGHTS["wasted_gb"] == 0.0
+    heavier = dfl.metrics(result.raw, {"gb": 3.0})
+    assert heavier["score"] == pytest.approx(plain["score"] + 2.0 * plain["gb"])
+    with pytest.raises(ValueError, match="weights: unknown weight \"speed\""):
+        dfl.metrics(result.raw, {"speed": 1.0})
+    with pytest.raises(ValueError, match="weights: gb=-1 is not a non-negative number"):
+        dfl.metrics(result.raw, {"gb": -1.0})
+
+
 def test_a_sweep_on_a_dask_local_cluster_gives_the_same_numbers_as_the_local_run(grid):
     distributed = pytest.importorskip("distributed")
     local = dfl.sweep(grid, jobs=2)

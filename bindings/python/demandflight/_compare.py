@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-import math
+import json
 import os
 import subprocess
 import tempfile
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-
+from . import _core
 from ._simulate import PolicyLike, simulate
 from ._trace import Trace, TraceLike, as_trace
 
@@ -20,9 +20,8 @@ if TYPE_CHECKING:  # pandas is imported when first needed: children start fast.
 
 CLI = Path(__file__).resolve().parent / "_bin" / "demandflight"
 
-# The cost score's default weights, as `demandflight compare` documents them.
-DEFAULT_WEIGHTS: Dict[str, float] = {"gb": 1.0, "p95_critical_s": 1.0, "deadline_miss": 0.1,
-                                     "pollution_s": 0.01, "wasted_gb": 0.0}
+# The cost score's default weights (format/score.h, the same as `demandflight compare`'s).
+DEFAULT_WEIGHTS: Dict[str, float] = dict(_core.DEFAULT_WEIGHTS)
 
 
 def _cli() -> str:
@@ -78,35 +77,9 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
 
 
 def metrics(raw: Mapping[str, Any], weights: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
-    """The figures ``compare`` reports for one result JSON (same definitions and score)."""
-    w = dict(DEFAULT_WEIGHTS, **(weights or {}))
-    s = raw["summary"]
-
-    def pct(p: Optional[Mapping[str, Any]], which: str) -> float:
-        value = None if p is None else p.get(which)
-        return math.nan if value is None else float(value)
-
-    priorities = [d["priority"] for d in raw["demands"]]
-    critical = max(priorities) if priorities else None
-    crit = s.get("latency_s_by_priority", {}).get(str(critical)) if critical is not None else None
-    out = {
-        "gb": s["bytes_transferred"] / 1e9,
-        "wasted_gb": s["bytes_wasted"] / 1e9,
-        "p50_s": pct(s["latency_s"], "p50"),
-        "p95_s": pct(s["latency_s"], "p95"),
-        "p99_s": pct(s["latency_s"], "p99"),
-        "critical_p50_s": pct(crit, "p50"),
-        "critical_p95_s": pct(crit, "p95"),
-        "critical_p99_s": pct(crit, "p99"),
-        "deadline_misses": float(s["outcomes"]["timed_out"]),
-        "cache_hits": float(s["cache_hits"]),
-        "pollution_s": float(s["priority_pollution_s"]),
-    }
-    p95 = 0.0 if math.isnan(out["critical_p95_s"]) else out["critical_p95_s"]
-    out["score"] = (w["gb"] * out["gb"] + w["wasted_gb"] * out["wasted_gb"] +
-                    w["p95_critical_s"] * p95 + w["deadline_miss"] * out["deadline_misses"] +
-                    w["pollution_s"] * out["pollution_s"])
-    return out
+    """The figures ``compare`` reports for one result JSON, scored by the same C++ code
+    (``format/score.h``): the same definitions and the same score."""
+    return dict(_core.metrics(json.dumps(raw), dict(weights or {})))
 
 
 def _sweep_point(point: Dict[str, Any]) -> Dict[str, Any]:
