@@ -16,7 +16,7 @@
 # make fidelity  bundled scenarios replayed over a shaped real network vs simulated
 
 JOBS ?= 2
-.PHONY: deps demo demo-engine test test-engine-only bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
+.PHONY: wheel deps demo demo-engine test test-engine-only bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 300
 FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/open_world_streaming.jsonl scenarios/session_churn.jsonl
@@ -102,6 +102,10 @@ fidelity: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target demandflight
 	/usr/bin/python3 bench/fidelity.py build/release/cli/demandflight $(FIDELITY_TRACES) --markdown build/release/fidelity.md
+
+# The Python package as a wheel (pyproject.toml: setuptools driving CMake in build/wheel).
+wheel: deps
+	/usr/bin/python3 -m pip wheel --no-build-isolation --no-deps -w build/dist .
 
 format:
 	git ls-files '*.h' '*.cpp' | xargs clang-format -i
