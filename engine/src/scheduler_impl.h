@@ -58,13 +58,13 @@ class Scheduler::Impl {
       : config_(config),
         rules_(config.model),
         identity_{rules_.keys_by_resource},
-        policy_(policy ? std::move(policy) : std::make_shared<AlwaysAbortPolicy>()),
+        policy_(std::move(policy)),
         key_equal_(identity_.equal()),
         installed_(config.cache_bytes, identity_) {
     DFL_ASSERT(config_.max_transfers > 0, "max_transfers must be at least 1");
     DFL_ASSERT(config_.max_per_origin > 0, "max_per_origin must be at least 1");
     DFL_ASSERT(config_.retry.max_attempts > 0, "retry.max_attempts must be at least 1");
-    policy_observes_ = policy_->uses_key_history();
+    policy_observes_ = policy_ != nullptr && policy_->uses_key_history();
     track_history_ = policy_observes_ && config_.key_history_limit > 0;
   }
 
@@ -687,7 +687,8 @@ class Scheduler::Impl {
     view.first_decision = first_decision;
     task.asked_pressure = pressure();
 
-    const OrphanDecision decision = policy_->decide(view);
+    // Without a policy, every orphan is aborted.
+    const OrphanDecision decision = policy_ ? policy_->decide(view) : OrphanDecision::abort;
     if (decision == OrphanDecision::complete) {
       ++stats_.orphan_completes;
       if (first_decision) orphans_.push_back(t);
@@ -971,7 +972,7 @@ class Scheduler::Impl {
   SchedulerConfig config_;
   ModelRules rules_;
   KeyIdentity identity_;
-  std::shared_ptr<OrphanPolicy> policy_;
+  std::shared_ptr<OrphanPolicy> policy_;  // Null: abort every orphan.
   std::function<std::uint64_t(TransferId)> progress_probe_;
   std::uint64_t queued_bytes_ = 0;  // Sum of the sizes of queued tasks.
   bool policy_observes_ = false;  // The policy reads the history: it sees every request.

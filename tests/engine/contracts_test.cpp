@@ -178,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(Contracts, ByState,
 // Contract 5 when the physical task continues with nobody waiting: the orphan
 // completes and installs, and the demand that left is still not told success.
 TEST(Contracts, Contract5_AnEndedDemandIsNeverDeliveredSuccess_EvenWhenTheOrphanCompletes) {
-  Driver drv(Driver::small_config(), std::make_shared<AlwaysCompletePolicy>());
+  Driver drv(Driver::small_config(), std::make_shared<CompleteEveryOrphan>());
   const ArtifactKey rock = key("rock");
   const DemandHandle only = drv.subscribe(rock, opts(1, 2));
   drv.cancel(only);

@@ -21,6 +21,14 @@ inline ArtifactKey key(const std::string& resource, const std::string& revision 
   return ArtifactKey{resource, revision, target, generation};
 }
 
+// Completes every orphan (the policies library's always-complete, which the
+// engine's own tests cannot link: the engine builds alone).
+class CompleteEveryOrphan final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::complete; }
+  std::string_view name() const override { return "complete-every-orphan"; }
+};
+
 inline DemandOptions opts(OwnerId owner, Priority priority, double deadline_s = kNoDeadline) {
   DemandOptions o;
   o.owner = owner;

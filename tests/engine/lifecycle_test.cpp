@@ -221,7 +221,7 @@ TEST(Lifecycle, ATaskInBackoffWithNoDemandLeftIsDropped) {
 }
 
 TEST(Lifecycle, AnOrphanThatThePolicySaysToCompleteRunsBelowEveryPriority) {
-  Driver drv(Driver::small_config(), std::make_shared<AlwaysCompletePolicy>());
+  Driver drv(Driver::small_config(), std::make_shared<CompleteEveryOrphan>());
   const ArtifactKey rock = key("rock");
   const DemandHandle a = drv.subscribe(rock, opts(1, 2));
   drv.cancel(a);
@@ -231,7 +231,7 @@ TEST(Lifecycle, AnOrphanThatThePolicySaysToCompleteRunsBelowEveryPriority) {
 }
 
 TEST(Lifecycle, ANewDemandReattachesToAnOrphanStillCompleting) {
-  Driver drv(Driver::small_config(), std::make_shared<AlwaysCompletePolicy>());
+  Driver drv(Driver::small_config(), std::make_shared<CompleteEveryOrphan>());
   const ArtifactKey rock = key("rock");
   const DemandHandle a = drv.subscribe(rock, opts(1, 2));
   drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(rock), 600);

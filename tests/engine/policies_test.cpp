@@ -352,7 +352,7 @@ TEST(LearnedPolicy, ABadModelFileIsRefusedNamingTheField) {
 // --- keep_partial: the engine keeps the offset past the task ------------------
 
 TEST(KeepPartial, TheNextTaskOfTheKeyResumesFromTheKeptOffset) {
-  Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());
+  Driver drv(Driver::small_config(), std::make_shared<policies::KeepPartialPolicy>());
   const DemandHandle a = drv.subscribe(key("rock"), sized(1, 0, 10'000));
   drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("rock")), 4'000);
   drv.at(1);
@@ -377,7 +377,7 @@ TEST(KeepPartial, TheNextTaskOfTheKeyResumesFromTheKeptOffset) {
 }
 
 TEST(KeepPartial, ResumedBytesAddUpAcrossTasksAndTheInstallSucceeds) {
-  Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());
+  Driver drv(Driver::small_config(), std::make_shared<policies::KeepPartialPolicy>());
   DemandHandle h = drv.subscribe(key("rock"), sized(1, 0, 10'000));
   drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key("rock")), 3'000);
   drv.cancel(h);
@@ -394,7 +394,7 @@ TEST(KeepPartial, ResumedBytesAddUpAcrossTasksAndTheInstallSucceeds) {
 }
 
 TEST(KeepPartial, NothingReceivedIsAPlainAbort) {
-  Driver drv(Driver::small_config(), std::make_shared<KeepPartialPolicy>());
+  Driver drv(Driver::small_config(), std::make_shared<policies::KeepPartialPolicy>());
   drv.cancel(drv.subscribe(key("rock"), sized(1, 0, 10'000)));
   ASSERT_EQ(drv.aborted.size(), 1u);
   EXPECT_FALSE(drv.aborted[0].keep_partial);
@@ -406,7 +406,7 @@ TEST(KeepPartial, TheBudgetDropsTheOldestPartialFirst) {
   SchedulerConfig c = Driver::small_config();
   c.partial_bytes = 10'000;
   c.max_partials = 8;
-  Driver drv(c, std::make_shared<KeepPartialPolicy>());
+  Driver drv(c, std::make_shared<policies::KeepPartialPolicy>());
   auto keep = [&](const char* name, std::uint64_t bytes) {
     const DemandHandle h = drv.subscribe(key(name), sized(1, 0, 100'000));
     drv.scheduler.on_transfer_progress(drv.now, drv.transfer_of(key(name)), bytes);
@@ -427,7 +427,7 @@ TEST(KeepPartial, TheBudgetDropsTheOldestPartialFirst) {
   // The count limit too.
   SchedulerConfig one = c;
   one.max_partials = 1;
-  Driver single(one, std::make_shared<KeepPartialPolicy>());
+  Driver single(one, std::make_shared<policies::KeepPartialPolicy>());
   for (const char* name : {"x", "y"}) {
     const DemandHandle h = single.subscribe(key(name), sized(1, 0, 100'000));
     single.scheduler.on_transfer_progress(single.now, single.transfer_of(key(name)), 100);
@@ -441,7 +441,7 @@ TEST(KeepPartial, TheBudgetDropsTheOldestPartialFirst) {
 TEST(KeepPartial, AnInstallOfTheKeyDropsItsPartial) {
   SchedulerConfig c = Driver::small_config();
   c.model = Model::independent;  // Two tasks of one key.
-  Driver drv(c, std::make_shared<KeepPartialPolicy>());
+  Driver drv(c, std::make_shared<policies::KeepPartialPolicy>());
   const DemandHandle a = drv.subscribe(key("rock"), sized(1, 0, 10'000));
   const TransferId first = drv.started.back().transfer;
   const DemandHandle b = drv.subscribe(key("rock"), sized(2, 0, 10'000));

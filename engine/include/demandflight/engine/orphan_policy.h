@@ -73,27 +73,4 @@ class OrphanPolicy {
   virtual void observe_request(const ArtifactKey& /*key*/, double /*now_s*/) {}
 };
 
-// Abort every orphan at once. The engine's default: it never spends a slot on
-// work nobody asked for.
-class AlwaysAbortPolicy final : public OrphanPolicy {
- public:
-  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::abort; }
-  std::string_view name() const override { return "always-abort"; }
-};
-
-// Complete every orphan (it runs below every real priority; no preemption).
-class AlwaysCompletePolicy final : public OrphanPolicy {
- public:
-  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::complete; }
-  std::string_view name() const override { return "always-complete"; }
-};
-
-// Keep what arrived and stop (Chromium's HTTP cache: a cancelled response is
-// kept as a truncated entry and a later request resumes it with Range).
-class KeepPartialPolicy final : public OrphanPolicy {
- public:
-  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::keep_partial; }
-  std::string_view name() const override { return "keep-partial"; }
-};
-
 }  // namespace dfl

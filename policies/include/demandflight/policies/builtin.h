@@ -1,5 +1,5 @@
-// Built-in orphan policies beyond always-abort and always-complete, each from
-// a system that met the same question. Construct them by name through
+// The built-in orphan policies: the three plain answers, and rules from
+// systems that met the same question. Construct them by name through
 // registry.h (`squid:min_bytes=16384,max_bytes=16384,pct=95`, `low-priority`).
 #pragma once
 
@@ -8,6 +8,30 @@
 #include "demandflight/engine/orphan_policy.h"
 
 namespace dfl::policies {
+
+// Abort every orphan at once: what the engine does without a policy. It never
+// spends a slot on work nobody asked for.
+class AlwaysAbortPolicy final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::abort; }
+  std::string_view name() const override { return "always-abort"; }
+};
+
+// Complete every orphan (it runs below every real priority; no preemption).
+class AlwaysCompletePolicy final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::complete; }
+  std::string_view name() const override { return "always-complete"; }
+};
+
+// Keep what arrived and stop (Chromium's HTTP cache: a cancelled response is
+// kept as a truncated entry and a later request resumes it with Range).
+class KeepPartialPolicy final : public OrphanPolicy {
+ public:
+  OrphanDecision decide(const OrphanView&) override { return OrphanDecision::keep_partial; }
+  std::string_view name() const override { return "keep-partial"; }
+};
+
 
 // Squid's quick_abort rule (squid.conf quick_abort_min / quick_abort_max /
 // quick_abort_pct): when the client goes away, finish the fetch if little is
