@@ -73,7 +73,7 @@ bench-scaling: deps
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j$(JOBS)
-	ctest --preset asan -j$(JOBS) -L "engine|sim|backend|cli"
+	ctest --preset asan -j$(JOBS) -L "engine|format|sim|backend|cli"
 
 tsan: deps
 	cmake --preset tsan >/dev/null

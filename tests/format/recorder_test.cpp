@@ -63,7 +63,7 @@ format::Result run(const format::Trace& trace, bool late) {
     recorder.transfer_bytes(TaskId{1}, 400);
     recorder.attempt_aborted(TaskId{1}, 400);
   }
-  recorder.on(1, TaskPriorityChanged{TaskId{1}, std::nullopt});
+  recorder.on(1, TaskPriorityChanged{TaskId{1}, std::nullopt, std::nullopt});
   recorder.on(1, TaskEnded{TaskId{1}, TaskOutcome::aborted, 1, 400});
   recorder.after_commands(1);
   if (late) {
@@ -74,7 +74,7 @@ format::Result run(const format::Trace& trace, bool late) {
   start_task(recorder, trace, 5, second, b, 2, 400);
   recorder.transfer_bytes(TaskId{2}, 600);
   recorder.on(6, Deliver{b, DemandOutcome::succeeded, TaskId{2}});
-  recorder.on(6, TaskPriorityChanged{TaskId{2}, std::nullopt});
+  recorder.on(6, TaskPriorityChanged{TaskId{2}, std::nullopt, std::nullopt});
   recorder.on(6, TaskEnded{TaskId{2}, TaskOutcome::installed, 1, 600});
   recorder.after_commands(6);
   return recorder.finish(6);
