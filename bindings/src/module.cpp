@@ -238,6 +238,22 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   return summary;
 }
 
+// The cost score's weights from a dict; ValueError "weights: ..." naming a bad one.
+format::Weights weights_from(const py::dict& weights) {
+  format::Weights w;
+  for (const auto& [name, value] : weights) {
+    try {
+      format::set_weight(w, py::cast<std::string>(name), py::cast<double>(value));
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(std::string("weights: ") + e.what());
+    } catch (const py::cast_error&) {
+      throw py::type_error("weights: " + py::cast<std::string>(py::str(name)) +
+                           " must be a number");
+    }
+  }
+  return w;
+}
+
 // --- The engine ------------------------------------------------------------------
 
 py::dict command_to_dict(const Command& command) {
@@ -508,18 +524,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "metrics",
       [](const std::string& result_json, const py::dict& weights) {
-        format::Weights w;
-        for (const auto& [name, value] : weights) {
-          try {
-            format::set_weight(w, py::cast<std::string>(name), py::cast<double>(value));
-          } catch (const std::invalid_argument& e) {
-            throw py::value_error(std::string("weights: ") + e.what());
-          } catch (const py::cast_error&) {
-            throw py::type_error("weights: " + py::cast<std::string>(py::str(name)) +
-                                 " must be a number");
-          }
-        }
-        const format::Metrics scored = format::score_result_json(result_json, w);
+        const format::Metrics scored = format::score_result_json(result_json, weights_from(weights));
         py::dict out;
         for (const format::MetricField& f : format::kMetricFields) {
           if (std::string_view(f.name) != "regret") out[f.name] = scored.*f.field;
@@ -528,6 +533,9 @@ PYBIND11_MODULE(_core, m) {
       },
       "The figures compare reports for one result JSON text (format/score.h).",
       py::arg("result_json"), py::arg("weights"));
+  m.def(
+      "check_weights", [](const py::dict& weights) { weights_from(weights); }, py::arg("weights"),
+      "Raises ValueError naming a weight that format/score.h does not know or a bad value.");
   m.def(
       "parse_trace",
       [](const std::string& text, const std::string& name) {

@@ -121,6 +121,31 @@ def test_bad_models_and_policies_are_value_errors(scenarios):
         dfl.simulate(trace, policy="learned")
 
 
+def test_bad_arguments_are_python_exceptions_naming_the_argument(scenarios):
+    # Each is refused before any process starts; none reaches an engine assertion.
+    trace = scenarios / "three_callers.jsonl"
+    with pytest.raises(ValueError, match=r"^max_transfers: "):
+        dfl.simulate(trace, max_transfers=0)
+    with pytest.raises(ValueError, match=r"^max_per_origin: "):
+        dfl.simulate(trace, max_per_origin=-1)
+    with pytest.raises(ValueError, match=r"^cache_bytes: "):
+        dfl.simulate(trace, cache_bytes=-5)
+    with pytest.raises(ValueError, match=r"^retry_jitter: "):
+        dfl.simulate(trace, retry_jitter=7)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0"):
+        dfl.simulate(trace, seed=-1)
+    with pytest.raises(ValueError, match=r"^seeds must be an integer >= 1, not \[1, 2\]"):
+        dfl.compare(trace, seeds=[1, 2])
+    with pytest.raises(ValueError, match=r"^models: "):
+        dfl.compare(trace, models=["magic"])
+    with pytest.raises(ValueError, match=r'^policies: unknown policy "sometimes"'):
+        dfl.compare(trace, policies=["sometimes"])
+    with pytest.raises(TypeError, match=r"^policies: compare runs policies by name"):
+        dfl.compare(trace, policies=[dfl.OrphanPolicy()])
+    with pytest.raises(ValueError, match=r'^weights: unknown weight "speed"'):
+        dfl.compare(trace, weights={"speed": 1})
+
+
 def test_timeline_writes_the_perfetto_file(scenarios, tmp_path):
     result = dfl.simulate(scenarios / "three_callers.jsonl")
     result.timeline(tmp_path / "t.json")

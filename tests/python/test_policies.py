@@ -87,3 +87,42 @@ def test_a_policy_that_answers_nonsense_is_a_value_error(scenarios):
 
     with pytest.raises(ValueError, match="must return Decision"):
         dfl.simulate(scenarios / "session_churn.jsonl", policy=Nonsense())
+
+
+class PolicyBroke(Exception):
+    """A policy's own exception type: it must come back as itself."""
+
+
+def test_a_policys_exception_prints_and_report_come_back_to_the_caller(scenarios, capfd):
+    class Counting(dfl.OrphanPolicy):
+        name = "counting"
+
+        def __init__(self):
+            self.asked = 0
+
+        def decide(self, view):
+            self.asked += 1
+            print(f"asked about {view.key.resource}")  # Reaches the caller's stderr.
+            return "abort"
+
+        def report(self):
+            return {"asked": self.asked}
+
+    result = dfl.simulate(scenarios / "session_churn.jsonl", policy=Counting())
+    out, err = capfd.readouterr()
+    assert result.policy_report["asked"] > 0, "the child's state comes back"
+    assert err.count("asked about ") == result.policy_report["asked"]
+    assert "asked about" not in result.summary_text and "asked about" not in out
+
+    class Broken(dfl.OrphanPolicy):
+        name = "broken"
+
+        def decide(self, view):
+            raise PolicyBroke(f"cannot judge {view.key.resource}")
+
+    with pytest.raises(PolicyBroke, match="cannot judge") as e:
+        dfl.simulate(scenarios / "session_churn.jsonl", policy=Broken())
+    notes = "\n".join(getattr(e.value, "__notes__", []))
+    assert "Raised by the policy in the simulation's process" in notes
+    assert "in decide" in notes, notes
+    assert dfl.simulate(scenarios / "three_callers.jsonl").policy_report is None

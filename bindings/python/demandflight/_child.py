@@ -5,14 +5,29 @@ allows one per process), writes the result JSON where the job says, and reports 
 error as one JSON line on standard error.
 """
 
+import base64
 import json
 import pickle
 import sys
 import traceback
 
 
+def _policy_raised(job, tb) -> bool:
+    """Whether the exception was raised in the job's Python policy (its decide())."""
+    policy = job.get("policy")
+    if isinstance(policy, str):
+        return False
+    module = getattr(type(policy), "__module__", None)
+    return any(frame.name == "decide" or frame.filename == getattr(
+        sys.modules.get(module), "__file__", None) for frame in traceback.extract_tb(tb))
+
+
 def main() -> int:
     job = pickle.loads(sys.stdin.buffer.read())
+    # The summary is this process's stdout; anything else printed (a policy's print())
+    # goes to stderr, which the parent passes on.
+    summary_out = sys.stdout
+    sys.stdout = sys.stderr
     try:
         from demandflight import _core
         if job.get("path") is not None:
@@ -22,11 +37,21 @@ def main() -> int:
         summary = _core.simulate(parsed, job["model"], job["policy"], job["policy_name"],
                                  job["seed"], job["max_transfers"], job["max_per_origin"],
                                  job["network_model"], job["out"], job["timeline"])
-        sys.stdout.write(summary)
+        report = getattr(job["policy"], "report", None)
+        if callable(report):  # A Python policy's own figures come back with the result.
+            with open(job["out"] + ".report", "wb") as f:
+                pickle.dump(report(), f)
+        summary_out.write(summary)
         return 0
     except BaseException as e:  # Reported to the parent, which raises it again.
         error = {"type": type(e).__name__, "message": str(e),
                  "traceback": traceback.format_exc()}
+        if _policy_raised(job, e.__traceback__):
+            error["from_policy"] = True
+            try:
+                error["pickled"] = base64.b64encode(pickle.dumps(e)).decode()
+            except Exception:  # noqa: BLE001 - an exception that does not pickle
+                pass
         for attr in ("file", "line", "field"):
             if hasattr(e, attr):
                 error[attr] = getattr(e, attr)

@@ -46,6 +46,32 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
     if isinstance(traces, (str, os.PathLike, Trace)):
         traces = [traces]
     models = [models] if isinstance(models, str) else list(models)
+    # Bad arguments are refused here, named, before any process starts.
+    for name, value, least in (("seeds", seeds, 1), ("first_seed", first_seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, not {value!r}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be an integer >= 1, not {jobs!r}")
+    for model in models:
+        if model not in _core.MODELS:
+            raise ValueError(f"models: each must be {', '.join(_core.MODELS)}, not {model!r}")
+    if not isinstance(policies, str):
+        for p in policies:
+            if not isinstance(p, str):
+                raise TypeError(f"policies: compare runs policies by name, not {p!r}; "
+                                "run a Python policy with simulate() or sweep()")
+            try:
+                _core.check_policy(p)
+            except ValueError as e:
+                raise ValueError(f"policies: {e}") from None
+    elif policies != "all":
+        for p in policies.split(","):
+            try:
+                _core.check_policy(p.replace(";", ","))
+            except ValueError as e:
+                raise ValueError(f"policies: {e}") from None
+    if weights:
+        _core.check_weights(dict(weights))  # ValueError "weights: ..." (format/score.h's rule)
     spec = policies if isinstance(policies, str) else ",".join(
         p.replace(",", ";") for p in policies)
     with tempfile.TemporaryDirectory(prefix="dfl-compare-py-") as work:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple, Union
+from typing import Any, List, Tuple, Union
 
 from . import _core
 
@@ -22,7 +22,9 @@ class OrphanPolicy:
 
     The policy runs in the simulation's own process (SimGrid allows one simulation per
     process): it is pickled there (with cloudpickle, so classes defined in a notebook
-    work), and whatever state it gathers stays there.
+    work). What it gathers comes back through :meth:`report`; what it prints reaches the
+    caller's stderr; an exception it raises is raised again by ``simulate`` with its
+    own type and a note of where it was raised.
     """
 
     name: str = "python"
@@ -35,6 +37,11 @@ class OrphanPolicy:
 
     def observe_request(self, key: ArtifactKey, now_s: float) -> None:
         """Called for every subscribe when ``uses_key_history`` is true."""
+
+    def report(self) -> Any:
+        """Called once at the end of the run, in the simulation's process: what it returns
+        (anything picklable: counters, a log) is ``Result.policy_report``. None by default."""
+        return None
 
 
 def policies() -> List[Tuple[str, str]]:

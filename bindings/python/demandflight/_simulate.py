@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pickle
@@ -46,15 +47,41 @@ def _child_env() -> Dict[str, str]:
     return env
 
 
-def _raise_child_error(stderr: str, returncode: int) -> None:
-    lines = [line for line in stderr.strip().splitlines() if line.startswith("{")]
-    error: Dict[str, Any] = {}
-    if lines:
+def _child_error(stderr: str) -> Dict[str, Any]:
+    """The error report the child wrote as its last line of stderr, if any."""
+    lines = stderr.strip().splitlines()
+    if lines and lines[-1].startswith("{"):
         try:
-            error = json.loads(lines[-1])
+            return json.loads(lines[-1])
         except ValueError:
-            error = {}
+            pass
+    return {}
+
+
+def _pass_on_stderr(stderr: str) -> None:
+    """What the child printed to stderr (a Python policy's print() among it), without its
+    error report, goes to this process's stderr."""
+    lines = stderr.splitlines(keepends=True)
+    if lines and lines[-1].startswith("{") and _child_error(stderr):
+        lines = lines[:-1]
+    text = "".join(lines).strip("\n")
+    if text:
+        sys.stderr.write(text + "\n")
+
+
+def _raise_child_error(stderr: str, returncode: int) -> None:
+    error = _child_error(stderr)
     kind, message = error.get("type"), error.get("message", stderr.strip())
+    if error.get("from_policy") and error.get("pickled"):
+        # A Python policy raised: the same exception comes back, with where it was raised.
+        try:
+            exception = pickle.loads(base64.b64decode(error["pickled"]))
+        except Exception:  # noqa: BLE001 - an exception that does not unpickle
+            exception = None
+        if isinstance(exception, Exception):
+            exception.add_note("Raised by the policy in the simulation's process:\n" +
+                               error.get("traceback", ""))
+            raise exception
     if kind == "TraceError":
         e = TraceError(message)
         e.file, e.line, e.field = error.get("file"), error.get("line"), error.get("field")
@@ -83,8 +110,10 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
            "network_model": options.get("network_model"), "out": out, "timeline": timeline}
     proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
                           capture_output=True, env=_child_env(), check=False)
+    stderr = proc.stderr.decode(errors="replace")
+    _pass_on_stderr(stderr)
     if proc.returncode != 0:
-        _raise_child_error(proc.stderr.decode(errors="replace"), proc.returncode)
+        _raise_child_error(stderr, proc.returncode)
     return proc.stdout.decode()
 
 
@@ -95,9 +124,13 @@ class Result:
     ``summary`` is the summary dict; ``raw`` is the whole JSON document.
     """
 
-    def __init__(self, raw: Dict[str, Any], summary_text: str, rerun: Any) -> None:
+    def __init__(self, raw: Dict[str, Any], summary_text: str, rerun: Any,
+                 policy_report: Any = None) -> None:
         import pandas as pd
 
+        #: What a Python policy's ``report()`` returned at the end of the run (its own
+        #: counters, say), or None.
+        self.policy_report = policy_report
         self.raw = raw
         self.summary: Dict[str, Any] = raw["summary"]
         self.demands = pd.DataFrame(raw["demands"])
@@ -149,16 +182,25 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
         raise TypeError(f"unknown override {unknown[0]!r} (known: {', '.join(OVERRIDE_KEYS)})")
     if model not in _core.MODELS:
         raise ValueError(f"model must be {', '.join(_core.MODELS)}, not {model!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, not {seed!r}")
     options = {k: v for k, v in overrides.items() if k in _OPTION_KEYS}
     header = {k: v for k, v in overrides.items() if k not in _OPTION_KEYS}
+    # The simulator's options obey the trace header's rules (ValueError naming the
+    # argument), checked here, before any process starts.
+    trace.with_overrides(**options)
     trace = trace.with_overrides(**header)
     with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
         out = os.path.join(work, "result.json")
         text = _run(trace, model, policy, seed, options, out)
         raw = json.loads(Path(out).read_text())
+        report = None
+        if os.path.exists(out + ".report"):
+            with open(out + ".report", "rb") as f:
+                report = pickle.load(f)
 
     def rerun(path: str) -> None:
         with tempfile.TemporaryDirectory(prefix="dfl-sim-") as again:
             _run(trace, model, policy, seed, options, os.path.join(again, "result.json"), path)
 
-    return Result(raw, text, rerun)
+    return Result(raw, text, rerun, report)

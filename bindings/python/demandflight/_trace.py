@@ -20,6 +20,14 @@ _RETRY_KEYS = {"retry_max_attempts": "max_attempts", "retry_base_s": "base_s",
 OVERRIDE_KEYS = _PLATFORM_KEYS + _SCHEDULER_KEYS + tuple(_RETRY_KEYS)
 
 
+def _argument_of(field: str) -> str:
+    """The override (Python argument) that sets a header field."""
+    if field.startswith("scheduler.retry."):
+        inner = field[len("scheduler.retry."):]
+        return next((k for k, v in _RETRY_KEYS.items() if v == inner), field)
+    return field.rpartition(".")[2] or field
+
+
 class Trace:
     """A validated trace (``docs/trace-format.md``).
 
@@ -92,7 +100,11 @@ class Trace:
                 header.setdefault("scheduler", {})[key] = value
             else:
                 header.setdefault("scheduler", {}).setdefault("retry", {})[_RETRY_KEYS[key]] = value
-        return Trace(json.dumps(header) + "\n" + rest, self._path or self.name)
+        try:
+            return Trace(json.dumps(header) + "\n" + rest, self._path or self.name)
+        except TraceError as e:  # The reader's rule, named by the argument that broke it.
+            reason = str(e).partition(f"{e.field}: ")[2] or str(e)
+            raise ValueError(f"{_argument_of(e.field)}: {reason}") from None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Trace) and self.to_dict() == other.to_dict()
