@@ -191,6 +191,8 @@ int main(int argc, char** argv) {
     const auto t_simulate = clock::now();
     const Usage u_simulate = usage();
     const Result result = cli::simulate(trace, options);
+    for (const std::string& warning : result.warnings)
+      std::fprintf(stderr, "demandflight sim: warning: %s\n", warning.c_str());
     const auto t_write = clock::now();
     const Usage u_write = usage();
     if (out.is_open()) {

@@ -114,6 +114,7 @@ int run_replay(const ReplayArgs& args) {
   std::size_t outstanding = 0;
   std::size_t faults_skipped = 0;
   double t_end = 0;
+  std::uint64_t ignored_cancels = 0, ignored_set_priorities = 0;
   {
     backend::Client client(options);
     const double start = client.clock_s();
@@ -171,7 +172,11 @@ int run_replay(const ReplayArgs& args) {
     while (!client.idle())
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     t_end = client.clock_s();
+    const SchedulerStats stats = client.stats();
+    ignored_cancels = stats.stale_cancels_ignored;
+    ignored_set_priorities = stats.stale_priority_changes_ignored;
   }  // The client's threads are joined: the recorder is ours alone now.
+  recorder.ignored(ignored_cancels, ignored_set_priorities);
   const format::Result result = recorder.finish(recording.trace_time(t_end));
 
   if (out.is_open()) {

@@ -224,6 +224,8 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   {
     py::gil_scoped_release release;
     result = sim::simulate(*trace, options);
+    for (const std::string& warning : result.warnings)
+      std::fprintf(stderr, "demandflight: warning: %s\n", warning.c_str());
     std::ofstream out(out_path);
     format::write_result_json(result, *trace, out);
     if (!out) throw std::runtime_error("cannot write " + out_path);

@@ -120,6 +120,7 @@ class Scheduler::Impl {
     const std::uint32_t d = resolve(handle);
     if (d == kNone) {
       ++stats_.stale_calls_ignored;
+      ++stats_.stale_cancels_ignored;
     } else if (rules_.cancel_ends_whole_task) {
       // Model rule: the legacy cancel looks the task up and ends all of it.
       cancel_whole_task(demands_[d].task, d, DemandOutcome::cancelled);
@@ -134,6 +135,7 @@ class Scheduler::Impl {
     const std::uint32_t d = resolve(handle);
     if (d == kNone) {
       ++stats_.stale_calls_ignored;
+      ++stats_.stale_priority_changes_ignored;
     } else {
       Demand& demand = demands_[d];
       Task& task = tasks_[demand.task];

@@ -253,8 +253,11 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
                 {"latency_s", percentiles_json(s.latency_s)},
                 {"latency_s_by_priority", by_priority},
                 {"priority_pollution_s", s.priority_pollution_s},
-                {"makespan_s", s.makespan_s}};
-  json.raw("],\n\"summary\": ").raw(summary.dump()).raw("}\n");
+                {"makespan_s", s.makespan_s},
+                {"ignored_cancels", s.ignored_cancels},
+                {"ignored_set_priorities", s.ignored_set_priorities}};
+  json.raw("],\n\"summary\": ").raw(summary.dump());
+  json.raw(",\n\"warnings\": ").raw(ojson(result.warnings).dump()).raw("}\n");
   json.flush();
 }
 
@@ -315,6 +318,13 @@ void print_summary(const Result& r, const Trace& trace, const char* clock, std::
   }
   std::fprintf(out, "  pollution  %.3f task-seconds above the highest active demand\n",
                s.priority_pollution_s);
+  if (s.ignored_cancels + s.ignored_set_priorities > 0) {
+    std::fprintf(out, "  ignored    %llu cancels, %llu set_priority of demands already ended\n",
+                 static_cast<unsigned long long>(s.ignored_cancels),
+                 static_cast<unsigned long long>(s.ignored_set_priorities));
+  }
+  for (const std::string& w : r.warnings)
+    std::fprintf(out, "  warning    %s\n", w.c_str());
 }
 
 }  // namespace dfl::format

@@ -687,6 +687,10 @@ class Simulation {
   }
 
   Result finish() {
+    recorder_.ignored(scheduler_.stats().stale_cancels_ignored,
+                      scheduler_.stats().stale_priority_changes_ignored);
+    for (std::string& w : setting_warnings(trace_, options_))
+      recorder_.warn(std::move(w));
     Result result = recorder_.finish(now());
     if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
     return result;
@@ -746,6 +750,30 @@ class Simulation {
 };
 
 }  // namespace
+
+std::vector<std::string> setting_warnings(const Trace& trace, const SimOptions& options) {
+  std::vector<std::string> out;
+  const std::uint32_t max_transfers =
+      options.max_transfers.value_or(trace.scheduler.max_transfers);
+  const std::uint32_t per_origin = options.max_per_origin.value_or(trace.scheduler.max_per_origin);
+  std::vector<bool> used(std::max<std::size_t>(trace.platform.origins.size(), 1), false);
+  std::size_t origins = 0;
+  for (const Artifact& a : trace.artifacts) {
+    if (a.origin >= used.size()) used.resize(a.origin + 1, false);
+    if (!used[a.origin]) {
+      used[a.origin] = true;
+      ++origins;
+    }
+  }
+  const std::uint64_t reachable = std::uint64_t{per_origin} * origins;
+  if (origins > 0 && max_transfers > reachable) {
+    out.push_back("max_transfers " + std::to_string(max_transfers) +
+                  " cannot be reached: at most max_per_origin " + std::to_string(per_origin) +
+                  " x " + std::to_string(origins) + " origin" + (origins == 1 ? "" : "s") +
+                  " = " + std::to_string(reachable) + " transfers run at once");
+  }
+  return out;
+}
 
 Result simulate(const Trace& trace, const SimOptions& options) {
   if (!options.timeline_path.empty()) {

@@ -65,6 +65,18 @@ def test_result_fields_match_the_clis_json(scenarios, cli, tmp_path):
     assert isinstance(result.demands, pd.DataFrame) and isinstance(result.tasks, pd.DataFrame)
 
 
+def test_the_default_seed_is_the_trace_headers_as_for_the_cli(scenarios, cli, tmp_path):
+    trace = scenarios / "flaky_network.jsonl"  # Retries: the seed drives their jitter.
+    header_seed = json.loads(trace.read_text().splitlines()[0])["seed"]
+    out = tmp_path / "cli.json"
+    subprocess.run([cli, "sim", str(trace), "--out", str(out), "--quiet"], check=True)
+    default = dfl.simulate(trace)
+    assert default.raw == json.loads(out.read_text())
+    assert default.raw["seed"] == header_seed
+    assert dfl.simulate(trace, seed=header_seed).raw == default.raw
+    assert dfl.simulate(trace, seed=header_seed + 1).raw["seed"] == header_seed + 1
+
+
 def test_simulate_runs_twenty_times_in_one_process(scenarios):
     trace = dfl.Trace.load(scenarios / "three_callers.jsonl")
     seen = {}
@@ -144,6 +156,14 @@ def test_bad_arguments_are_python_exceptions_naming_the_argument(scenarios):
         dfl.compare(trace, policies=[dfl.OrphanPolicy()])
     with pytest.raises(ValueError, match=r'^weights: unknown weight "speed"'):
         dfl.compare(trace, weights={"speed": 1})
+
+
+def test_settings_that_cannot_take_effect_are_warned(scenarios, capfd):
+    trace = scenarios / "three_callers.jsonl"  # One origin.
+    result = dfl.simulate(trace, max_transfers=50, max_per_origin=2)
+    assert len(result.warnings) == 1 and "max_transfers 50 cannot be reached" in result.warnings[0]
+    assert "warning: max_transfers 50 cannot be reached" in capfd.readouterr().err
+    assert dfl.simulate(trace).warnings == []
 
 
 def test_timeline_writes_the_perfetto_file(scenarios, tmp_path):

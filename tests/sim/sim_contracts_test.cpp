@@ -352,5 +352,32 @@ TEST(SimContracts, ACompletedOrphanIsWastedUnlessSomeoneUsesIt) {
       << "(0.5 s - 0.05 s latency) at 10 MB/s, received then thrown away";
 }
 
+// Records that do nothing are counted, and settings that cannot take effect
+// are said: on stderr and in the result's warnings.
+TEST(SimContracts, IgnoredRecordsAreCountedAndUnreachableSettingsWarned) {
+  const std::string trace =
+      header(R"({"max_transfers": 8, "max_per_origin": 2})") + artifact("rock", 1'000'000) +
+      sub(0, "d1", "a", "rock", 1) + cancel(5, "d1") +  // d1 succeeded long before.
+      R"({"op": "set_priority", "t": 6, "demand": "d1", "priority": 3})" "\n" +
+      sub(7, "d2", "b", "rock", 1) + cancel(7.5, "d2");  // A cache hit, ended at once.
+  const CliRun run = simulate(trace);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(demand_record(run.result, "d1")["outcome"], "succeeded");
+  EXPECT_EQ(run.result["summary"]["ignored_cancels"], 2);
+  EXPECT_EQ(run.result["summary"]["ignored_set_priorities"], 1);
+  ASSERT_EQ(run.result["warnings"].size(), 1u) << run.result["warnings"];
+  const std::string warning = run.result["warnings"][0];
+  EXPECT_NE(warning.find("max_transfers 8 cannot be reached: at most max_per_origin 2 x 1 "
+                         "origin = 2 transfers"),
+            std::string::npos)
+      << warning;
+  EXPECT_NE(run.err.find("demandflight sim: warning: max_transfers 8"), std::string::npos)
+      << run.err;
+
+  const CliRun fine = simulate(header() + artifact("rock", 1000) + sub(0, "d1", "a", "rock", 1));
+  EXPECT_TRUE(fine.result["warnings"].empty());
+  EXPECT_EQ(fine.result["summary"]["ignored_cancels"], 0);
+}
+
 }  // namespace
 }  // namespace dfl::testing

@@ -114,7 +114,7 @@ def _sweep_point(point: Dict[str, Any]) -> Dict[str, Any]:
     trace = Trace(point["trace_text"], point["trace_name"])
     model = params.pop("model", "demand")
     policy = params.pop("policy", "always-abort")
-    seed = params.pop("seed", 0)
+    seed = params.pop("seed", None)  # None: the trace header's, as simulate() takes it.
     result = simulate(trace, model=model, policy=policy, seed=seed, **params)
     row = {"trace": point["trace_name"], **point["labels"]}
     row.update(metrics(result.raw, point["weights"]))

@@ -139,6 +139,11 @@ class Result:
         self._rerun = rerun
 
     @property
+    def warnings(self) -> list:
+        """Settings of the run that could not take effect, in words (also on stderr)."""
+        return list(self.raw.get("warnings", []))
+
+    @property
     def model(self) -> str:
         """The model that ran."""
         return self.raw["model"]
@@ -161,7 +166,7 @@ class Result:
 
 
 def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "always-abort",
-             seed: int = 0, **overrides: Any) -> Result:
+             seed: Optional[int] = None, **overrides: Any) -> Result:
     """Simulates ``trace`` on SimGrid and returns its :class:`Result`.
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
@@ -171,6 +176,9 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``, ``disk_write_Bps``,
     ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``,
     ``retry_jitter``.
+
+    ``seed`` drives the retry jitter; None (the default) takes the trace header's seed, as
+    ``demandflight sim`` does without ``--seed``.
 
     Each call runs in a fresh process (SimGrid allows one simulation per process), so a
     notebook may call it any number of times. Raises :class:`TraceError` for a bad trace
@@ -182,8 +190,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
         raise TypeError(f"unknown override {unknown[0]!r} (known: {', '.join(OVERRIDE_KEYS)})")
     if model not in _core.MODELS:
         raise ValueError(f"model must be {', '.join(_core.MODELS)}, not {model!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, not {seed!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be an integer >= 0 or None, not {seed!r}")
     options = {k: v for k, v in overrides.items() if k in _OPTION_KEYS}
     header = {k: v for k, v in overrides.items() if k not in _OPTION_KEYS}
     # The simulator's options obey the trace header's rules (ValueError naming the

@@ -94,7 +94,9 @@ struct SchedulerStats {
   std::uint64_t partials_kept = 0;        // keep_partial decisions that kept bytes.
   std::uint64_t partials_resumed = 0;     // New tasks that started from a kept partial.
   std::uint64_t partials_dropped = 0;     // Forgotten unused (budget, or installed).
-  std::uint64_t stale_calls_ignored = 0;  // cancel / set_priority on an ended handle.
+  std::uint64_t stale_calls_ignored = 0;  // cancel / set_priority on an ended handle,
+  std::uint64_t stale_cancels_ignored = 0;           // of which cancels,
+  std::uint64_t stale_priority_changes_ignored = 0;  // and set_priority calls.
   std::uint64_t late_events_ignored = 0;  // Events for aborted or unknown ids.
   std::uint64_t cancels_refused = 0;      // callbacks model: cancel while finalizing.
 };

@@ -250,6 +250,14 @@ class ResultRecorder {
     touched_.clear();
   }
 
+  // Records that did nothing (the engine's SchedulerStats counts them), and
+  // settings that could not take effect.
+  void ignored(std::uint64_t cancels, std::uint64_t set_priorities) {
+    result_.summary.ignored_cancels = cancels;
+    result_.summary.ignored_set_priorities = set_priorities;
+  }
+  void warn(std::string warning) { result_.warnings.push_back(std::move(warning)); }
+
   // The run is over at `t`.
   Result finish(double t) {
     result_.summary.makespan_s = t;

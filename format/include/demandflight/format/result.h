@@ -69,6 +69,10 @@ struct Summary {
   std::map<Priority, Percentiles> latency_s_by_priority;
   double priority_pollution_s = 0;
   double makespan_s = 0;  // Virtual time at which the run ended (added field).
+  // Records that did nothing: cancels and set_priority records of demands that
+  // had ended already (their terminal came first).
+  std::uint64_t ignored_cancels = 0;
+  std::uint64_t ignored_set_priorities = 0;
 };
 
 struct Result {
@@ -79,6 +83,8 @@ struct Result {
   std::vector<DemandResult> demands;  // In trace (subscribe) order.
   std::vector<TaskResult> tasks;      // In start order.
   Summary summary;
+  // Settings of the run that cannot take effect, in words (also on stderr).
+  std::vector<std::string> warnings;
 };
 
 // Fills the latency fields of result.summary from result.demands.

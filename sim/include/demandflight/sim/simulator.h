@@ -47,6 +47,11 @@ struct SimOptions {
 
 format::Result simulate(const format::Trace& trace, const SimOptions& options);
 
+// Settings of `options` on `trace` that cannot take effect, in words (a
+// max_transfers above max_per_origin x the origins the artifacts use). The
+// simulator puts them into Result::warnings; the CLI prints them on stderr.
+std::vector<std::string> setting_warnings(const format::Trace& trace, const SimOptions& options);
+
 // The SimGrid settings (KEY:VALUE, for Engine::set_config) that make `model`;
 // none for lv08, SimGrid's own default.
 std::vector<std::string> simgrid_settings(format::NetworkModel model);
