@@ -177,6 +177,22 @@ class JsonOut {
 // Streams one record per line, so a run of a million demands never builds a
 // million-element JSON tree in memory; each line is what nlohmann's dump()
 // gives for that record (ResultJson.* checks it).
+std::string_view to_string(ServedBy served_by) {
+  switch (served_by) {
+    case ServedBy::none:
+      return "none";
+    case ServedBy::transfer:
+      return "transfer";
+    case ServedBy::join:
+      return "join";
+    case ServedBy::reattach:
+      return "reattach";
+    case ServedBy::cache:
+      return "cache";
+  }
+  return "none";
+}
+
 void write_result_json(const Result& result, const Trace& trace, std::ostream& out) {
   ojson head{{"format", "demandflight-result"}, {"version", 1},
              {"trace", result.trace_name},      {"model", result.model},
@@ -202,6 +218,18 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
     json.raw(",").key("outcome");
     if (d.ended) {
       json.string(to_string(d.outcome));
+    } else {
+      json.raw("null");
+    }
+    json.raw(",").key("task");
+    if (d.task != 0) {
+      json.number(d.task - 1);
+    } else {
+      json.raw("null");
+    }
+    json.raw(",").key("served_by");
+    if (d.served_by != ServedBy::none) {
+      json.string(to_string(d.served_by));
     } else {
       json.raw("null");
     }

@@ -73,6 +73,8 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
     d.t_end = times[(i + 1) % times.size()];
     d.outcome = static_cast<DemandOutcome>(i % 5);
     d.ended = i % 4 != 3;  // Some without a terminal: null t_end and outcome.
+    d.task = i % 3 == 0 ? 0 : i;  // Some served by no task: null.
+    d.served_by = static_cast<ServedBy>(i % 5);
     result.demands.push_back(d);
 
     TaskResult t;
@@ -106,7 +108,11 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
                          {"t_subscribe", d.t_subscribe},
                          {"t_end", d.ended ? ojson(d.t_end) : ojson(nullptr)},
                          {"outcome", d.ended ? ojson(std::string(to_string(d.outcome)))
-                                             : ojson(nullptr)}};
+                                             : ojson(nullptr)},
+                         {"task", d.task != 0 ? ojson(d.task - 1) : ojson(nullptr)},
+                         {"served_by", d.served_by != ServedBy::none
+                                           ? ojson(std::string(to_string(d.served_by)))
+                                           : ojson(nullptr)}};
     EXPECT_EQ(w.record_lines[i], expected.dump());
   }
   for (std::size_t i = 0; i < result.tasks.size(); ++i) {

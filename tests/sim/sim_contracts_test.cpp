@@ -379,5 +379,30 @@ TEST(SimContracts, IgnoredRecordsAreCountedAndUnreachableSettingsWarned) {
   EXPECT_EQ(fine.result["summary"]["ignored_cancels"], 0);
 }
 
+// Each demand's record says which task served it and how: it made the task,
+// joined it, re-attached to it as an orphan, or hit the cache.
+TEST(SimContracts, EachDemandSaysWhichTaskServedItAndHow) {
+  const std::string trace = header() + artifact("rock", 20'000'000) +
+                            sub(0, "maker", "a", "rock", 1) + sub(0.1, "joiner", "b", "rock", 2) +
+                            cancel(0.5, "maker") + cancel(0.5, "joiner") +  // An orphan now.
+                            sub(0.6, "back", "c", "rock", 1) + sub(9, "late", "d", "rock", 1);
+  const CliRun run = simulate(trace, {"--policy", "always-complete"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(demand_record(run.result, "maker")["served_by"], "transfer");
+  EXPECT_EQ(demand_record(run.result, "joiner")["served_by"], "join");
+  EXPECT_EQ(demand_record(run.result, "back")["served_by"], "reattach");
+  EXPECT_EQ(demand_record(run.result, "back")["outcome"], "succeeded");
+  EXPECT_EQ(demand_record(run.result, "late")["served_by"], "cache");
+  EXPECT_TRUE(demand_record(run.result, "late")["task"].is_null());
+  ASSERT_EQ(run.result["tasks"].size(), 1u);
+  for (const char* d : {"maker", "joiner", "back"})
+    EXPECT_EQ(demand_record(run.result, d)["task"], 0) << d;
+  // A demand refused at once is served by nothing.
+  const CliRun refused =
+      simulate(header() + artifact("rock", 1000) + sub(0, "d1", "a", "rock", 1, R"(, "timeout_s": 0)"));
+  ASSERT_EQ(refused.exit_code, 0) << refused.err;
+  EXPECT_TRUE(demand_record(refused.result, "d1")["served_by"].is_null());
+}
+
 }  // namespace
 }  // namespace dfl::testing

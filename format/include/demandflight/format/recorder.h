@@ -91,6 +91,7 @@ class ResultRecorder {
                                            DemandOutcome::failed, false});
     creating_artifact_ = r.artifact;
     subscribing_ = r.demand;
+    created_task_ = 0;
   }
 
   // --- What the runtime saw ----------------------------------------------------
@@ -126,6 +127,13 @@ class ResultRecorder {
     if (subscribing_ == kNoDemand) throw std::logic_error("a demand attached outside a subscribe");
     if (c.demand.slot >= live_.size()) live_.resize(c.demand.slot + 1);
     live_[c.demand.slot] = LiveDemand{c.demand.generation, true, subscribing_};
+    DemandResult& d = result_.demands[result_index_of_demand_[subscribing_]];
+    d.task = c.task.value;
+    // A task at the orphan level (no TaskPriorityChanged has raised it yet) is
+    // an orphan this demand re-attaches to.
+    d.served_by = c.task.value == created_task_     ? ServedBy::transfer
+                  : !track(c.task).effective ? ServedBy::reattach
+                                             : ServedBy::join;
     subscribing_ = kNoDemand;
   }
   void on(double, const DemandPriorityChanged&) {}  // The task's change, if any, follows.
@@ -138,6 +146,9 @@ class ResultRecorder {
     } else if (subscribing_ != kNoDemand) {
       demand = subscribing_;  // An immediate terminal: a cache hit or a refusal.
       subscribing_ = kNoDemand;
+      if (c.outcome == DemandOutcome::succeeded) {
+        result_.demands[result_index_of_demand_[demand]].served_by = ServedBy::cache;
+      }
     } else {
       throw std::logic_error("delivery to an unknown demand");
     }
@@ -168,6 +179,7 @@ class ResultRecorder {
   const TaskResult& on(double t, const TaskCreated& c) {
     if (c.task.value != result_.tasks.size() + 1) throw std::logic_error("task ids are not dense");
     track(c.task).key = key_of_artifact_[creating_artifact_];
+    created_task_ = c.task.value;
     TaskResult task;
     task.artifact = creating_artifact_;
     task.t_start = t;
@@ -389,7 +401,8 @@ class ResultRecorder {
   std::vector<LiveDemand> live_;
   std::uint32_t creating_artifact_ = 0;
   static constexpr std::uint32_t kNoDemand = 0xffffffff;
-  std::uint32_t subscribing_ = kNoDemand;  // The demand of the subscribe in progress.
+  std::uint32_t subscribing_ = kNoDemand;  // The demand of the subscribe in progress,
+  std::uint64_t created_task_ = 0;         // and the task it made, if any.
   static constexpr std::uint32_t kNoTrack = 0xffffffff;     // Not tracked yet.
   static constexpr std::uint32_t kEndedTrack = 0xfffffffe;  // Ended: released.
   std::vector<std::uint32_t> track_slot_;                   // By TaskId - 1: its slot in tracks_.

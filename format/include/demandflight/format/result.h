@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,13 @@
 #include "demandflight/format/trace.h"
 
 namespace dfl::format {
+
+// How a demand was served: it made the task (transfer), joined a live task
+// (join), re-attached to an orphan that was still running or finalizing
+// (reattach), or succeeded from the cache (cache); none for a demand refused
+// at once (a stale owner generation, a deadline already past).
+enum class ServedBy : std::uint8_t { none, transfer, join, reattach, cache };
+std::string_view to_string(ServedBy served_by);
 
 struct DemandResult {
   std::uint32_t demand = 0;  // Index into Trace::demand_ids.
@@ -39,6 +47,8 @@ struct DemandResult {
   double t_end = 0;
   DemandOutcome outcome = DemandOutcome::failed;
   bool ended = false;  // False only if the run stopped before its terminal (a bug).
+  std::uint64_t task = 0;  // The TaskId that served it (tasks[task - 1]); 0 for none.
+  ServedBy served_by = ServedBy::none;
 };
 
 struct TaskResult {
