@@ -573,19 +573,20 @@ class Scheduler::Impl {
 
   void enqueue(std::uint32_t t) { insert_queued(t); }
 
-  // The model's priority rule, applied after every change of a task's demands.
-  std::int64_t compute_effective(const Task& task) const {
+  // The model's priority rule, applied after every change of a task's demands:
+  // `demanded` is the highest priority its active demands ask for.
+  std::int64_t compute_effective(const Task& task, std::int64_t demanded) const {
     if (task.active_demands == 0) return kOrphanLevel;
     // Model rule: the legacy priority is the maximum ever seen.
     if (rules_.priority_never_falls) return task.max_ever;
-    return *task.priorities.max();
+    return demanded;
   }
 
   void update_priority(std::uint32_t t) {
     Task& task = tasks_[t];
-    const std::int64_t effective = compute_effective(task);
     const std::int64_t demanded =
         task.active_demands == 0 ? kOrphanLevel : std::int64_t{*task.priorities.max()};
+    const std::int64_t effective = compute_effective(task, demanded);
     if (effective == task.effective && demanded == task.demanded) return;
     if (effective != task.effective && task.state() == TaskState::queued) {
       remove_queued(t);

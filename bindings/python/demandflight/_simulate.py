@@ -58,19 +58,18 @@ def _child_error(stderr: str) -> Dict[str, Any]:
     return {}
 
 
-def _pass_on_stderr(stderr: str) -> None:
+def _pass_on_stderr(stderr: str, error: Dict[str, Any]) -> None:
     """What the child printed to stderr (a Python policy's print() among it), without its
-    error report, goes to this process's stderr."""
+    error report ``error``, goes to this process's stderr."""
     lines = stderr.splitlines(keepends=True)
-    if lines and lines[-1].startswith("{") and _child_error(stderr):
+    if error:
         lines = lines[:-1]
     text = "".join(lines).strip("\n")
     if text:
         sys.stderr.write(text + "\n")
 
 
-def _raise_child_error(stderr: str, returncode: int) -> None:
-    error = _child_error(stderr)
+def _raise_child_error(error: Dict[str, Any], stderr: str, returncode: int) -> None:
     kind, message = error.get("type"), error.get("message", stderr.strip())
     if error.get("from_policy") and error.get("pickled"):
         # A Python policy raised: the same exception comes back, with where it was raised.
@@ -111,9 +110,10 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
     proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
                           capture_output=True, env=_child_env(), check=False)
     stderr = proc.stderr.decode(errors="replace")
-    _pass_on_stderr(stderr)
+    error = _child_error(stderr)
+    _pass_on_stderr(stderr, error)
     if proc.returncode != 0:
-        _raise_child_error(stderr, proc.returncode)
+        _raise_child_error(error, stderr, proc.returncode)
     return proc.stdout.decode()
 
 
