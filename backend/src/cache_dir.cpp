@@ -96,6 +96,39 @@ int open_staging(const fs::path& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 }
 
+// The digest kept with an object: its 32 bytes, which ext4 keeps inside a
+// 256-byte inode beside the attribute's name (64 hex digits do not fit and
+// cost a block of their own per object). Attributes of 64 hex digits, as
+// earlier versions wrote them, are read too.
+void write_digest_attribute(int fd, const std::string& hex) {
+  if (!is_digest(hex)) return;
+  Sha256::Digest raw{};
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    raw[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  ::fsetxattr(fd, kDigestAttribute, raw.data(), raw.size(), 0);  // Best effort.
+}
+
+std::optional<std::string> read_digest_attribute(int fd) {
+  char value[64] = {};
+  const ssize_t n = ::fgetxattr(fd, kDigestAttribute, value, sizeof value);
+  if (n == 32) {
+    Sha256::Digest raw{};
+    std::memcpy(raw.data(), value, raw.size());
+    return Sha256::hex(raw);
+  }
+  if (n == 64 && is_digest(std::string_view(value, 64))) return std::string(value, 64);
+  return std::nullopt;
+}
+
+// The owner id in a locks/ file name (owner-<owner>, or .new-<owner> while
+// it is being made); empty for any other file.
+std::string owner_of_lock(const std::string& name) {
+  if (name.rfind("owner-", 0) == 0) return name.substr(6);
+  if (name.rfind(".new-", 0) == 0) return name.substr(5);
+  return {};
+}
+
 bool is_object_name(const std::string& name) {
   if (name.size() != 64) return false;
   for (char c : name) {
@@ -616,6 +649,19 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
     if (ec) throw std::runtime_error("cannot create " + dir->string() + ": " + ec.message());
   }
   take_owner_lock();
+  // locks/ as this CacheDir leaves it, before it looks for other owners: one
+  // arriving from now on moves its time (see alone()). The key locks' file
+  // is made now, so that the first key lock changes nothing.
+  if (const int keys = ::open((locks_ / "keys").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      keys >= 0) {
+    ::close(keys);
+  }
+  locks_fd_ = ::open(locks_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat locks_stat {};
+  if (locks_fd_ < 0 || ::fstat(locks_fd_, &locks_stat) != 0) {
+    alone_.store(false, std::memory_order_relaxed);
+  }
+  locks_mtime_ = locks_stat.st_mtim;
   remove_dead_staging();
   rescan_objects(/*at_open=*/true);
 
@@ -636,6 +682,7 @@ CacheDir::~CacheDir() {
     committer_.join();  // It commits what is still waiting first.
   }
   if (objects_fd_ >= 0) ::close(objects_fd_);
+  if (locks_fd_ >= 0) ::close(locks_fd_);
   if (owner_fd_ >= 0) {
     // Gone: a later start-up may remove what this owner left in staging/.
     ::unlink((locks_ / ("owner-" + owner_)).c_str());
@@ -645,15 +692,23 @@ CacheDir::~CacheDir() {
 
 void CacheDir::take_owner_lock() {
   // Locked under a temporary name, then renamed into place: no other
-  // CacheDir ever sees the owner file unlocked.
+  // CacheDir ever sees the owner file unlocked. Another CacheDir's start-up
+  // may take the temporary file for a dead owner's between its creation and
+  // its lock, lock it for a moment and remove it: then the lock or the rename
+  // fails, and this tries again.
   const fs::path fresh = locks_ / (".new-" + owner_);
-  owner_fd_ = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (owner_fd_ < 0) throw std::runtime_error(errno_text("cannot create", fresh));
-  if (retry_eintr([&] { return ::flock(owner_fd_, LOCK_EX | LOCK_NB); }) != 0 ||
-      ::rename(fresh.c_str(), (locks_ / ("owner-" + owner_)).c_str()) != 0) {
-    const std::string message = errno_text("cannot lock", fresh);
-    ::unlink(fresh.c_str());
-    throw std::runtime_error(message);
+  const fs::path final_name = locks_ / ("owner-" + owner_);
+  for (int attempt = 0;; ++attempt) {
+    owner_fd_ = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (owner_fd_ < 0) throw std::runtime_error(errno_text("cannot create", fresh));
+    const bool locked = retry_eintr([&] { return ::flock(owner_fd_, LOCK_EX | LOCK_NB); }) == 0;
+    if (locked && ::rename(fresh.c_str(), final_name.c_str()) == 0) return;
+    const int error = errno;
+    ::close(std::exchange(owner_fd_, -1));
+    ::unlink(fresh.c_str());  // This CacheDir's own name, if it is still there.
+    if (attempt < 16) continue;
+    errno = error;
+    throw std::runtime_error(errno_text("cannot lock", fresh));
   }
 }
 
@@ -687,17 +742,18 @@ void CacheDir::remove_dead_staging() {
   // The owner locks of owners that are gone (a crash left them).
   for (const auto& entry : fs::directory_iterator(locks_, ec)) {
     const std::string name = entry.path().filename().string();
-    std::string owner;
-    if (name.rfind("owner-", 0) == 0) owner = name.substr(6);
-    if (name.rfind(".new-", 0) == 0) owner = name.substr(5);
+    const std::string owner = owner_of_lock(name);
     if (owner.empty() || owner == owner_) continue;
     const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) continue;  // Gone meanwhile: its unlink moved locks/'s time.
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, entry.path())) {
-      ::unlink(entry.path().c_str());
+      ::unlink(entry.path().c_str());  // Moves locks/'s time: not alone().
+    } else {
+      alone_.store(false, std::memory_order_relaxed);  // Another owner is open.
     }
     ::close(fd);
   }
+  if (ec) alone_.store(false, std::memory_order_relaxed);
 }
 
 void CacheDir::rescan_objects(bool at_open) {
@@ -820,13 +876,11 @@ std::optional<CacheDir::ObjectInfo> CacheDir::stat_object(const ArtifactKey& key
     info.sha256 = it->second.sha256;
   }
   if (with_digest && info.sha256.empty()) {
-    char digest[65] = {};
-    const ssize_t n = ::fgetxattr(fd, kDigestAttribute, digest, 64);
-    if (n == 64 && is_digest(std::string_view(digest, 64))) {
-      info.sha256.assign(digest, 64);
+    if (auto kept = read_digest_attribute(fd)) {
+      info.sha256 = std::move(*kept);
     } else if (Sha256 hash; hash_file(fd, hash)) {  // No attribute here: hashed once.
       info.sha256 = Sha256::hex(hash.finish());
-      ::fsetxattr(fd, kDigestAttribute, info.sha256.data(), 64, 0);  // Best effort.
+      write_digest_attribute(fd, info.sha256);
     }
     std::lock_guard lock(mutex_);
     if (auto it = index_.find(name); it != index_.end() && it->second.size == info.size)
@@ -877,7 +931,6 @@ CacheDir::KeyLock& CacheDir::KeyLock::operator=(KeyLock&& other) noexcept {
   if (this != &other) {
     release();
     fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
   }
   return *this;
 }
@@ -885,25 +938,32 @@ CacheDir::KeyLock& CacheDir::KeyLock::operator=(KeyLock&& other) noexcept {
 void CacheDir::KeyLock::release() {
   if (fd_ == -2) fd_ = -1;  // A lock that held nothing.
   if (fd_ < 0) return;
-  // Removed while still held: whoever waits on the old file sees it is no
-  // longer the lock and opens the new one.
-  ::unlink(path_.c_str());
+  // The byte's lock belongs to this open file description: closing it
+  // releases the lock, and nothing is left on the disk to remove.
   ::close(std::exchange(fd_, -1));
 }
 
 std::optional<CacheDir::KeyLock> CacheDir::try_lock_key(const ArtifactKey& key) {
-  const fs::path path = locks_ / (object_name(key) + ".key");
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return KeyLock{-2, {}};  // No lock to be had: fetch unguarded.
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd);
-      return std::nullopt;  // Another fetch of the key, here or in another process.
-    }
-    if (same_file(fd, path)) return KeyLock{fd, path};
-    ::close(fd);  // Its holder removed it while we opened it: try the new one.
-  }
-  return std::nullopt;
+  // One lock file for every key, one byte of it per key (at the first 60
+  // bits of the object's name, itself a SHA-256: the same in every build), locked with an open file description lock: a fetch
+  // creates and removes no lock file of its own, which on ext4 cost two
+  // inode changes in a shared directory per artifact. Each lock opens the
+  // file anew, so two fetches in one process exclude each other as two
+  // processes do. Two keys whose hashes meet only wait for each other.
+  const fs::path path = locks_ / "keys";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return KeyLock{-2};  // No lock to be had: fetch unguarded.
+  const std::uint64_t offset = std::stoull(object_name(key).substr(0, 15), nullptr, 16);
+  struct flock range {};
+  range.l_type = F_WRLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = static_cast<off_t>(offset);
+  range.l_len = 1;
+  if (::fcntl(fd, F_OFD_SETLK, &range) == 0) return KeyLock{fd};
+  const int error = errno;
+  ::close(fd);
+  if (error == EAGAIN || error == EACCES) return std::nullopt;  // Another fetch of the key.
+  return KeyLock{-2};  // A file system without such locks: fetch unguarded.
 }
 
 // --- Eviction --------------------------------------------------------------------
@@ -1014,8 +1074,22 @@ std::variant<CacheDir::Staging, IoError> CacheDir::begin(const ArtifactKey& key,
   return staging;
 }
 
+bool CacheDir::alone() const {
+  if (!alone_.load(std::memory_order_relaxed)) return false;
+  struct stat st {};
+  if (::fstat(locks_fd_, &st) != 0 || st.st_mtim.tv_sec != locks_mtime_.tv_sec ||
+      st.st_mtim.tv_nsec != locks_mtime_.tv_nsec) {
+    alone_.store(false, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
 std::optional<CacheDir::Staging> CacheDir::adopt_partial(const ArtifactKey& key,
                                                          std::uint64_t size_hint) {
+  // Only an owner that was open at some time since this CacheDir opened
+  // can have died and left a file: the start-up removed all the others'.
+  if (alone()) return std::nullopt;
   const std::string name = object_name(key);
   std::error_code ec;
   fs::path best;
@@ -1098,7 +1172,7 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
   }
   // The digest goes with the object (best effort: without it, a later
   // CacheDir hashes the object when a caller asks for its digest).
-  if (core.fd >= 0) ::fsetxattr(core.fd, kDigestAttribute, digest.data(), digest.size(), 0);
+  if (core.fd >= 0) write_digest_attribute(core.fd, digest);
   return close ? close_staged(core) : std::nullopt;
 }
 

@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -208,6 +209,31 @@ std::size_t files_in(const fs::path& dir) {
   return n;
 }
 
+TEST(CacheDir, CacheDirsOpeningTogetherNeverTakeEachOthersOwnerLock) {
+  // A start-up removes the owner files it can lock; one that another
+  // CacheDir has just created and not yet locked must not make that one fail.
+  const fs::path root = scratch("open-together");
+  std::atomic<int> failures{0};
+  std::string first_error;
+  std::mutex error_mutex;
+  auto open_many = [&] {
+    for (int i = 0; i < 300; ++i) {
+      try {
+        CacheDir cache(root);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(error_mutex);
+        if (failures++ == 0) first_error = e.what();
+      }
+    }
+  };
+  std::thread a(open_many), b(open_many), c(open_many);
+  a.join();
+  b.join();
+  c.join();
+  EXPECT_EQ(failures.load(), 0) << first_error;
+  EXPECT_EQ(files_in(root / "locks"), 1u) << "only the key locks' file is left";
+}
+
 TEST(CacheDir, StartUpRemovesOnlyTheStagingOfOwnersThatAreGone) {
   const fs::path root = scratch("owners");
   // Another process, mid-download.
@@ -306,6 +332,38 @@ TEST(CacheDir, AnObjectsDigestIsKeptWithItAndReadByAnotherCacheDir) {
   EXPECT_FALSE(third.stat_object(key("missing"), true));
 }
 
+TEST(CacheDir, TheDigestIsKeptAsItsThirtyTwoBytesAndOldHexAttributesAreStillRead) {
+  const fs::path root = scratch("digest-bytes");
+  {
+    CacheDir cache(root);
+    CacheDir::Staging staging = begin(cache, key("x"));
+    ASSERT_FALSE(staging.write("hello", 5));
+    ASSERT_FALSE(cache.commit(std::move(staging), 5, std::nullopt));
+  }
+  const std::string path = CacheDir(root).object_path(key("x")).string();
+  char value[80] = {};
+  const ssize_t n = ::getxattr(path.c_str(), "user.demandflight.sha256", value, sizeof value);
+  if (n < 0) GTEST_SKIP() << "no extended attributes on this file system";
+  // 32 bytes: on ext4 with 256-byte inodes the attribute fits in the inode
+  // (64 hex digits took a 4 KiB block of their own per object).
+  ASSERT_EQ(n, 32);
+  EXPECT_EQ(Sha256::hex([&] {
+              Sha256::Digest raw{};
+              std::memcpy(raw.data(), value, raw.size());
+              return raw;
+            }()),
+            Sha256::hex_of("hello"));
+  // What a cache written by an earlier version holds: the 64 hex digits.
+  const std::string hex = Sha256::hex_of("hello");
+  ASSERT_EQ(::setxattr(path.c_str(), "user.demandflight.sha256", hex.data(), hex.size(), 0), 0);
+  CacheDir reopened(root);
+  EXPECT_EQ(reopened.stat_object(key("x"), true)->sha256, hex);
+  // A damaged attribute is not believed: the bytes are hashed.
+  ASSERT_EQ(::setxattr(path.c_str(), "user.demandflight.sha256", "zz", 2, 0), 0);
+  CacheDir third(root);
+  EXPECT_EQ(third.stat_object(key("x"), true)->sha256, hex);
+}
+
 TEST(CacheDir, ADeadOwnersPartialIsAdoptedUpToItsLastWholeBuffer) {
   const fs::path root = scratch("adopt");
   const std::string bytes(CacheDir::kBufferBytes * 2 + 1000, 'z');
@@ -328,6 +386,26 @@ TEST(CacheDir, ADeadOwnersPartialIsAdoptedUpToItsLastWholeBuffer) {
   EXPECT_FALSE(cache.commit(std::move(*adopted), bytes.size(), Sha256::hex_of(bytes)));
   EXPECT_EQ(read(cache.object_path(key("big"))), bytes);
   EXPECT_TRUE(fs::is_empty(root / "staging"));
+}
+
+TEST(CacheDir, APartialOfAnOwnerThatOpenedLaterAndDiedIsAdoptedToo) {
+  // adopt_partial lists staging/ only once locks/ has shown another owner;
+  // one that arrives after this CacheDir looked must still be noticed.
+  const fs::path root = scratch("adopt-later");
+  const std::string bytes(CacheDir::kBufferBytes + 10, 'y');
+  CacheDir cache(root);
+  EXPECT_FALSE(cache.adopt_partial(key("late"))) << "nobody else has been here";
+  OtherProcess other(root, [&](CacheDir& theirs) {
+    static std::optional<CacheDir::Staging> staging;
+    auto begun = theirs.begin(key("late"));
+    staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
+    return !staging->write(bytes.data(), bytes.size());
+  });
+  ASSERT_TRUE(other.worked());
+  other.kill();
+  auto adopted = cache.adopt_partial(key("late"));
+  ASSERT_TRUE(adopted) << "the owner that came and died was not noticed";
+  EXPECT_EQ(adopted->bytes(), CacheDir::kBufferBytes);
 }
 
 // A gate the committer thread can be held at (from inside a `done`).

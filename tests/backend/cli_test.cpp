@@ -105,7 +105,7 @@ TEST_F(CliTest, FetchDuplicateCallersShareOneTransferPerArtifact) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("succeeded 9"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("transfers 3, installs 3"), std::string::npos) << run.out;
-  const json stats = server().stats();
+  json stats = server().stats();
   for (const char* path : {"/a.bin", "/b.bin", "/c.bin"})
     EXPECT_EQ(stats[path]["requests"], 1) << path;
 }
@@ -387,7 +387,7 @@ TEST_F(CliTest, TwoFetchProcessesOnOneCacheTransferEachArtifactOnceInTotal) {
   EXPECT_EQ(b.wait(), 0) << read(b.err_path);
   EXPECT_NE(read(a.out_path).find("succeeded 4, failed 0"), std::string::npos) << read(a.out_path);
   EXPECT_NE(read(b.out_path).find("succeeded 4, failed 0"), std::string::npos) << read(b.out_path);
-  const json stats = server().stats();
+  json stats = server().stats();
   for (int i = 0; i < 6; ++i) {
     const std::string name = "m" + std::to_string(i) + ".bin";
     EXPECT_EQ(stats["/" + name]["requests"], 1) << name << ": transferred once in total";
@@ -421,7 +421,7 @@ TEST_F(CliTest, AFetchKilledMidTransferIsTakenOverByTheOtherFromWhatItStaged) {
   server().release("/big.bin");
   EXPECT_EQ(b.wait(), 0) << read(b.err_path);
   EXPECT_EQ(read(object("big.bin")), content("big.bin", 6 * kMiB));
-  const json stats = server().stats()["/big.bin"];
+  json stats = server().stats()["/big.bin"];
   EXPECT_EQ(stats["requests"], 2);
   ASSERT_EQ(stats["ranges"].size(), 2u) << stats.dump();
   EXPECT_TRUE(stats["ranges"][0].is_null()) << "the first run asked for it all";

@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,9 @@ class LoopbackServer {
     if (::pipe(out) != 0) throw std::runtime_error("pipe");
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Gone with the test, also when the test aborts: a server left behind
+      // keeps ctest's output pipe open, and ctest waits for it.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(out[1], 1);
       ::close(out[0]);
       ::execl(DFL_PYTHON, DFL_PYTHON, DFL_LOOPBACK_SERVER, "--root", root.c_str(),

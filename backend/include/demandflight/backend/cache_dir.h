@@ -11,8 +11,10 @@
 //                      written by the CacheDir whose owner id is <owner>;
 //   locks/owner-<owner> held (flock, exclusive) by that CacheDir while it is
 //                      open: the kernel releases it when its process dies;
-//   locks/<object>.key held (flock, exclusive) by whichever CacheDir is
-//                      fetching that object, in any process (KeyLock).
+//   locks/keys         one byte per object (at the first 60 bits of its
+//                      name) held (open file description lock, exclusive)
+//                      by whichever CacheDir is fetching that object, in
+//                      any process (KeyLock).
 //
 // Several processes, and several CacheDirs in one process, may open one root
 // at once. What they share is on disk: the objects, the staging files and
@@ -317,13 +319,12 @@ class CacheDir {
 
   // The exclusive right to fetch one key, across processes: whoever holds it
   // transfers and installs the key, the others wait for its object.
-  // Released (and its lock file removed) by release() or destruction, and
-  // by the kernel when the process dies.
+  // Released by release() or destruction, and by the kernel when the
+  // process dies.
   class KeyLock {
    public:
     KeyLock() = default;
-    KeyLock(KeyLock&& other) noexcept
-        : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+    KeyLock(KeyLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
     KeyLock& operator=(KeyLock&& other) noexcept;
     KeyLock(const KeyLock&) = delete;
     KeyLock& operator=(const KeyLock&) = delete;
@@ -333,12 +334,12 @@ class CacheDir {
 
    private:
     friend class CacheDir;
-    KeyLock(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+    explicit KeyLock(int fd) : fd_(fd) {}
     int fd_ = -1;
-    std::filesystem::path path_;
   };
   // The key's lock, or nullopt while another holder has it. Where the lock
-  // file cannot be made (a read-only locks/), a KeyLock that holds nothing is
+  // file cannot be opened (a read-only locks/) or its file system has no
+  // byte-range locks, a KeyLock that holds nothing is
   // returned: the fetch goes on without cross-process exclusion.
   std::optional<KeyLock> try_lock_key(const ArtifactKey& key);
 
@@ -350,6 +351,13 @@ class CacheDir {
     std::string sha256;
   };
   std::optional<ObjectInfo> stat_object(const ArtifactKey& key, bool with_digest);
+
+  // Whether this CacheDir has had the root to itself since it opened: no
+  // other owner was open then, and none has opened or closed since (locks/
+  // is as this CacheDir left it: owners coming and going are its only
+  // changes). Then nothing but this CacheDir has installed, evicted or
+  // staged anything here. One fstat; once false, false for good.
+  bool alone() const;
 
   // This CacheDir's owner id (the <owner> of its staging files and lock).
   const std::string& owner_id() const { return owner_; }
@@ -430,6 +438,9 @@ class CacheDir {
   void remove_dead_staging();
   // Whether the CacheDir with this owner id is still open (in any process).
   bool owner_alive(const std::string& owner) const;
+  int locks_fd_ = -1;              // locks/, for alone().
+  struct timespec locks_mtime_ {};  // locks/ as this CacheDir left it on opening.
+  mutable std::atomic<bool> alone_{true};
   // (Re)reads objects/ into the index: what other processes installed or
   // evicted since becomes known. Keeps the known objects' order of use.
   // `at_open`: an error throws (else the index stays as it was).
