@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -58,17 +59,8 @@ Weights parse_weights(const std::string& text) {
   Weights w;
   const policies::PolicySpec spec = policies::parse_policy_spec("weights:" + text);
   for (const auto& [key, value] : spec.params) {
-    double v = 0;
     try {
-      std::size_t used = 0;
-      v = std::stod(value, &used);
-      if (used != value.size()) throw std::invalid_argument("");
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--weights: " + key + "=\"" + value +
-                                  "\" is not a non-negative number");
-    }
-    try {
-      format::set_weight(w, key, v);
+      format::set_weight(w, key, value);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--weights: ") + e.what());
     }
@@ -85,13 +77,15 @@ struct Column {
   bool spread;  // Show mean±sd in the table.
 };
 constexpr int precision_of(std::string_view name) {
-  if (name == "gb" || name == "wasted_gb" || name == "score" || name == "regret") return 3;
+  if (name == "gb" || name == "wasted_gb" || name == "score" || name == "regret" ||
+      name == "vs_oracle")
+    return 3;
   if (name == "deadline_misses" || name == "cache_hits") return 1;
   return 2;
 }
 constexpr bool spread_of(std::string_view name) {
   return name == "gb" || name == "wasted_gb" || name == "critical_p95_s" || name == "score" ||
-         name == "regret";
+         name == "regret" || name == "vs_oracle";
 }
 constexpr auto make_columns() {
   std::array<Column, std::size(format::kMetricFields)> columns{};
@@ -106,6 +100,8 @@ constexpr auto kColumns = make_columns();
 struct Run {
   std::size_t trace = 0;  // Index into the trace arguments.
   std::string model, policy;
+  std::string spec;                 // What runs: the policy, with the oracle's weights.
+  std::vector<std::string> extra;   // More arguments (the oracle's bases).
   std::uint64_t seed = 0;
   fs::path trace_file, out, err;
   Metrics metrics;
@@ -120,8 +116,9 @@ std::string self_exe() {
 
 pid_t spawn(const std::string& exe, const Run& run) {
   std::vector<std::string> args = {
-      exe,        "sim",    run.trace_file.string(),  "--model", run.model,        "--policy",
-      run.policy, "--seed", std::to_string(run.seed), "--out",   run.out.string(), "--quiet"};
+      exe,      "sim",    run.trace_file.string(),  "--model", run.model,        "--policy",
+      run.spec, "--seed", std::to_string(run.seed), "--out",   run.out.string(), "--quiet"};
+  args.insert(args.end(), run.extra.begin(), run.extra.end());
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -255,9 +252,25 @@ class Compare {
         policies.push_back(spec);
       }
     }
-    if (std::find(policies.begin(), policies.end(), "oracle") == policies.end()) {
-      policies.push_back("oracle");
+    // The oracle runs once per trace, model and seed, with the comparison's
+    // weights and every compared policy among its bases (sim/oracle.h).
+    policies.erase(std::remove_if(policies.begin(), policies.end(),
+                                  [](const std::string& p) {
+                                    return policies::parse_policy_spec(p).name == "oracle";
+                                  }),
+                   policies.end());
+    std::vector<std::string> oracle_extra;
+    for (const std::string& p : policies) {
+      oracle_extra.push_back("--oracle-base");
+      oracle_extra.push_back(p);
     }
+    std::string oracle_spec = "oracle:";
+    for (const auto& [name, value] : format::weight_values(weights)) {
+      char number[64];
+      std::snprintf(number, sizeof number, "%.17g", value);
+      oracle_spec += (oracle_spec.back() == ':' ? "" : ",") + name + "=" + number;
+    }
+    policies.push_back("oracle");
 
     const TempDir scratch("dfl-compare");
     tmp_ = scratch.path();
@@ -287,6 +300,8 @@ class Compare {
             r.trace = i;
             r.model = model;
             r.policy = policy;
+            r.spec = policy == "oracle" ? oracle_spec : policy;
+            if (policy == "oracle") r.extra = oracle_extra;
             r.seed = first_seed_ + static_cast<std::uint64_t>(k);
             r.trace_file = files[i][static_cast<std::size_t>(k)];
             const std::string id = std::to_string(runs.size());
@@ -302,8 +317,15 @@ class Compare {
     std::map<std::tuple<std::size_t, std::string, std::uint64_t>, double> oracle;
     for (const Run& r : runs)
       if (r.policy == "oracle") oracle[{r.trace, r.model, r.seed}] = r.metrics.score;
-    for (Run& r : runs)
-      r.metrics.regret = r.metrics.score - oracle.at({r.trace, r.model, r.seed});
+    for (Run& r : runs) {
+      const double bound = oracle.at({r.trace, r.model, r.seed});
+      r.metrics.regret = r.metrics.score - bound;
+      // As caching papers report cost against OPT: 1 is the oracle's.
+      r.metrics.vs_oracle = bound > 0 ? r.metrics.score / bound
+                            : r.metrics.score == bound
+                                ? 1.0
+                                : std::numeric_limits<double>::infinity();
+    }
 
     std::vector<Row> rows;
     for (const Run& r : runs) {

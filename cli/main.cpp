@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
                   "a SimGrid setting KEY:VALUE applied after the model's (repeatable), e.g. "
                   "network/latency-factor:2")
       ->allow_extra_args(false);
+  sim->add_option("--oracle-base", options.oracle_bases,
+                  "with --policy oracle: a policy the oracle also starts from (repeatable; "
+                  "every built-in policy with its defaults always is one)");
   sim->add_option("--out", out_path, "write the result JSON here");
   sim->add_option("--timeline", timeline_path, "write a Chrome/Perfetto trace-event JSON here");
   sim->add_option("--transfer-log", transfer_log_path,
@@ -173,6 +176,14 @@ int main(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "demandflight sim: --policy: %s\n", e.what());
       return 2;
+    }
+    for (const std::string& base : options.oracle_bases) {
+      try {
+        check_sim_policy(base);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "demandflight sim: --oracle-base: %s\n", e.what());
+        return 2;
+      }
     }
     cli::load_simulator();  // Before the clock: loading SimGrid is not simulating.
     using clock = std::chrono::steady_clock;

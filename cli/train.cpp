@@ -63,7 +63,7 @@ class ExampleRecorder final : public OrphanPolicy {
   std::vector<bool> y;
 
  private:
-  sim::OraclePolicy future_;
+  sim::LookaheadPolicy future_;
   policies::ExpectedValuePolicy online_;
   double horizon_s_;
 };

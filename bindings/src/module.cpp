@@ -529,7 +529,8 @@ PYBIND11_MODULE(_core, m) {
         const format::Metrics scored = format::score_result_json(result_json, weights_from(weights));
         py::dict out;
         for (const format::MetricField& f : format::kMetricFields) {
-          if (std::string_view(f.name) != "regret") out[f.name] = scored.*f.field;
+          const std::string_view name = f.name;
+          if (name != "regret" && name != "vs_oracle") out[f.name] = scored.*f.field;
         }
         return out;
       },

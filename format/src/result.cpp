@@ -285,7 +285,11 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
                 {"ignored_cancels", s.ignored_cancels},
                 {"ignored_set_priorities", s.ignored_set_priorities}};
   json.raw("],\n\"summary\": ").raw(summary.dump());
-  json.raw(",\n\"warnings\": ").raw(ojson(result.warnings).dump()).raw("}\n");
+  json.raw(",\n\"warnings\": ").raw(ojson(result.warnings).dump());
+  if (!result.policy_report_json.empty()) {
+    json.raw(",\n\"policy_report\": ").raw(result.policy_report_json);
+  }
+  json.raw("}\n");
   json.flush();
 }
 

@@ -51,6 +51,21 @@ void set_weight(Weights& w, std::string_view name, double value) {
                               ")");
 }
 
+void set_weight(Weights& w, std::string_view name, const std::string& text) {
+  double value = 0;
+  std::size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size()) {
+    throw std::invalid_argument(std::string(name) + "=\"" + text +
+                                "\" is not a non-negative number");
+  }
+  set_weight(w, name, value);
+}
+
 Metrics score_result_json(std::string_view text, const Weights& w) {
   try {
     const nlohmann::json result = nlohmann::json::parse(text);

@@ -50,9 +50,13 @@ std::vector<std::pair<std::string, std::string>> list_orphan_policies() {
           {"learned",
            "logistic regression of P(reuse) on the view, fitted by demandflight train; "
            "decides like expected-value (model=FILE,queue_weight=1,keep=0)"},
-          {"oracle",
+          {"lookahead",
            "simulator only: reads the rest of the trace; completes exactly when the key is asked "
-           "for again before it would be evicted"}};
+           "for again before it would be evicted, keeps the partial when it would be evicted first"},
+          {"oracle",
+           "simulator only: the hindsight bound; tries every choice at every orphan by running the "
+           "simulation on in a forked child, keeps the best score (weights as parameters: "
+           "gb,wasted_gb,p95_critical_s,deadline_miss,pollution_s)"}};
 }
 
 namespace {
@@ -159,10 +163,10 @@ std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
     }
     return std::make_shared<LearnedPolicy>(LearnedModel::load(*model), params);
   }
-  if (parsed.name == "oracle") {
-    throw std::invalid_argument(
-        "policy oracle reads the rest of the trace: it exists only in the simulator "
-        "(demandflight sim / compare)");
+  if (parsed.name == "oracle" || parsed.name == "lookahead") {
+    throw std::invalid_argument("policy " + parsed.name +
+                                " reads the rest of the trace: it exists only in the simulator "
+                                "(demandflight sim / compare)");
   }
   if (parsed.name == "low-priority") {
     no_params();

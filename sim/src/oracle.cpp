@@ -1,8 +1,16 @@
 #include "demandflight/sim/oracle.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "demandflight/policies/registry.h"
 
@@ -10,16 +18,40 @@ namespace dfl::sim {
 using namespace dfl::format;
 
 namespace {
-// Past this many subscribes between now and the next request, the oracle
+// Past this many subscribes between now and the next request, lookahead
 // takes the artifact as evicted (and keeps only the partial).
 constexpr std::uint32_t kMaxScan = 1u << 22;
+
+// In a child of the oracle: where its score goes, and the weights to score
+// with. One oracle per process (one simulation per process).
+int g_rollout_fd = -1;
+format::Weights g_rollout_weights;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The weights in an oracle spec's parameters (all of them optional).
+format::Weights oracle_weights(const policies::PolicySpec& spec) {
+  format::Weights w;
+  for (const auto& [name, value] : spec.params) {
+    try {
+      format::set_weight(w, name, value);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("policy oracle: ") + e.what());
+    }
+  }
+  return w;
+}
 }  // namespace
 
 void check_sim_policy(std::string_view spec) {
   const policies::PolicySpec parsed = policies::parse_policy_spec(spec);
   if (parsed.name == "oracle") {
+    oracle_weights(parsed);
+    return;
+  }
+  if (parsed.name == "lookahead") {
     if (!parsed.params.empty()) {
-      throw std::invalid_argument("policy oracle takes no parameters (got \"" +
+      throw std::invalid_argument("policy lookahead takes no parameters (got \"" +
                                   parsed.params.begin()->first + "\")");
     }
     return;
@@ -27,15 +59,182 @@ void check_sim_policy(std::string_view spec) {
   policies::make_orphan_policy(spec);
 }
 
-std::shared_ptr<OrphanPolicy> make_sim_policy(std::string_view spec, const Trace& trace) {
-  check_sim_policy(spec);
-  if (policies::parse_policy_spec(spec).name == "oracle") {
-    return std::make_shared<OraclePolicy>(trace);
+std::vector<std::string> default_oracle_bases() {
+  std::vector<std::string> bases;
+  for (const auto& [name, what] : policies::list_orphan_policies()) {
+    if (name == "oracle" || name == "learned") continue;  // Itself; needs a model file.
+    bases.push_back(name);
   }
+  return bases;
+}
+
+std::shared_ptr<OrphanPolicy> make_sim_policy(std::string_view spec, const Trace& trace,
+                                              const std::vector<std::string>& oracle_bases) {
+  check_sim_policy(spec);
+  const policies::PolicySpec parsed = policies::parse_policy_spec(spec);
+  if (parsed.name == "oracle") {
+    std::vector<std::string> bases = oracle_bases.empty() ? default_oracle_bases() : oracle_bases;
+    // Every default base is in, also when more are given: the bound holds
+    // against each of them whatever a comparison names.
+    if (!oracle_bases.empty()) {
+      for (std::string& name : default_oracle_bases()) {
+        if (std::find(bases.begin(), bases.end(), name) == bases.end())
+          bases.push_back(std::move(name));
+      }
+    }
+    return std::make_shared<HindsightOracle>(trace, oracle_weights(parsed), std::move(bases));
+  }
+  if (parsed.name == "lookahead") return std::make_shared<LookaheadPolicy>(trace);
   return policies::make_orphan_policy(spec);
 }
 
-OraclePolicy::OraclePolicy(const Trace& trace) {
+// --- oracle ------------------------------------------------------------------------
+
+bool in_rollout() { return g_rollout_fd >= 0; }
+
+void finish_rollout(const Result& result, const Trace& trace) {
+  double score = kInf;
+  try {
+    std::ostringstream json;
+    write_result_json(result, trace, json);
+    score = format::score_result_json(json.str(), g_rollout_weights).score;
+  } catch (...) {  // An infinite score: the parent never takes this run.
+  }
+  const bool sent = ::write(g_rollout_fd, &score, sizeof score) == sizeof score;
+  ::_exit(sent ? 0 : 1);  // No destructor, no stdio flush: the parent owns the outputs.
+}
+
+HindsightOracle::HindsightOracle(const Trace& trace, const format::Weights& weights,
+                                 std::vector<std::string> base_specs)
+    : trace_(trace), weights_(weights) {
+  for (std::string& spec : base_specs) {
+    if (policies::parse_policy_spec(spec).name == "oracle") continue;
+    std::shared_ptr<OrphanPolicy> policy = make_sim_policy(spec, trace);
+    bases_.push_back(Base{std::move(spec), std::move(policy)});
+  }
+  if (bases_.empty()) throw std::invalid_argument("policy oracle: no base policy");
+}
+
+HindsightOracle::~HindsightOracle() = default;
+
+void HindsightOracle::observe_request(const ArtifactKey& key, double now_s) {
+  if (in_rollout()) {
+    Base& mine = bases_[incumbent_];
+    if (mine.policy->uses_key_history()) mine.policy->observe_request(key, now_s);
+    return;
+  }
+  for (Base& b : bases_) {
+    if (b.policy->uses_key_history()) b.policy->observe_request(key, now_s);
+  }
+}
+
+OrphanDecision HindsightOracle::decide(const OrphanView& view) {
+  if (in_rollout()) {
+    if (forced_) return *std::exchange(forced_, std::nullopt);
+    return bases_[incumbent_].policy->decide(view);
+  }
+  ++stats_.decisions;
+  // Every base decides, so that each one's state stays what it would be in
+  // a child that follows it from here.
+  std::vector<OrphanDecision> choice(bases_.size());
+  for (std::size_t b = 0; b < bases_.size(); ++b)
+    choice[b] = bases_[b].policy->decide(view);
+  std::vector<std::pair<OrphanDecision, std::size_t>> runs;
+  if (!started_) {
+    for (std::size_t b = 0; b < bases_.size(); ++b)
+      runs.emplace_back(choice[b], b);
+  } else {
+    for (OrphanDecision c :
+         {OrphanDecision::abort, OrphanDecision::complete, OrphanDecision::keep_partial}) {
+      if (c != choice[incumbent_]) runs.emplace_back(c, incumbent_);
+    }
+  }
+  const std::vector<double> scores = run_all(runs);
+  if (in_rollout()) return decide(view);  // This is a child now: its forced choice.
+  stats_.runs += runs.size();
+  if (!started_) {
+    started_ = true;
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+      if (scores[i] < scores[best]) best = i;
+    }
+    incumbent_ = runs[best].second;
+    stats_.score = scores[best];
+    stats_.base = bases_[incumbent_].spec;
+    return runs[best].first;
+  }
+  std::optional<std::size_t> better;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (scores[i] < (better ? scores[*better] : stats_.score)) better = i;
+  }
+  if (!better) return choice[incumbent_];
+  ++stats_.changed;
+  stats_.score = scores[*better];
+  return runs[*better].first;
+}
+
+std::vector<double> HindsightOracle::run_all(
+    const std::vector<std::pair<OrphanDecision, std::size_t>>& runs) {
+  struct Child {
+    pid_t pid = -1;
+    int fd = -1;
+  };
+  std::vector<Child> children(runs.size());
+  std::vector<double> scores(runs.size(), kInf);
+  const std::size_t parallel = std::max(1u, std::thread::hardware_concurrency());
+  auto reap = [&](std::size_t i) {
+    Child& c = children[i];
+    if (c.pid < 0) return;
+    double score = kInf;
+    std::size_t got = 0;
+    while (got < sizeof score) {
+      const ssize_t n = ::read(c.fd, reinterpret_cast<char*>(&score) + got, sizeof score - got);
+      if (n > 0) {
+        got += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;
+      }
+    }
+    ::close(c.fd);
+    int status = 0;
+    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const bool ok = got == sizeof score && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    scores[i] = ok ? score : kInf;
+    c.pid = -1;
+  };
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (i >= parallel) reap(i - parallel);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) continue;  // This run is not tried.
+    std::fflush(nullptr);  // Nothing buffered is written twice.
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      continue;
+    }
+    if (pid == 0) {
+      ::close(fds[0]);
+      g_rollout_fd = fds[1];
+      g_rollout_weights = weights_;
+      incumbent_ = runs[i].second;
+      forced_ = runs[i].first;
+      return {};
+    }
+    ::close(fds[1]);
+    children[i] = Child{pid, fds[0]};
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    reap(i);
+  return scores;
+}
+
+// --- lookahead ---------------------------------------------------------------------
+
+LookaheadPolicy::LookaheadPolicy(const Trace& trace) {
   std::vector<std::uint32_t> key_of_artifact;
   key_of_artifact.reserve(trace.artifacts.size());
   for (const Artifact& a : trace.artifacts) {
@@ -96,19 +295,19 @@ OraclePolicy::OraclePolicy(const Trace& trace) {
   }
 }
 
-void OraclePolicy::fenwick_add(std::uint32_t position, std::int64_t delta) {
+void LookaheadPolicy::fenwick_add(std::uint32_t position, std::int64_t delta) {
   for (std::size_t i = std::size_t{position} + 1; i < fenwick_.size(); i += i & (~i + 1))
     fenwick_[i] += static_cast<std::uint64_t>(delta);  // Wraps back for a negative delta.
 }
 
-std::uint64_t OraclePolicy::fenwick_prefix(std::uint32_t end) const {
+std::uint64_t LookaheadPolicy::fenwick_prefix(std::uint32_t end) const {
   std::uint64_t sum = 0;
   for (std::size_t i = end; i > 0; i -= i & (~i + 1))
     sum += fenwick_[i];
   return sum;
 }
 
-void OraclePolicy::observe_request(const ArtifactKey& key, double) {
+void LookaheadPolicy::observe_request(const ArtifactKey& key, double) {
   auto it = key_index_.find(key);
   if (it == key_index_.end()) return;  // Not from this trace (a test's own call).
   ++seen_of_key_[it->second];
@@ -125,7 +324,7 @@ void OraclePolicy::observe_request(const ArtifactKey& key, double) {
   ++seen_;
 }
 
-std::optional<double> OraclePolicy::next_request_s(const ArtifactKey& key) const {
+std::optional<double> LookaheadPolicy::next_request_s(const ArtifactKey& key) const {
   auto it = key_index_.find(key);
   if (it == key_index_.end()) return std::nullopt;
   const std::vector<std::uint32_t>& mine = positions_[it->second];
@@ -133,7 +332,7 @@ std::optional<double> OraclePolicy::next_request_s(const ArtifactKey& key) const
   return time_[mine[seen_of_key_[it->second]]];
 }
 
-OrphanDecision OraclePolicy::decide(const OrphanView& view) {
+OrphanDecision LookaheadPolicy::decide(const OrphanView& view) {
   if (view.key == nullptr) return OrphanDecision::abort;
   auto it = key_index_.find(*view.key);
   if (it == key_index_.end()) return OrphanDecision::abort;

@@ -30,8 +30,10 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -40,6 +42,7 @@
 #include "demandflight/format/defaults.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/recorder.h"
+#include "demandflight/format/score.h"
 #include "demandflight/sim/simulator.h"
 #include "timeline.h"
 
@@ -130,7 +133,8 @@ class Simulation {
         options_(options),
         recorder_(trace, std::string(to_string(options.model)), options.policy,
                   options.seed.value_or(trace.seed)),
-        scheduler_(make_config(), make_policy()) {
+        policy_(make_policy()),
+        scheduler_(make_config(), policy_) {
     // Orphan policies see exactly what a transfer has received when they decide.
     scheduler_.set_progress_probe([this](TransferId id) -> std::uint64_t {
       auto it = transfers_.find(id.value);
@@ -192,7 +196,7 @@ class Simulation {
 
   std::shared_ptr<OrphanPolicy> make_policy() const {
     if (options_.policy_object) return options_.policy_object;
-    return make_sim_policy(options_.policy, trace_);
+    return make_sim_policy(options_.policy, trace_, options_.oracle_bases);
   }
 
   void build_platform() {
@@ -385,7 +389,7 @@ class Simulation {
       });
       return;
     }
-    if (transfer_log_) {
+    if (logging()) {
       transfer_log_ << "T " << now() << ' ' << id << ' ' << origin << ' ' << transfer.payload
                     << '\n';
     }
@@ -473,7 +477,7 @@ class Simulation {
   // it each time: it must stay alive until the second report.
   void cancel_comm(std::uint64_t id, Transfer& transfer) {
     if (!transfer.comm) return;
-    if (transfer_log_) transfer_log_ << "A " << now() << ' ' << id << '\n';
+    if (logging()) transfer_log_ << "A " << now() << ' ' << id << '\n';
     sg4::Comm* raw = transfer.comm.get();
     tag(*raw, Tag::cancelled, 0);
     cancelled_.emplace(raw, CancelledComm{transfer.comm, 0});
@@ -692,8 +696,37 @@ class Simulation {
     for (std::string& w : setting_warnings(trace_, options_))
       recorder_.warn(std::move(w));
     Result result = recorder_.finish(now());
+    if (in_rollout()) finish_rollout(result, trace_);  // Ends this child of the oracle.
+    if (const auto* oracle = dynamic_cast<const HindsightOracle*>(policy_.get())) {
+      report_oracle(*oracle, result);
+    }
     if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
     return result;
+  }
+
+  // The oracle's account of its search, and a warning should its own run
+  // not score what its best child did (the children would then not have
+  // reproduced it: nothing here may depend on anything but the trace).
+  void report_oracle(const HindsightOracle& oracle, Result& result) const {
+    const HindsightOracle::Stats& s = oracle.stats();
+    nlohmann::json report = {{"decisions", s.decisions},
+                             {"runs", s.runs},
+                             {"changed", s.changed},
+                             {"base", s.base}};
+    if (s.decisions > 0) {
+      std::ostringstream json;
+      write_result_json(result, trace_, json);
+      const double score = score_result_json(json.str(), oracle.weights()).score;
+      report["score"] = score;
+      if (score != s.score) {
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "oracle: its run scored %.17g, its best child %.17g (not reproduced)", score,
+                      s.score);
+        result.warnings.emplace_back(text);
+      }
+    }
+    result.policy_report_json = report.dump();
   }
 
   const Trace& trace_;
@@ -704,6 +737,7 @@ class Simulation {
   double clock_ = 0;   // SimGrid's clock as of the callback running (enter).
   bool late_ = false;  // now_ is before clock_ (catch_up).
   ResultRecorder recorder_;
+  std::shared_ptr<OrphanPolicy> policy_;
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
@@ -746,6 +780,8 @@ class Simulation {
   std::vector<Command> commands_;
 
   std::ofstream transfer_log_;
+  // A child of the oracle writes no file: its parent owns the outputs.
+  bool logging() const { return transfer_log_.is_open() && !in_rollout(); }
   Timeline timeline_;
 };
 

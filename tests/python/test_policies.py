@@ -126,3 +126,14 @@ def test_a_policys_exception_prints_and_report_come_back_to_the_caller(scenarios
     assert "Raised by the policy in the simulation's process" in notes
     assert "in decide" in notes, notes
     assert dfl.simulate(scenarios / "three_callers.jsonl").policy_report is None
+
+
+def test_the_oracle_reports_its_search_and_no_builtin_beats_it(scenarios):
+    oracle = dfl.simulate(scenarios / "session_churn.jsonl", policy="oracle")
+    report = oracle.policy_report
+    assert report["decisions"] > 0 and report["runs"] >= report["decisions"]
+    assert not oracle.warnings, "its own run scores what its best child did"
+    bound = dfl.metrics(oracle.raw)["score"]
+    for policy in ("always-abort", "keep-partial", "lookahead"):
+        other = dfl.simulate(scenarios / "session_churn.jsonl", policy=policy)
+        assert dfl.metrics(other.raw)["score"] >= bound, policy

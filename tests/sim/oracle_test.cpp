@@ -45,25 +45,25 @@ OrphanView view_of(const ArtifactKey& key, double now, std::uint64_t done, doubl
   return v;
 }
 
-TEST(OraclePolicy, CompletesWhatIsAskedForAgainBeforeLruWouldEvictIt) {
+TEST(LookaheadPolicy, CompletesWhatIsAskedForAgainBeforeLruWouldEvictIt) {
   const format::Trace roomy = trace_with_cache(3'000'000);
-  sim::OraclePolicy oracle(roomy);
+  sim::LookaheadPolicy oracle(roomy);
   const ArtifactKey& a = roomy.artifacts[0].key;
   oracle.observe_request(a, 0);  // d1: a's next request is d4 at 3 s.
   EXPECT_EQ(oracle.next_request_s(a), 3.0);
   EXPECT_EQ(oracle.decide(view_of(a, 0.5, 500'000, 1e6, 3'000'000)), OrphanDecision::complete);
   // 1.2 MB of b and c come in between: with 1.5 MB of cache, a would be gone.
   const format::Trace tight = trace_with_cache(1'500'000);
-  sim::OraclePolicy tight_oracle(tight);
+  sim::LookaheadPolicy tight_oracle(tight);
   tight_oracle.observe_request(tight.artifacts[0].key, 0);
   EXPECT_EQ(tight_oracle.decide(view_of(tight.artifacts[0].key, 0.5, 500'000, 1e6, 1'500'000)),
             OrphanDecision::keep_partial)
       << "asked for again, but evicted first: the partial is what can be saved";
 }
 
-TEST(OraclePolicy, AbortsWhatIsNeverAskedForAgain) {
+TEST(LookaheadPolicy, AbortsWhatIsNeverAskedForAgain) {
   const format::Trace trace = trace_with_cache(3'000'000);
-  sim::OraclePolicy oracle(trace);
+  sim::LookaheadPolicy oracle(trace);
   oracle.observe_request(trace.artifacts[0].key, 0);
   oracle.observe_request(trace.artifacts[1].key, 1);  // d2: b's only request.
   EXPECT_FALSE(oracle.next_request_s(trace.artifacts[1].key).has_value());
@@ -75,11 +75,11 @@ TEST(OraclePolicy, AbortsWhatIsNeverAskedForAgain) {
             OrphanDecision::abort);
 }
 
-TEST(OraclePolicy, CompletesOnlyWhenThatSavesMoreThanItCosts) {
+TEST(LookaheadPolicy, CompletesOnlyWhenThatSavesMoreThanItCosts) {
   // d4 is cancelled 0.1 s after it asks: at 1 MB/s it would have fetched
   // 100 kB, less than the 500 kB completing costs now.
   const format::Trace trace = trace_with_cache(3'000'000, "3.1");
-  sim::OraclePolicy oracle(trace);
+  sim::LookaheadPolicy oracle(trace);
   const ArtifactKey& a = trace.artifacts[0].key;
   oracle.observe_request(a, 0);
   EXPECT_EQ(oracle.decide(view_of(a, 0.5, 500'000, 1e6, 3'000'000)), OrphanDecision::keep_partial);
@@ -89,7 +89,7 @@ TEST(OraclePolicy, CompletesOnlyWhenThatSavesMoreThanItCosts) {
 
 // An owner that comes and goes ends many times: the end that ends a demand is
 // the first at or after its subscribe that covers its generation.
-TEST(OraclePolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
+TEST(LookaheadPolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
   const std::string text =
       header(R"({"max_transfers": 2, "max_per_origin": 2, "cache_bytes": 3000000})") +
       artifact("a", 1'000'000) +
@@ -107,7 +107,7 @@ TEST(OraclePolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
       "\n";
   std::istringstream in(text);
   const format::Trace trace = format::read_trace(in, "oracle-owner-ends");
-  sim::OraclePolicy oracle(trace);
+  sim::LookaheadPolicy oracle(trace);
   const ArtifactKey& a = trace.artifacts[0].key;
   oracle.observe_request(a, 0);
   // d2 ends at 1.1 (not at 0.5: before it; not at 1.05: generation 2 < 5), so
@@ -117,9 +117,9 @@ TEST(OraclePolicy, ReadsWhenTheNextDemandEndsFromItsOwnersFirstCoveringEnd) {
   EXPECT_EQ(oracle.decide(view_of(a, 0.5, 950'000, 1e6, 3'000'000)), OrphanDecision::complete);
 }
 
-TEST(OraclePolicy, LetsTheSlotGoWhenADemandWaitsAndTheKeyComesBackLater) {
+TEST(LookaheadPolicy, LetsTheSlotGoWhenADemandWaitsAndTheKeyComesBackLater) {
   const format::Trace trace = trace_with_cache(3'000'000);
-  sim::OraclePolicy oracle(trace);
+  sim::LookaheadPolicy oracle(trace);
   const ArtifactKey& a = trace.artifacts[0].key;
   oracle.observe_request(a, 0);
   OrphanView v = view_of(a, 0.5, 500'000, 100'000, 3'000'000);  // 5 s to go at 100 kB/s.

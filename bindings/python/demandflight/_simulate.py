@@ -129,8 +129,10 @@ class Result:
         import pandas as pd
 
         #: What a Python policy's ``report()`` returned at the end of the run (its own
-        #: counters, say), or None.
-        self.policy_report = policy_report
+        #: counters, say); for the oracle, its search (decisions, runs, changed, base,
+        #: score); else None.
+        self.policy_report = policy_report if policy_report is not None \
+            else raw.get("policy_report")
         self.raw = raw
         self.summary: Dict[str, Any] = raw["summary"]
         self.demands = pd.DataFrame(raw["demands"])

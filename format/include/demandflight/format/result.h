@@ -95,6 +95,9 @@ struct Result {
   Summary summary;
   // Settings of the run that cannot take effect, in words (also on stderr).
   std::vector<std::string> warnings;
+  // What the policy says about its run, a JSON object written verbatim as
+  // "policy_report" (the oracle's; empty: none).
+  std::string policy_report_json;
 };
 
 // Fills the latency fields of result.summary from result.demands.

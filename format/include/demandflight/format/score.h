@@ -29,6 +29,8 @@ std::vector<std::pair<std::string, double>> weight_values(const Weights& w);
 // Sets the weight `name` to `value`. Throws std::invalid_argument naming the
 // weight when the name is unknown or the value is not a finite number >= 0.
 void set_weight(Weights& w, std::string_view name, double value);
+// The same from the value's text (a k=v parameter), which must be a number.
+void set_weight(Weights& w, std::string_view name, const std::string& text);
 
 // What one run scored. Latencies are NaN when no demand of the class succeeded.
 struct Metrics {
@@ -38,9 +40,10 @@ struct Metrics {
   double deadline_misses = 0, cache_hits = 0, pollution_s = 0;
   double score = 0;
   double regret = 0;  // Score minus the oracle's; filled in by whoever ran the oracle.
+  double vs_oracle = 1;  // Score over the oracle's (1: as good); likewise.
 };
 
-// The figures by name, in table order (regret last).
+// The figures by name, in table order (regret and vs_oracle last).
 struct MetricField {
   const char* name;
   double Metrics::*field;
@@ -59,6 +62,7 @@ inline constexpr MetricField kMetricFields[] = {
     {"pollution_s", &Metrics::pollution_s},
     {"score", &Metrics::score},
     {"regret", &Metrics::regret},
+    {"vs_oracle", &Metrics::vs_oracle},
 };
 
 // Scores a result JSON document (write_result_json's). Throws

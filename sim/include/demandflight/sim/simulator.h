@@ -40,6 +40,8 @@ struct SimOptions {
   // fair sharing of the CPU and the disk itself, on timers; the times are
   // the same): for tests.
   bool finalize_execs = false;
+  // The oracle's bases besides its defaults (policy specs; sim/oracle.h).
+  std::vector<std::string> oracle_bases;
   // A policy object to use instead of `policy` (which then only names it in
   // the result): Python-defined policies, `demandflight train`'s recorder.
   std::shared_ptr<OrphanPolicy> policy_object;
