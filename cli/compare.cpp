@@ -38,6 +38,7 @@
 #include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/format/generator.h"
+#include "demandflight/format/paired.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/trace.h"
 #include "demandflight/format/score.h"
@@ -154,9 +155,30 @@ std::vector<std::string> split(const std::string& text) {
 struct Row {
   std::size_t trace = 0;
   std::string model, policy;
-  std::vector<Metrics> runs;
+  std::vector<Metrics> runs;  // In seed order.
   Metrics mean, sd;
+  // Against the baseline's row of the same trace and model, seed by seed:
+  // one per column (format/paired.h).
+  std::array<format::Paired, std::size(format::kMetricFields)> paired{};
 };
+
+// The paired statistics of every column of `row` against `baseline`.
+void pair_with(Row& row, const Row& baseline) {
+  for (std::size_t i = 0; i < kColumns.size(); ++i) {
+    std::vector<double> x, b;
+    for (const Metrics& m : row.runs)
+      x.push_back(m.*kColumns[i].field);
+    for (const Metrics& m : baseline.runs)
+      b.push_back(m.*kColumns[i].field);
+    row.paired[i] = format::paired(x, b);
+  }
+}
+
+constexpr std::size_t kScoreColumn = [] {
+  for (std::size_t i = 0; i < std::size(format::kMetricFields); ++i)
+    if (std::string_view(format::kMetricFields[i].name) == "score") return i;
+  return std::size_t{0};
+}();
 
 void aggregate(Row& row) {
   const double n = static_cast<double>(row.runs.size());
@@ -213,7 +235,16 @@ class Compare {
     cmd_->add_option("--weights", weights_,
                      "cost score weights k=v,...: gb=1 (per GB transferred), p95_critical_s=1, "
                      "deadline_miss=0.1, pollution_s=0.01, wasted_gb=0");
-    cmd_->add_option("--csv", csv_, "write one row per trace x model x policy (mean and sd)");
+    cmd_->add_option("--baseline", baseline_,
+                     "the policy every other is paired with, seed by seed: mean difference, 95% "
+                     "interval (t), Wilcoxon p, wins (run with the others if not among them)")
+        ->capture_default_str();
+    cmd_->add_option("--csv", csv_,
+                     "write one row per trace x model x policy (mean, sd, and the paired "
+                     "statistics of every figure against the baseline)");
+    cmd_->add_option("--runs-csv", runs_csv_,
+                     "write the tidy long table: one row per trace x model x policy x seed, "
+                     "every figure");
     cmd_->add_option("--markdown", markdown_, "write the table as Markdown");
   }
 
@@ -251,6 +282,16 @@ class Compare {
         }
         policies.push_back(spec);
       }
+    }
+    std::replace(baseline_.begin(), baseline_.end(), ';', ',');
+    try {
+      sim::check_sim_policy(baseline_);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--baseline: ") + e.what());
+    }
+    if (std::find(policies.begin(), policies.end(), baseline_) == policies.end() &&
+        policies::parse_policy_spec(baseline_).name != "oracle") {
+      policies.insert(policies.begin(), baseline_);
     }
     // The oracle runs once per trace, model and seed, with the comparison's
     // weights and every compared policy among its bases (sim/oracle.h).
@@ -340,13 +381,43 @@ class Compare {
     }
     for (Row& row : rows)
       aggregate(row);
+    const std::string baseline_row =
+        policies::parse_policy_spec(baseline_).name == "oracle" ? "oracle" : baseline_;
+    for (Row& row : rows) {
+      auto base = std::find_if(rows.begin(), rows.end(), [&](const Row& b) {
+        return b.trace == row.trace && b.model == row.model && b.policy == baseline_row;
+      });
+      pair_with(row, *base);
+    }
+    if (!runs_csv_.empty()) write_runs_csv(runs, names);
 
     print_table(rows, names, stdout);
     std::printf(
         "score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*deadline misses + "
-        "%g*pollution s; regret = score - oracle's (same trace, model, seed); %d seed%s%s\n",
+        "%g*pollution s; regret = score - oracle's (same trace, model, seed); %d seed%s%s\n"
+        "vs %s: the score's paired difference, mean [95%% t interval] (* where it excludes 0), "
+        "Wilcoxon signed-rank p, seeds where it scored lower\n",
         weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.deadline_miss,
-        weights.pollution_s, seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "");
+        weights.pollution_s, seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "",
+        baseline_row.c_str());
+    // Replications that cannot differ are said to be so, not shown as ±0.
+    if (seeds_ > 1) {
+      for (std::size_t t = 0; t < traces_.size(); ++t) {
+        const bool identical = std::all_of(rows.begin(), rows.end(), [&](const Row& row) {
+          if (row.trace != t) return true;
+          return std::all_of(kColumns.begin(), kColumns.end(), [&](const Column& c) {
+            return !(row.sd.*c.field > 0);
+          });
+        });
+        if (identical) {
+          std::printf(
+              "note: %s: its %d seeds gave identical runs under every policy (a trace file's "
+              "seed varies only the retry jitter); its ± and intervals describe no "
+              "replication\n",
+              names[t].c_str(), seeds_);
+        }
+      }
+    }
     if (!csv_.empty()) write_csv(rows, names);
     if (!markdown_.empty()) write_markdown(rows, names);
     return 0;
@@ -411,11 +482,15 @@ class Compare {
     std::vector<std::string> header = {"trace", "model", "policy"};
     for (const Column& c : kColumns)
       header.push_back(c.name);
+    for (const char* h : {"d_score", "d_score_95ci", "p", "wins"})
+      header.push_back(h);
     table.push_back(header);
     for (const Row& row : rows) {
       std::vector<std::string> line = {names[row.trace], row.model, row.policy};
       for (const Column& c : kColumns)
         line.push_back(cell(row, c, true));
+      for (std::string& text : paired_cells(row))
+        line.push_back(std::move(text));
       table.push_back(line);
     }
     std::vector<std::size_t> width(header.size(), 0);
@@ -437,6 +512,42 @@ class Compare {
     }
   }
 
+  // The score against the baseline: mean difference, interval (with the
+  // marker), p, wins. The baseline's own row shows dashes.
+  std::vector<std::string> paired_cells(const Row& row) const {
+    const format::Paired& p = row.paired[kScoreColumn];
+    const bool self = row.policy == (policies::parse_policy_spec(baseline_).name == "oracle"
+                                         ? std::string("oracle")
+                                         : baseline_);
+    if (self) return {"-", "-", "-", "-"};
+    const int digits = kColumns[kScoreColumn].precision;
+    std::string interval = std::isnan(p.ci_low) ? std::string("-")
+                                                : "[" + number(p.ci_low, digits) + ", " +
+                                                      number(p.ci_high, digits) + "]";
+    if (p.significant) interval += "*";
+    char pv[32];
+    std::snprintf(pv, sizeof pv, "%.3g", p.p_wilcoxon);
+    return {number(p.mean, digits), interval, pv,
+            std::to_string(p.wins) + "/" + std::to_string(p.n)};
+  }
+
+  // One row per trace x model x policy x seed, every figure (what pandas and
+  // seaborn expect).
+  void write_runs_csv(const std::vector<Run>& runs, const std::vector<std::string>& names) const {
+    std::ofstream out(runs_csv_);
+    out << "trace,model,policy,seed";
+    for (const Column& c : kColumns)
+      out << ',' << c.name;
+    out << '\n';
+    for (const Run& r : runs) {
+      out << '"' << names[r.trace] << "\"," << r.model << ",\"" << r.policy << "\"," << r.seed;
+      for (const Column& c : kColumns)
+        out << ',' << number(r.metrics.*c.field, 9);
+      out << '\n';
+    }
+    if (!out) throw std::runtime_error("cannot write " + runs_csv_);
+  }
+
   // UTF-8 aware, for "±".
   static std::size_t display_width(const std::string& s) {
     std::size_t n = 0;
@@ -450,14 +561,25 @@ class Compare {
     out << "trace,model,policy,seeds";
     for (const Column& c : kColumns)
       out << ',' << c.name << ',' << c.name << "_sd";
-    out << '\n';
+    for (const Column& c : kColumns) {
+      for (const char* suffix : {"_diff", "_diff_lo", "_diff_hi", "_p_t", "_p_wilcoxon"})
+        out << ',' << c.name << suffix;
+    }
+    out << ",wins,losses,ties,significant\n";
     for (const Row& row : rows) {
       out << '"' << names[row.trace] << "\"," << row.model << ",\"" << row.policy << "\","
           << row.runs.size();
       for (const Column& c : kColumns) {
         out << ',' << number(row.mean.*c.field, 9) << ',' << number(row.sd.*c.field, 9);
       }
-      out << '\n';
+      for (const format::Paired& p : row.paired) {
+        out << ',' << number(p.mean, 9) << ',' << number(p.ci_low, 9) << ','
+            << number(p.ci_high, 9) << ',' << number(p.p_t, 9) << ','
+            << number(p.p_wilcoxon, 9);
+      }
+      const format::Paired& score = row.paired[kScoreColumn];
+      out << ',' << score.wins << ',' << score.losses << ',' << score.ties << ','
+          << (score.significant ? 1 : 0) << '\n';
     }
     if (!out) throw std::runtime_error("cannot write " + csv_);
   }
@@ -467,14 +589,17 @@ class Compare {
     out << "| trace | model | policy |";
     for (const Column& c : kColumns)
       out << ' ' << c.name << " |";
+    out << " d_score | d_score_95ci | p | wins |";
     out << "\n|---|---|---|";
-    for (std::size_t i = 0; i < std::size(kColumns); ++i)
+    for (std::size_t i = 0; i < std::size(kColumns) + 4; ++i)
       out << "---:|";
     out << '\n';
     for (const Row& row : rows) {
       out << "| " << names[row.trace] << " | " << row.model << " | " << row.policy << " |";
       for (const Column& c : kColumns)
         out << ' ' << cell(row, c, true) << " |";
+      for (const std::string& text : paired_cells(row))
+        out << ' ' << text << " |";
       out << '\n';
     }
     if (!out) throw std::runtime_error("cannot write " + markdown_);
@@ -488,6 +613,8 @@ class Compare {
   std::uint64_t first_seed_ = 1;
   int jobs_ = 0;
   std::string weights_;
+  std::string baseline_ = "always-abort";
+  std::string runs_csv_;
   std::string csv_, markdown_;
   fs::path tmp_;
 };

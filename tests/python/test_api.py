@@ -258,3 +258,32 @@ def test_the_python_guides_quick_start_works_as_written(tmp_path, scenarios):
 def test_the_readmes_python_tour_works_as_written(tmp_path, scenarios):
     proc = run_first_python_block("README.md", tmp_path, scenarios)
     assert "succeeded" in proc.stdout
+
+
+def test_compares_paired_statistics_match_scipy_on_its_own_runs():
+    import numpy as np
+    from scipy import stats
+    table, runs = dfl.compare("gen:session_churn:demands=300", seeds=6, first_seed=40,
+                              policies=["always-abort", "keep-partial", "always-complete"],
+                              runs=True)
+    assert len(runs) == 6 * 4, "one row per policy (and the oracle) and seed"
+    base = runs[runs.policy == "always-abort"].sort_values("seed")["score"].to_numpy()
+    for policy in ("keep-partial", "always-complete", "oracle"):
+        x = runs[runs.policy == policy].sort_values("seed")["score"].to_numpy()
+        row = table[table.policy == policy].iloc[0]
+        d = x - base
+        assert row["score_diff"] == pytest.approx(d.mean(), abs=1e-8)
+        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+        assert row["score_diff_lo"] == pytest.approx(d.mean() - half, abs=1e-7)
+        assert row["score_diff_hi"] == pytest.approx(d.mean() + half, abs=1e-7)
+        assert row["score_p_t"] == pytest.approx(stats.ttest_rel(x, base).pvalue, abs=1e-7)
+        nonzero = np.abs(d[d != 0])
+        if len(np.unique(nonzero)) == len(nonzero) and len(nonzero) == len(d):
+            assert row["score_p_wilcoxon"] == pytest.approx(stats.wilcoxon(x, base).pvalue,
+                                                            abs=1e-9)
+        assert row["wins"] == int((d < 0).sum())
+        assert bool(row["significant"]) == (row["score_diff_lo"] > 0 or row["score_diff_hi"] < 0)
+    own = table[table.policy == "always-abort"].iloc[0]
+    assert own["score_diff"] == 0 and own["score_diff_lo"] == 0 and not own["significant"]
+    with pytest.raises(ValueError, match="baseline"):
+        dfl.compare("gen:session_churn:demands=300", baseline="sometimes")

@@ -29,6 +29,6 @@ assert dfl.__file__.startswith(site), dfl.__file__
 result = dfl.simulate(trace)
 assert result.summary["outcomes"]["succeeded"] == 3, result.summary["outcomes"]
 table = dfl.compare(trace, policies=["keep-partial"])
-assert set(table["policy"]) == {"keep-partial", "oracle"}, table
+assert set(table["policy"]) == {"always-abort", "keep-partial", "oracle"}, table  # The baseline too.
 print("installed wheel: imports, simulates, compares")
 PY

@@ -222,6 +222,59 @@ TEST(Compare, TheOraclesReportSaysWhatItSearchedAndItsRunReproducesItsBestChild)
   EXPECT_NE(bad_weight.err.find("speed"), std::string::npos) << bad_weight.err;
 }
 
+TEST(Compare, PairsEveryPolicyWithTheBaselineSeedBySeedAndWritesTheRunsLongTable) {
+  const CliRun run = run_cli("", {"compare", "gen:session_churn:demands=300", "--policies",
+                                  "keep-partial,always-complete", "--baseline", "always-complete",
+                                  "--seeds", "4", "--csv", "DIR/c.csv", "--runs-csv",
+                                  "DIR/runs.csv"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("vs always-complete"), std::string::npos) << run.out;
+  const auto rows = read_csv(run.dir + "/c.csv");
+  const auto long_rows = read_csv(run.dir + "/runs.csv");
+  ASSERT_EQ(long_rows.size(), 3u * 4u) << "two policies and the oracle, four seeds each";
+  auto scores = [&](const std::string& policy) {
+    std::map<std::string, double> by_seed;
+    for (const CsvRow& r : long_rows)
+      if (r.at("policy") == policy) by_seed[r.at("seed")] = number(r, "score");
+    return by_seed;
+  };
+  const auto base = scores("always-complete");
+  for (const std::string policy : {"keep-partial", "oracle"}) {
+    const auto mine = scores(policy);
+    ASSERT_EQ(mine.size(), 4u);
+    double sum = 0;
+    int wins = 0;
+    for (const auto& [seed, score] : mine) {
+      sum += score - base.at(seed);
+      wins += score < base.at(seed);
+    }
+    const CsvRow& row = row_of(rows, "gen:session_churn:demands=300", "demand", policy);
+    EXPECT_NEAR(number(row, "score_diff"), sum / 4, 1e-8) << policy;
+    EXPECT_EQ(number(row, "wins"), wins) << policy;
+    EXPECT_LE(number(row, "score_diff_lo"), number(row, "score_diff"));
+    EXPECT_GE(number(row, "score_diff_hi"), number(row, "score_diff"));
+  }
+  const CsvRow& own = row_of(rows, "gen:session_churn:demands=300", "demand", "always-complete");
+  EXPECT_EQ(number(own, "score_diff"), 0);
+  EXPECT_EQ(number(own, "significant"), 0);
+  const CliRun bad = run_cli("", {"compare", "gen:session_churn:demands=300", "--baseline",
+                                  "sometimes"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--baseline"), std::string::npos) << bad.err;
+}
+
+TEST(Compare, SeedsThatCannotDifferAreSaidToBeIdentical) {
+  // three_callers has no retry: its seeds vary nothing; generated traces differ.
+  const CliRun run =
+      run_cli("", {"compare", std::string(DFL_SCENARIOS) + "/three_callers.jsonl",
+                   "gen:session_churn:demands=300", "--policies", "always-abort", "--seeds", "3"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("note: three_callers: its 3 seeds gave identical runs"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("note: gen:"), std::string::npos) << run.out;
+}
+
 TEST(Compare, GeneratedTracesVaryWithTheSeedAndShowTheirSpread) {
   const CliRun run =
       run_cli("", {"compare", "gen:session_churn:demands=300", "--policies", "always-abort",

@@ -35,13 +35,19 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
             policies: Union[str, Sequence[str]] = "all",
             models: Union[str, Sequence[str]] = ("demand",), seeds: int = 1, *,
             first_seed: int = 1, weights: Optional[Mapping[str, float]] = None,
-            jobs: Optional[int] = None) -> pd.DataFrame:
+            jobs: Optional[int] = None, baseline: str = "always-abort",
+            runs: bool = False) -> Union[pd.DataFrame, "tuple[pd.DataFrame, pd.DataFrame]"]:
     """Runs ``demandflight compare`` and returns its table: one row per trace × model ×
     policy with the mean over seeds and ``*_sd`` columns (the CLI's ``--csv``).
 
     ``traces`` are :class:`Trace` objects, paths, or ``"gen:KIND[:demands=N]"`` (generated
     afresh per seed). ``policies`` is ``"all"`` or a list of policy specs; the oracle
-    always runs, and ``regret`` is each row's score minus the oracle's.
+    always runs, and ``regret`` is each row's score minus the oracle's, ``vs_oracle`` its
+    ratio. Every figure is also paired with ``baseline``'s run of the same trace, model and
+    seed: ``<figure>_diff`` (mean difference), ``_diff_lo``/``_diff_hi`` (95% t interval),
+    ``_p_t``, ``_p_wilcoxon``; ``wins``/``losses``/``ties`` and ``significant`` are the
+    score's. ``runs=True`` returns ``(table, runs)``, where ``runs`` has one row per trace
+    × model × policy × seed (the CLI's ``--runs-csv``).
     """
     if isinstance(traces, (str, os.PathLike, Trace)):
         traces = [traces]
@@ -72,6 +78,12 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
                 raise ValueError(f"policies: {e}") from None
     if weights:
         _core.check_weights(dict(weights))  # ValueError "weights: ..." (format/score.h's rule)
+    if not isinstance(baseline, str):
+        raise TypeError(f"baseline: a policy spec, not {baseline!r}")
+    try:
+        _core.check_policy(baseline.replace(";", ","))
+    except ValueError as e:
+        raise ValueError(f"baseline: {e}") from None
     spec = policies if isinstance(policies, str) else ",".join(
         p.replace(",", ";") for p in policies)
     with tempfile.TemporaryDirectory(prefix="dfl-compare-py-") as work:
@@ -87,7 +99,11 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
                 args.append(os.fspath(t))
         csv = os.path.join(work, "compare.csv")
         args += ["--models", ",".join(models), "--policies", spec, "--seeds", str(seeds),
-                 "--first-seed", str(first_seed), "--csv", csv]
+                 "--first-seed", str(first_seed), "--csv", csv,
+                 "--baseline", baseline.replace(",", ";")]
+        runs_csv = os.path.join(work, "runs.csv")
+        if runs:
+            args += ["--runs-csv", runs_csv]
         if weights:
             args += ["--weights", ",".join(f"{k}={v}" for k, v in weights.items())]
         if jobs:
@@ -99,7 +115,10 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
             raise ValueError(proc.stderr.strip())
         if proc.returncode != 0:
             raise RuntimeError(f"demandflight compare failed: {proc.stderr.strip()}")
-        return pd.read_csv(csv, na_values=["-"])
+        table = pd.read_csv(csv, na_values=["-"])
+        if runs:
+            return table, pd.read_csv(runs_csv, na_values=["-"])
+        return table
 
 
 def metrics(raw: Mapping[str, Any], weights: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
