@@ -81,7 +81,9 @@ constexpr int precision_of(std::string_view name) {
   if (name == "gb" || name == "wasted_gb" || name == "score" || name == "regret" ||
       name == "vs_oracle")
     return 3;
-  if (name == "deadline_misses" || name == "cache_hits") return 1;
+  if (name == "deadline_misses" || name == "cache_hits" || name == "unserved") return 1;
+  if (name == "service_rate" || name == "critical_service_rate") return 3;
+  if (name == "critical_priority") return 0;
   return 2;
 }
 constexpr bool spread_of(std::string_view name) {
@@ -234,7 +236,10 @@ class Compare {
         ->check(CLI::Range(1, 1024));
     cmd_->add_option("--weights", weights_,
                      "cost score weights k=v,...: gb=1 (per GB transferred), p95_critical_s=1, "
-                     "deadline_miss=0.1, pollution_s=0.01, wasted_gb=0");
+                     "unserved=0.1 (per demand failed or timed out), deadline_miss=0, "
+                     "pollution_s=0.01, wasted_gb=0 (docs/cli.md says why)");
+    cmd_->add_option("--critical-priority", critical_priority_,
+                     "the critical class's priority (default: the highest in each trace)");
     cmd_->add_option("--baseline", baseline_,
                      "the policy every other is paired with, seed by seed: mean difference, 95% "
                      "interval (t), Wilcoxon p, wins (run with the others if not among them)")
@@ -254,7 +259,8 @@ class Compare {
 
  private:
   int run() {
-    const Weights weights = parse_weights(weights_);
+    Weights weights = parse_weights(weights_);
+    if (critical_priority_) weights.critical_priority = static_cast<double>(*critical_priority_);
     std::vector<std::string> models = split(models_);
     for (const std::string& m : models) {
       if (!parse_model(m)) {
@@ -393,13 +399,16 @@ class Compare {
 
     print_table(rows, names, stdout);
     std::printf(
-        "score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*deadline misses + "
-        "%g*pollution s; regret = score - oracle's (same trace, model, seed); %d seed%s%s\n"
+        "score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*unserved + %g*deadline misses + "
+        "%g*pollution s; critical = %s; regret = score - oracle's (same trace, model, seed); "
+        "%d seed%s%s\n"
         "vs %s: the score's paired difference, mean [95%% t interval] (* where it excludes 0), "
         "Wilcoxon signed-rank p, seeds where it scored lower\n",
-        weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.deadline_miss,
-        weights.pollution_s, seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "",
-        baseline_row.c_str());
+        weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.unserved,
+        weights.deadline_miss, weights.pollution_s,
+        critical_priority_ ? ("priority " + std::to_string(*critical_priority_)).c_str()
+                           : "the highest priority in each trace (column critical_priority)",
+        seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "", baseline_row.c_str());
     // Replications that cannot differ are said to be so, not shown as ±0.
     if (seeds_ > 1) {
       for (std::size_t t = 0; t < traces_.size(); ++t) {
@@ -614,6 +623,7 @@ class Compare {
   int jobs_ = 0;
   std::string weights_;
   std::string baseline_ = "always-abort";
+  std::optional<long long> critical_priority_;
   std::string runs_csv_;
   std::string csv_, markdown_;
   fs::path tmp_;

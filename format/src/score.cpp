@@ -13,6 +13,7 @@ namespace {
 constexpr std::pair<const char*, double Weights::*> kWeights[] = {
     {"gb", &Weights::gb},
     {"p95_critical_s", &Weights::p95_critical_s},
+    {"unserved", &Weights::unserved},
     {"deadline_miss", &Weights::deadline_miss},
     {"pollution_s", &Weights::pollution_s},
     {"wasted_gb", &Weights::wasted_gb},
@@ -29,10 +30,20 @@ std::vector<std::pair<std::string, double>> weight_values(const Weights& w) {
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [name, field] : kWeights)
     out.emplace_back(name, w.*field);
+  if (!std::isnan(w.critical_priority)) out.emplace_back("critical_priority", w.critical_priority);
   return out;
 }
 
 void set_weight(Weights& w, std::string_view name, double value) {
+  if (name == "critical_priority") {
+    if (!std::isfinite(value) || value != std::floor(value)) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", value);
+      throw std::invalid_argument(std::string(name) + "=" + shown + " is not an integer");
+    }
+    w.critical_priority = value;
+    return;
+  }
   for (const auto& [known, field] : kWeights) {
     if (name != known) continue;
     if (!std::isfinite(value) || value < 0) {
@@ -47,6 +58,7 @@ void set_weight(Weights& w, std::string_view name, double value) {
   std::string names;
   for (const auto& [known, field] : kWeights)
     names += (names.empty() ? "" : ", ") + std::string(known);
+  names += ", critical_priority";
   throw std::invalid_argument("unknown weight \"" + std::string(name) + "\" (known: " + names +
                               ")");
 }
@@ -76,12 +88,35 @@ Metrics score_result_json(std::string_view text, const Weights& w) {
     m.p50 = percentile(s.at("latency_s"), "p50");
     m.p95 = percentile(s.at("latency_s"), "p95");
     m.p99 = percentile(s.at("latency_s"), "p99");
-    // The critical class: the highest priority any demand subscribed with.
+    // The critical class: the one asked for, else the highest priority any
+    // demand subscribed with.
     std::optional<long long> critical;
-    for (const auto& d : result.at("demands")) {
-      const long long p = d.at("priority").get<long long>();
-      if (!critical || p > *critical) critical = p;
+    if (!std::isnan(w.critical_priority)) {
+      critical = static_cast<long long>(w.critical_priority);
+    } else {
+      for (const auto& d : result.at("demands")) {
+        const long long p = d.at("priority").get<long long>();
+        if (!critical || p > *critical) critical = p;
+      }
     }
+    double served = 0, unserved = 0, critical_served = 0, critical_unserved = 0;
+    for (const auto& d : result.at("demands")) {
+      const std::string& outcome = d.at("outcome").get_ref<const std::string&>();
+      const bool ok = outcome == "succeeded";
+      const bool lost = outcome == "failed" || outcome == "timed_out";
+      const bool is_critical = critical && d.at("priority").get<long long>() == *critical;
+      served += ok;
+      unserved += lost;
+      critical_served += ok && is_critical;
+      critical_unserved += lost && is_critical;
+    }
+    const double nan = std::nan("");
+    m.unserved = unserved;
+    m.service_rate = served + unserved > 0 ? served / (served + unserved) : nan;
+    m.critical_service_rate = critical_served + critical_unserved > 0
+                                  ? critical_served / (critical_served + critical_unserved)
+                                  : nan;
+    m.critical_priority = critical ? static_cast<double>(*critical) : nan;
     nlohmann::json crit;
     if (critical && s.contains("latency_s_by_priority")) {
       const std::string key = std::to_string(*critical);
@@ -95,7 +130,8 @@ Metrics score_result_json(std::string_view text, const Weights& w) {
     m.pollution_s = s.at("priority_pollution_s").get<double>();
     const double p95 = std::isnan(m.critical_p95) ? 0.0 : m.critical_p95;
     m.score = w.gb * m.gb + w.wasted_gb * m.wasted_gb + w.p95_critical_s * p95 +
-              w.deadline_miss * m.deadline_misses + w.pollution_s * m.pollution_s;
+              w.unserved * m.unserved + w.deadline_miss * m.deadline_misses +
+              w.pollution_s * m.pollution_s;
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("not a demandflight result: ") + e.what());

@@ -83,7 +83,8 @@ std::string small_trace() {
 }
 
 TEST(Compare, ItsFiguresForASmallTraceMatchTheSimulatorsResultFieldByField) {
-  const std::string weights = "gb=2,p95_critical_s=3,deadline_miss=0.5,pollution_s=0.25,wasted_gb=7";
+  const std::string weights =
+      "gb=2,p95_critical_s=3,deadline_miss=0.5,pollution_s=0.25,wasted_gb=7,unserved=0.2";
   const CliRun run = run_cli(small_trace(), {"compare", "TRACE", "--policies",
                                              "always-abort,always-complete,lookahead", "--weights",
                                              weights,
@@ -117,11 +118,17 @@ TEST(Compare, ItsFiguresForASmallTraceMatchTheSimulatorsResultFieldByField) {
     const double misses = s["outcomes"]["timed_out"].get<double>();
     EXPECT_EQ(misses, 1) << "d4 timed out";
     EXPECT_EQ(number(row, "deadline_misses"), misses);
+    const double failed = s["outcomes"]["failed"].get<double>();
+    const double succeeded = s["outcomes"]["succeeded"].get<double>();
+    EXPECT_EQ(number(row, "unserved"), misses + failed);
+    EXPECT_NEAR(number(row, "service_rate"), succeeded / (succeeded + misses + failed), 1e-9);
+    EXPECT_EQ(number(row, "critical_priority"), 3);
+    EXPECT_EQ(number(row, "critical_service_rate"), 1) << "d2 and d3 were served";
     EXPECT_EQ(number(row, "cache_hits"), s["cache_hits"].get<double>());
     const double pollution = s["priority_pollution_s"].get<double>();
     EXPECT_NEAR(number(row, "pollution_s"), pollution, 1e-9);
     score[policy] = 2 * gb + 7 * wasted + 3 * critical["p95"].get<double>() + 0.5 * misses +
-                    0.25 * pollution;
+                    0.2 * (misses + failed) + 0.25 * pollution;
     EXPECT_NEAR(number(row, "score"), score[policy], 1e-8);
     EXPECT_EQ(number(row, "score_sd"), 0) << "one seed: no spread";
   }
@@ -261,6 +268,19 @@ TEST(Compare, PairsEveryPolicyWithTheBaselineSeedBySeedAndWritesTheRunsLongTable
                                   "sometimes"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--baseline"), std::string::npos) << bad.err;
+}
+
+TEST(Compare, TheCriticalClassIsTheOneAskedForAndItsServiceRateCountsItsTimeouts) {
+  const CliRun run = run_cli(small_trace(), {"compare", "TRACE", "--policies", "always-abort",
+                                             "--critical-priority", "0", "--csv", "DIR/c.csv"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("critical = priority 0"), std::string::npos) << run.out;
+  const auto rows = read_csv(run.dir + "/c.csv");
+  const CsvRow& row = row_of(rows, "trace", "demand", "always-abort");
+  EXPECT_EQ(number(row, "critical_priority"), 0);
+  // d1 was cancelled (its caller left: neither served nor unserved), d4 timed out.
+  EXPECT_EQ(number(row, "critical_service_rate"), 0);
+  EXPECT_EQ(number(row, "unserved"), 1);
 }
 
 TEST(Compare, SeedsThatCannotDifferAreSaidToBeIdentical) {

@@ -36,7 +36,7 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
             models: Union[str, Sequence[str]] = ("demand",), seeds: int = 1, *,
             first_seed: int = 1, weights: Optional[Mapping[str, float]] = None,
             jobs: Optional[int] = None, baseline: str = "always-abort",
-            runs: bool = False) -> Union[pd.DataFrame, "tuple[pd.DataFrame, pd.DataFrame]"]:
+            runs: bool = False, critical_priority: Optional[int] = None) -> Union[pd.DataFrame, "tuple[pd.DataFrame, pd.DataFrame]"]:
     """Runs ``demandflight compare`` and returns its table: one row per trace × model ×
     policy with the mean over seeds and ``*_sd`` columns (the CLI's ``--csv``).
 
@@ -47,7 +47,8 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
     seed: ``<figure>_diff`` (mean difference), ``_diff_lo``/``_diff_hi`` (95% t interval),
     ``_p_t``, ``_p_wilcoxon``; ``wins``/``losses``/``ties`` and ``significant`` are the
     score's. ``runs=True`` returns ``(table, runs)``, where ``runs`` has one row per trace
-    × model × policy × seed (the CLI's ``--runs-csv``).
+    × model × policy × seed (the CLI's ``--runs-csv``). ``critical_priority`` sets the
+    critical class (default: the highest priority in each trace).
     """
     if isinstance(traces, (str, os.PathLike, Trace)):
         traces = [traces]
@@ -78,6 +79,9 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
                 raise ValueError(f"policies: {e}") from None
     if weights:
         _core.check_weights(dict(weights))  # ValueError "weights: ..." (format/score.h's rule)
+    if critical_priority is not None and (isinstance(critical_priority, bool)
+                                          or not isinstance(critical_priority, int)):
+        raise ValueError(f"critical_priority must be an integer, not {critical_priority!r}")
     if not isinstance(baseline, str):
         raise TypeError(f"baseline: a policy spec, not {baseline!r}")
     try:
@@ -101,6 +105,8 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
         args += ["--models", ",".join(models), "--policies", spec, "--seeds", str(seeds),
                  "--first-seed", str(first_seed), "--csv", csv,
                  "--baseline", baseline.replace(",", ";")]
+        if critical_priority is not None:
+            args += ["--critical-priority", str(critical_priority)]
         runs_csv = os.path.join(work, "runs.csv")
         if runs:
             args += ["--runs-csv", runs_csv]

@@ -2,13 +2,30 @@
 // Python's dfl.metrics() returns, and the cost score, defined once here.
 //
 // score = gb x GB transferred + wasted_gb x GB wasted + p95_critical_s x the
-// p95 latency of the critical class (the highest priority any demand asked
-// for; 0 when none of them succeeded) + deadline_miss x demands timed out +
-// pollution_s x seconds of priority pollution. Lower is better. Wasted bytes
-// are already inside the transferred ones, so their extra weight is 0 unless
-// set.
+// p95 latency of the critical class + unserved x demands that ended unserved
+// + deadline_miss x demands timed out + pollution_s x seconds of priority
+// pollution. Lower is better.
+//
+// The critical class is `critical_priority` when set, else the highest
+// priority any demand of the trace subscribed with. A demand ended unserved
+// when it failed or timed out: it wanted the bytes to the end and did not
+// get them (a cancel or an owner's end is the caller's own choice and counts
+// as neither served nor unserved). The service rates are served / (served +
+// unserved), overall and of the critical class: latencies count succeeded
+// demands only, so they are shown beside them, and the unserved term keeps a
+// policy from winning by letting demands die.
+//
+// Why the defaults (docs/cli.md has the table): a GB costs as much as a
+// second of critical p95 latency (gb = p95_critical_s = 1: a 1 GB prefetch is
+// worth one second of a critical wait); ten unserved demands cost as much as
+// a GB (unserved = 0.1); deadline_miss = 0, since a timeout is already
+// unserved (set it to blame timeouts more than failures); pollution_s = 0.01,
+// a small tie-breaker (a hundred task-seconds above the wanted priority cost
+// a GB); wasted_gb = 0, since wasted bytes are already inside the transferred
+// ones (set it to blame waste beyond its transfer cost).
 #pragma once
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,9 +36,13 @@ namespace dfl::format {
 struct Weights {
   double gb = 1;               // Per GB transferred (decimal GB).
   double p95_critical_s = 1;   // Per second of p95 latency of the critical class.
-  double deadline_miss = 0.1;  // Per demand that timed out.
+  double unserved = 0.1;       // Per demand that failed or timed out.
+  double deadline_miss = 0;    // Per demand that timed out (beyond unserved).
   double pollution_s = 0.01;   // Per second of priority pollution.
   double wasted_gb = 0;        // Per GB wasted (already inside gb; extra blame).
+  // The critical class's priority; NaN: the highest in the trace. Not a
+  // weight, but a setting of the score: named critical_priority among them.
+  double critical_priority = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The weights by name, in their documented order, with their values in `w`.
@@ -37,7 +58,9 @@ struct Metrics {
   double gb = 0, wasted_gb = 0;
   double p50 = 0, p95 = 0, p99 = 0;
   double critical_p50 = 0, critical_p95 = 0, critical_p99 = 0;
-  double deadline_misses = 0, cache_hits = 0, pollution_s = 0;
+  double deadline_misses = 0, unserved = 0, cache_hits = 0, pollution_s = 0;
+  double service_rate = 0, critical_service_rate = 0;  // NaN when no demand counts.
+  double critical_priority = 0;  // The class the critical figures are of (NaN: none).
   double score = 0;
   double regret = 0;  // Score minus the oracle's; filled in by whoever ran the oracle.
   double vs_oracle = 1;  // Score over the oracle's (1: as good); likewise.
@@ -58,6 +81,10 @@ inline constexpr MetricField kMetricFields[] = {
     {"critical_p95_s", &Metrics::critical_p95},
     {"critical_p99_s", &Metrics::critical_p99},
     {"deadline_misses", &Metrics::deadline_misses},
+    {"unserved", &Metrics::unserved},
+    {"service_rate", &Metrics::service_rate},
+    {"critical_service_rate", &Metrics::critical_service_rate},
+    {"critical_priority", &Metrics::critical_priority},
     {"cache_hits", &Metrics::cache_hits},
     {"pollution_s", &Metrics::pollution_s},
     {"score", &Metrics::score},
