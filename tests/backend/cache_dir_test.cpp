@@ -390,22 +390,55 @@ TEST(CacheDir, ADeadOwnersPartialIsAdoptedUpToItsLastWholeBuffer) {
 
 TEST(CacheDir, APartialOfAnOwnerThatOpenedLaterAndDiedIsAdoptedToo) {
   // adopt_partial lists staging/ only once locks/ has shown another owner;
-  // one that arrives after this CacheDir looked must still be noticed.
+  // one that arrives after this CacheDir looked must still be noticed. The
+  // other process is forked first (a fork after this CacheDir's threads
+  // start is refused by TSan) and opens its CacheDir when told to.
   const fs::path root = scratch("adopt-later");
   const std::string bytes(CacheDir::kBufferBytes + 10, 'y');
-  CacheDir cache(root);
-  EXPECT_FALSE(cache.adopt_partial(key("late"))) << "nobody else has been here";
-  OtherProcess other(root, [&](CacheDir& theirs) {
-    static std::optional<CacheDir::Staging> staging;
+  int go[2], ready[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    CacheDir theirs(root);
     auto begun = theirs.begin(key("late"));
+    static std::optional<CacheDir::Staging> staging;  // Alive until the process dies.
     staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
-    return !staging->write(bytes.data(), bytes.size());
-  });
-  ASSERT_TRUE(other.worked());
-  other.kill();
-  auto adopted = cache.adopt_partial(key("late"));
-  ASSERT_TRUE(adopted) << "the owner that came and died was not noticed";
-  EXPECT_EQ(adopted->bytes(), CacheDir::kBufferBytes);
+    const char ok = staging->write(bytes.data(), bytes.size()) ? 'n' : 'y';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    for (;;)
+      ::pause();
+  }
+  ::close(go[0]);
+  ::close(ready[1]);
+  struct KillOnExit {  // Also when an assertion returns early.
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{pid};
+  std::optional<CacheDir::Staging> adopted;
+  {
+    CacheDir cache(root);
+    EXPECT_FALSE(cache.adopt_partial(key("late"))) << "nobody else has been here";
+    ASSERT_EQ(::write(go[1], "g", 1), 1);
+    char ok = 'n';
+    ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+    EXPECT_EQ(ok, 'y');
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    reaper.pid = 0;
+    adopted = cache.adopt_partial(key("late"));
+    ASSERT_TRUE(adopted) << "the owner that came and died was not noticed";
+    EXPECT_EQ(adopted->bytes(), CacheDir::kBufferBytes);
+    adopted.reset();
+  }
+  ::close(go[1]);
+  ::close(ready[0]);
 }
 
 // A gate the committer thread can be held at (from inside a `done`).
