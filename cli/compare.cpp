@@ -414,8 +414,11 @@ class Compare {
       for (std::size_t t = 0; t < traces_.size(); ++t) {
         const bool identical = std::all_of(rows.begin(), rows.end(), [&](const Row& row) {
           if (row.trace != t) return true;
+          // Identical runs: every figure equal on every seed (the mean of
+          // equal values may round, so the spread is judged against it).
           return std::all_of(kColumns.begin(), kColumns.end(), [&](const Column& c) {
-            return !(row.sd.*c.field > 0);
+            const double sd = row.sd.*c.field;
+            return !(sd > 1e-12 * std::max(1.0, std::abs(row.mean.*c.field)));
           });
         });
         if (identical) {
