@@ -57,16 +57,8 @@ using format::Weights;
 
 // --weights k=v,...: the cost score's weights (format/score.h).
 Weights parse_weights(const std::string& text) {
-  Weights w;
-  const policies::PolicySpec spec = policies::parse_policy_spec("weights:" + text);
-  for (const auto& [key, value] : spec.params) {
-    try {
-      format::set_weight(w, key, value);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--weights: ") + e.what());
-    }
-  }
-  return w;
+  return format::weights_from_params(policies::parse_policy_spec("weights:" + text).params,
+                                     "--weights");
 }
 
 // The table's columns: every figure of format::kMetricFields, with how it
@@ -295,8 +287,10 @@ class Compare {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--baseline: ") + e.what());
     }
-    if (std::find(policies.begin(), policies.end(), baseline_) == policies.end() &&
-        policies::parse_policy_spec(baseline_).name != "oracle") {
+    // The baseline's row: the oracle's is named "oracle" whatever its spec.
+    baseline_row_ = policies::parse_policy_spec(baseline_).name == "oracle" ? "oracle" : baseline_;
+    if (baseline_row_ != "oracle" &&
+        std::find(policies.begin(), policies.end(), baseline_) == policies.end()) {
       policies.insert(policies.begin(), baseline_);
     }
     // The oracle runs once per trace, model and seed, with the comparison's
@@ -387,11 +381,9 @@ class Compare {
     }
     for (Row& row : rows)
       aggregate(row);
-    const std::string baseline_row =
-        policies::parse_policy_spec(baseline_).name == "oracle" ? "oracle" : baseline_;
     for (Row& row : rows) {
       auto base = std::find_if(rows.begin(), rows.end(), [&](const Row& b) {
-        return b.trace == row.trace && b.model == row.model && b.policy == baseline_row;
+        return b.trace == row.trace && b.model == row.model && b.policy == baseline_row_;
       });
       pair_with(row, *base);
     }
@@ -408,7 +400,7 @@ class Compare {
         weights.deadline_miss, weights.pollution_s,
         critical_priority_ ? ("priority " + std::to_string(*critical_priority_)).c_str()
                            : "the highest priority in each trace (column critical_priority)",
-        seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "", baseline_row.c_str());
+        seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "", baseline_row_.c_str());
     // Replications that cannot differ are said to be so, not shown as ±0.
     if (seeds_ > 1) {
       for (std::size_t t = 0; t < traces_.size(); ++t) {
@@ -528,10 +520,7 @@ class Compare {
   // marker), p, wins. The baseline's own row shows dashes.
   std::vector<std::string> paired_cells(const Row& row) const {
     const format::Paired& p = row.paired[kScoreColumn];
-    const bool self = row.policy == (policies::parse_policy_spec(baseline_).name == "oracle"
-                                         ? std::string("oracle")
-                                         : baseline_);
-    if (self) return {"-", "-", "-", "-"};
+    if (row.policy == baseline_row_) return {"-", "-", "-", "-"};
     const int digits = kColumns[kScoreColumn].precision;
     std::string interval = std::isnan(p.ci_low) ? std::string("-")
                                                 : "[" + number(p.ci_low, digits) + ", " +
@@ -626,6 +615,7 @@ class Compare {
   int jobs_ = 0;
   std::string weights_;
   std::string baseline_ = "always-abort";
+  std::string baseline_row_;  // The baseline's row name (set by run()).
   std::optional<long long> critical_priority_;
   std::string runs_csv_;
   std::string csv_, markdown_;

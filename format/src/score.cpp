@@ -78,6 +78,19 @@ void set_weight(Weights& w, std::string_view name, const std::string& text) {
   set_weight(w, name, value);
 }
 
+Weights weights_from_params(const std::map<std::string, std::string>& params,
+                            std::string_view context) {
+  Weights w;
+  for (const auto& [name, value] : params) {
+    try {
+      set_weight(w, name, value);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(context) + ": " + e.what());
+    }
+  }
+  return w;
+}
+
 Metrics score_result_json(std::string_view text, const Weights& w) {
   try {
     const nlohmann::json result = nlohmann::json::parse(text);

@@ -31,15 +31,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The weights in an oracle spec's parameters (all of them optional).
 format::Weights oracle_weights(const policies::PolicySpec& spec) {
-  format::Weights w;
-  for (const auto& [name, value] : spec.params) {
-    try {
-      format::set_weight(w, name, value);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("policy oracle: ") + e.what());
-    }
-  }
-  return w;
+  return format::weights_from_params(spec.params, "policy oracle");
 }
 }  // namespace
 

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,10 @@ std::vector<std::pair<std::string, double>> weight_values(const Weights& w);
 void set_weight(Weights& w, std::string_view name, double value);
 // The same from the value's text (a k=v parameter), which must be a number.
 void set_weight(Weights& w, std::string_view name, const std::string& text);
+// The defaults with each of `params` (name -> text) set; errors as above,
+// with `context` ("--weights", "policy oracle") before the message.
+Weights weights_from_params(const std::map<std::string, std::string>& params,
+                            std::string_view context);
 
 // What one run scored. Latencies are NaN when no demand of the class succeeded.
 struct Metrics {
