@@ -1,7 +1,7 @@
 // demandflight: the command line.
 //
 //   demandflight sim TRACE [--model M] [--policy P] [--seed N] [--max-transfers N]
-//                          [--out FILE] [--timeline FILE]
+//                          [--out FILE] [--timeline FILE] [--decisions FILE]
 //   demandflight validate TRACE
 //   demandflight gen KIND --seed N [--demands N]
 //   demandflight fetch --base-url URL --cache DIR MANIFEST    (cli/fetch.cpp)
@@ -95,6 +95,14 @@ int main(int argc, char** argv) {
   sim->add_option("--transfer-log", transfer_log_path,
                   "write the network activities for bench/sim_bare_replay: a line per comm "
                   "started (T t id origin bytes) and cancelled (A t id)");
+  sim->add_option("--decisions", options.decisions_path,
+                  "write every orphan decision here, one JSON object per line: the view the "
+                  "policy answered, its answer, and the key's next subscribe in the trace");
+  sim->add_option("--decision-horizon", options.decision_horizon_s,
+                  "seconds within which a key's next subscribe counts as came_back in "
+                  "--decisions")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sim->add_flag("--finalize-execs", options.finalize_execs,
                 "run every finalize stage as a SimGrid Exec (the same times, slower; for "
                 "checking the simulator's own sharing of the CPU and the disk)");

@@ -294,6 +294,10 @@ py::dict command_to_dict(const Command& command) {
         } else if constexpr (std::is_same_v<T, TaskPriorityChanged>) {
           return py::dict("type"_a = "task_priority_changed", "task"_a = c.task.value,
                           "priority"_a = c.priority, "demanded"_a = c.demanded);
+        } else if constexpr (std::is_same_v<T, OrphanDecided>) {
+          return py::dict("type"_a = "orphan_decided", "task"_a = c.task.value,
+                          "decision"_a = std::string(to_string(c.decision)),
+                          "first_decision"_a = c.first_decision, "bytes_done"_a = c.bytes_done);
         } else {
           static_assert(std::is_same_v<T, TaskEnded>);
           return py::dict("type"_a = "task_ended", "task"_a = c.task.value,

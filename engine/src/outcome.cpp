@@ -1,6 +1,7 @@
 #include "demandflight/engine/outcome.h"
 
 #include "demandflight/engine/config.h"
+#include "demandflight/engine/orphan_policy.h"
 #include "engine_assert.h"
 
 namespace dfl {
@@ -31,6 +32,18 @@ std::string_view to_string(TaskOutcome outcome) {
       return "dropped";
     case TaskOutcome::aborted:
       return "aborted";
+  }
+  DFL_UNREACHABLE();
+}
+
+std::string_view to_string(OrphanDecision decision) {
+  switch (decision) {
+    case OrphanDecision::abort:
+      return "abort";
+    case OrphanDecision::complete:
+      return "complete";
+    case OrphanDecision::keep_partial:
+      return "keep_partial";
   }
   DFL_UNREACHABLE();
 }

@@ -692,6 +692,7 @@ class Scheduler::Impl {
 
     // Without a policy, every orphan is aborted.
     const OrphanDecision decision = policy_ ? policy_->decide(view) : OrphanDecision::abort;
+    outbox_.emplace_back(OrphanDecided{task.id, decision, first_decision, view.bytes_done});
     if (decision == OrphanDecision::complete) {
       ++stats_.orphan_completes;
       if (first_decision) orphans_.push_back(t);

@@ -174,9 +174,6 @@ class JsonOut {
 
 }  // namespace
 
-// Streams one record per line, so a run of a million demands never builds a
-// million-element JSON tree in memory; each line is what nlohmann's dump()
-// gives for that record (ResultJson.* checks it).
 std::string_view to_string(ServedBy served_by) {
   switch (served_by) {
     case ServedBy::none:
@@ -193,6 +190,9 @@ std::string_view to_string(ServedBy served_by) {
   return "none";
 }
 
+// Streams one record per line, so a run of a million demands never builds a
+// million-element JSON tree in memory; each line is what nlohmann's dump()
+// gives for that record (ResultJson.* checks it).
 void write_result_json(const Result& result, const Trace& trace, std::ostream& out) {
   ojson head{{"format", "demandflight-result"}, {"version", 1},
              {"trace", result.trace_name},      {"model", result.model},
@@ -212,6 +212,12 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
     json.raw(",").key("t_end");
     if (d.ended) {
       json.number(d.t_end);
+    } else {
+      json.raw("null");
+    }
+    json.raw(",").key("latency_s");
+    if (d.ended) {
+      json.number(d.t_end - d.t_subscribe);
     } else {
       json.raw("null");
     }
@@ -242,6 +248,12 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
     json.raw(first ? "\n {" : ",\n {");
     json.key("artifact").string(trace.artifacts[t.artifact].id);
     json.raw(",").key("t_start").number(t.t_start);
+    json.raw(",").key("t_first_start");
+    if (t.t_first_start) {
+      json.number(*t.t_first_start);
+    } else {
+      json.raw("null");
+    }
     json.raw(",").key("t_end").number(t.t_end);
     json.raw(",").key("outcome").string(to_string(t.outcome));
     json.raw(",").key("attempts").number(t.attempts);
@@ -258,6 +270,15 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
       }
       json.raw("]");
       first_change = false;
+    }
+    json.raw("],").key("orphan_decisions").raw("[");
+    bool first_decision = true;
+    for (const OrphanDecisionResult& o : t.orphan_decisions) {
+      json.raw(first_decision ? "{" : ",{").key("t").number(o.t);
+      json.raw(",").key("decision").string(to_string(o.decision));
+      json.raw(",").key("bytes_done").number(o.bytes_done);
+      json.raw(",").key("policy").string(result.policy).raw("}");
+      first_decision = false;
     }
     json.raw("]}");
     first = false;

@@ -44,6 +44,7 @@
 #include "demandflight/format/recorder.h"
 #include "demandflight/format/score.h"
 #include "demandflight/sim/simulator.h"
+#include "decision_log.h"
 #include "timeline.h"
 
 namespace dfl::sim {
@@ -134,7 +135,11 @@ class Simulation {
         recorder_(trace, std::string(to_string(options.model)), options.policy,
                   options.seed.value_or(trace.seed)),
         policy_(make_policy()),
-        scheduler_(make_config(), policy_) {
+        decisions_(options.decisions_path.empty()
+                       ? nullptr
+                       : std::make_unique<DecisionLog>(trace, recorder_,
+                                                       options.decision_horizon_s)),
+        scheduler_(make_config(), decisions_ ? decisions_->tap(policy_) : policy_) {
     // Orphan policies see exactly what a transfer has received when they decide.
     scheduler_.set_progress_probe([this](TransferId id) -> std::uint64_t {
       auto it = transfers_.find(id.value);
@@ -276,6 +281,7 @@ class Simulation {
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
+        if (decisions_) decisions_->subscribed(recorder_.key_of_artifact(r.artifact));
         handle_of_demand_[r.demand] = scheduler_.subscribe(t, a.key, a.key_hash, o);
         timeline_.demand_started(r.owner, trace_.owners[r.owner], r.demand, t);
         break;
@@ -453,6 +459,11 @@ class Simulation {
   void handle(TaskPriorityChanged& c) {
     const TaskResult& task = recorder_.on(now(), c);
     timeline_.task_priority(c.task.value, trace_.artifacts[task.artifact].id, now(), c.priority);
+  }
+
+  void handle(OrphanDecided& c) {
+    recorder_.on(now(), c);
+    if (decisions_) decisions_->decided(now(), c, recorder_.key_of_task(c.task));
   }
 
   void handle(TaskEnded& c) { recorder_.on(now(), c); }
@@ -701,6 +712,7 @@ class Simulation {
       report_oracle(*oracle, result);
     }
     if (!options_.timeline_path.empty()) timeline_.write(options_.timeline_path, trace_);
+    if (decisions_) decisions_->write(options_.decisions_path, result, trace_);
     return result;
   }
 
@@ -738,6 +750,7 @@ class Simulation {
   bool late_ = false;  // now_ is before clock_ (catch_up).
   ResultRecorder recorder_;
   std::shared_ptr<OrphanPolicy> policy_;
+  std::unique_ptr<DecisionLog> decisions_;  // With --decisions.
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
@@ -816,6 +829,13 @@ Result simulate(const Trace& trace, const SimOptions& options) {
     // Fail before running, not after an hour of simulation.
     std::ofstream probe(options.timeline_path);
     if (!probe) throw std::runtime_error("cannot write " + options.timeline_path);
+  }
+  if (!options.decisions_path.empty()) {
+    std::ofstream probe(options.decisions_path);
+    if (!probe) throw std::runtime_error("cannot write " + options.decisions_path);
+  }
+  if (!(options.decision_horizon_s > 0) || !std::isfinite(options.decision_horizon_s)) {
+    throw std::invalid_argument("decision horizon must be a positive number of seconds");
   }
   Simulation simulation(trace, options);
   return simulation.run();

@@ -68,6 +68,7 @@ class Driver {
   std::vector<EvictArtifact> evicted;
   std::vector<DropPartial> dropped_partials;
   std::vector<TaskPriorityChanged> priority_changes;
+  std::vector<OrphanDecided> orphan_decisions;
   std::vector<DemandAttached> attached;
   std::vector<DemandPriorityChanged> demand_priority_changes;
   std::vector<TaskEnded> task_ends;
@@ -179,6 +180,7 @@ class Driver {
   void record(DemandAttached& c) { attached.push_back(c); }
   void record(DemandPriorityChanged& c) { demand_priority_changes.push_back(c); }
   void record(TaskPriorityChanged& c) { priority_changes.push_back(c); }
+  void record(OrphanDecided& c) { orphan_decisions.push_back(c); }
   void record(TaskEnded& c) { task_ends.push_back(c); }
   void record(Deliver& c) {
     delivered.push_back(Delivery{c.demand, c.outcome, c.task, now});

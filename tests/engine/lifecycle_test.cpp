@@ -284,6 +284,15 @@ TEST(Lifecycle, AnOrphanIsAskedAgainWhenSlotPressureChanges) {
   ASSERT_EQ(drv.aborted.size(), 1u);
   EXPECT_FALSE(drv.scheduler.task_for(rock));
   EXPECT_EQ(drv.state_of(key("grass")), TaskState::transferring);
+
+  // Each answer was announced, for the task, with the bytes done then.
+  ASSERT_EQ(drv.orphan_decisions.size(), 2u);
+  EXPECT_EQ(drv.orphan_decisions[0].task, drv.aborted[0].task);
+  EXPECT_EQ(drv.orphan_decisions[0].decision, OrphanDecision::complete);
+  EXPECT_TRUE(drv.orphan_decisions[0].first_decision);
+  EXPECT_EQ(drv.orphan_decisions[0].bytes_done, 400u);
+  EXPECT_EQ(drv.orphan_decisions[1].decision, OrphanDecision::abort);
+  EXPECT_FALSE(drv.orphan_decisions[1].first_decision);
 }
 
 TEST(Lifecycle, TheInstalledIndexEvictsTheLeastRecentlyUsed) {

@@ -158,5 +158,50 @@ TEST(ResultRecorder, PollutionIsTheEffectivePriorityAboveTheDemandedOne) {
   EXPECT_EQ(result.tasks[0].priority_timeline.size(), 1u);
 }
 
+// A task's orphan decisions: the first answer and one that stopped it; a
+// re-ask that kept it completing changes nothing and is not listed. Its
+// timeline keeps the orphan level it ran at, but not the change at its end.
+TEST(ResultRecorder, ListsTheFirstOrphanDecisionAndTheOneThatStoppedTheTask) {
+  const format::Trace trace = two_callers_of_one_artifact();
+  format::ResultRecorder recorder(trace, "demand", "yield", 1);
+  const DemandHandle a{0, 1};
+  start_task(recorder, trace, 0, trace.records[0], a, 1, 0);
+  recorder.on(1, Deliver{a, DemandOutcome::cancelled, TaskId{1}});
+  recorder.on(1, TaskPriorityChanged{TaskId{1}, std::nullopt, std::nullopt});
+  recorder.on(1, OrphanDecided{TaskId{1}, OrphanDecision::complete, true, 100});
+  recorder.after_commands(1);
+  recorder.on(2, OrphanDecided{TaskId{1}, OrphanDecision::complete, false, 300});
+  recorder.on(3, OrphanDecided{TaskId{1}, OrphanDecision::abort, false, 500});
+  recorder.on(3, AbortTransfer{TaskId{1}, TransferId{11}, false, 0});
+  recorder.attempt_aborted(TaskId{1}, 500);
+  recorder.on(3, TaskEnded{TaskId{1}, TaskOutcome::aborted, 1, 500});
+  recorder.after_commands(3);
+
+  // The second caller's task: its demand's success ends it.
+  const DemandHandle b{0, 2};
+  start_task(recorder, trace, 5, trace.records[2], b, 2, 0);
+  recorder.on(6, Deliver{b, DemandOutcome::succeeded, TaskId{2}});
+  recorder.on(6, TaskPriorityChanged{TaskId{2}, std::nullopt, std::nullopt});
+  recorder.on(6, TaskEnded{TaskId{2}, TaskOutcome::installed, 1, 1000});
+  recorder.after_commands(6);
+  const format::Result result = recorder.finish(6);
+
+  ASSERT_EQ(result.tasks.size(), 2u);
+  const format::TaskResult& orphan = result.tasks[0];
+  ASSERT_EQ(orphan.orphan_decisions.size(), 2u);
+  EXPECT_EQ(orphan.orphan_decisions[0].t, 1);
+  EXPECT_EQ(orphan.orphan_decisions[0].decision, OrphanDecision::complete);
+  EXPECT_EQ(orphan.orphan_decisions[0].bytes_done, 100u);
+  EXPECT_EQ(orphan.orphan_decisions[1].t, 3);
+  EXPECT_EQ(orphan.orphan_decisions[1].decision, OrphanDecision::abort);
+  EXPECT_EQ(orphan.orphan_decisions[1].bytes_done, 500u);
+  EXPECT_EQ(orphan.t_first_start, 0.0);
+  using Timeline = std::vector<std::pair<double, std::optional<Priority>>>;
+  EXPECT_EQ(orphan.priority_timeline, (Timeline{{0, 1}, {1, std::nullopt}}));
+  EXPECT_TRUE(result.tasks[1].orphan_decisions.empty());
+  EXPECT_EQ(result.tasks[1].t_first_start, 5.0);
+  EXPECT_EQ(result.tasks[1].priority_timeline, (Timeline{{5, 1}}));
+}
+
 }  // namespace
 }  // namespace dfl::testing

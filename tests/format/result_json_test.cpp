@@ -89,6 +89,12 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
       t.priority_timeline.emplace_back(times[(i + k) % times.size()],
                                        k % 2 ? std::optional<Priority>() : Priority(k));
     }
+    if (i % 3 != 1) t.t_first_start = times[(i + 3) % times.size()];  // Some never started.
+    for (std::size_t k = 0; k < i % 3; ++k) {
+      t.orphan_decisions.push_back(OrphanDecisionResult{
+          times[(i + k + 4) % times.size()], static_cast<OrphanDecision>((i + k) % 3),
+          18446744073709551615ull - k});
+    }
     result.tasks.push_back(t);
   }
   result.summary.makespan_s = 1.0 / 7;
@@ -107,6 +113,7 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
                          {"priority", d.priority},
                          {"t_subscribe", d.t_subscribe},
                          {"t_end", d.ended ? ojson(d.t_end) : ojson(nullptr)},
+                         {"latency_s", d.ended ? ojson(d.t_end - d.t_subscribe) : ojson(nullptr)},
                          {"outcome", d.ended ? ojson(std::string(to_string(d.outcome)))
                                              : ojson(nullptr)},
                          {"task", d.task != 0 ? ojson(d.task - 1) : ojson(nullptr)},
@@ -120,14 +127,24 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
     ojson timeline = ojson::array();
     for (const auto& [at, priority] : t.priority_timeline)
       timeline.push_back(ojson::array({at, priority ? ojson(*priority) : ojson(nullptr)}));
+    ojson decisions = ojson::array();
+    for (const OrphanDecisionResult& o : t.orphan_decisions) {
+      decisions.push_back(ojson{{"t", o.t},
+                                {"decision", std::string(to_string(o.decision))},
+                                {"bytes_done", o.bytes_done},
+                                {"policy", result.policy}});
+    }
     const ojson expected{{"artifact", trace.artifacts[t.artifact].id},
                          {"t_start", t.t_start},
+                         {"t_first_start", t.t_first_start ? ojson(*t.t_first_start)
+                                                           : ojson(nullptr)},
                          {"t_end", t.t_end},
                          {"outcome", std::string(to_string(t.outcome))},
                          {"attempts", t.attempts},
                          {"bytes_transferred", t.bytes_transferred},
                          {"installs", t.installs},
-                         {"priority_timeline", timeline}};
+                         {"priority_timeline", timeline},
+                         {"orphan_decisions", decisions}};
     EXPECT_EQ(w.record_lines[result.demands.size() + i], expected.dump());
   }
 

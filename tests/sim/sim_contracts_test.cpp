@@ -404,5 +404,121 @@ TEST(SimContracts, EachDemandSaysWhichTaskServedItAndHow) {
   EXPECT_TRUE(demand_record(refused.result, "d1")["served_by"].is_null());
 }
 
+// The fields a researcher reads per demand and per task, on a hand-built
+// trace with a join, an orphan and its decision, a re-attach, a queued task
+// and a cache hit: one slot, a 20 MB rock (2 s at 10 MB/s) and a 1 MB grass.
+TEST(SimContracts, EachDemandAndTaskCarriesItsLatencyFirstStartAndOrphanDecisions) {
+  const std::string trace =
+      header(R"({"max_transfers": 1, "max_per_origin": 1})") + artifact("rock", 20'000'000) +
+      artifact("grass", 1'000'000) + sub(0, "maker", "a", "rock", 1) +
+      sub(0.1, "joiner", "b", "rock", 2) + sub(0.2, "queued", "c", "grass", 0) +
+      cancel(0.5, "maker") + cancel(0.5, "joiner") +  // The rock is an orphan now.
+      sub(0.6, "back", "d", "rock", 1) + sub(9, "late", "e", "rock", 1);
+  const CliRun run = simulate(trace, {"--policy", "always-complete"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json& r = run.result;
+  for (const nlohmann::json& d : r["demands"]) {
+    EXPECT_DOUBLE_EQ(d["latency_s"].get<double>(),
+                     d["t_end"].get<double>() - d["t_subscribe"].get<double>())
+        << d;
+  }
+  EXPECT_DOUBLE_EQ(demand_record(r, "maker")["latency_s"].get<double>(), 0.5);  // Cancelled.
+  EXPECT_EQ(demand_record(r, "late")["served_by"], "cache");
+  EXPECT_DOUBLE_EQ(demand_record(r, "late")["latency_s"].get<double>(), 0.0);
+  EXPECT_EQ(demand_record(r, "back")["served_by"], "reattach");
+  EXPECT_GT(demand_record(r, "back")["latency_s"].get<double>(), 1.0);
+
+  ASSERT_EQ(r["tasks"].size(), 2u) << r["tasks"];
+  const nlohmann::json& rock = r["tasks"][0];
+  const nlohmann::json& grass = r["tasks"][1];
+  EXPECT_EQ(rock["outcome"], "installed");
+  EXPECT_DOUBLE_EQ(rock["t_first_start"].get<double>(), 0.0);
+  // The grass waited for the rock's slot: asked at 0.2, started when the
+  // rock's transfer ended (its finalize, hashing and writing, takes 40 ns here).
+  EXPECT_DOUBLE_EQ(grass["t_start"].get<double>(), 0.2);
+  EXPECT_NEAR(grass["t_first_start"].get<double>(), rock["t_end"].get<double>(), 1e-6);
+  EXPECT_GT(grass["t_first_start"].get<double>(), 2.0);
+  EXPECT_TRUE(grass["orphan_decisions"].empty());
+  ASSERT_EQ(rock["orphan_decisions"].size(), 1u) << rock;
+  const nlohmann::json& decision = rock["orphan_decisions"][0];
+  EXPECT_DOUBLE_EQ(decision["t"].get<double>(), 0.5);
+  EXPECT_EQ(decision["decision"], "complete");
+  EXPECT_EQ(decision["policy"], "always-complete");
+  // About 0.45 s of 10 MB/s after the round trip.
+  EXPECT_GT(decision["bytes_done"].get<std::uint64_t>(), 3'000'000u);
+  EXPECT_LT(decision["bytes_done"].get<std::uint64_t>(), 5'000'000u);
+  // 1, raised to 2, the orphan level from 0.5 to 0.6, 1 again; no entry for
+  // the end (its last demand's success).
+  EXPECT_EQ(rock["priority_timeline"], nlohmann::json::parse("[[0.0, 1], [0.1, 2], [0.5, null], "
+                                                             "[0.6, 1]]"));
+  EXPECT_EQ(grass["priority_timeline"], nlohmann::json::parse("[[0.2, 0]]"));
+
+  // Kept instead: the first task ends at the decision with what it had; the
+  // second, made by the demand that came back, fetches only the rest.
+  const CliRun kept = simulate(trace, {"--policy", "keep-partial"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const nlohmann::json& tasks = kept.result["tasks"];
+  ASSERT_EQ(tasks.size(), 3u) << tasks;
+  ASSERT_EQ(tasks[0]["orphan_decisions"].size(), 1u);
+  EXPECT_EQ(tasks[0]["orphan_decisions"][0]["decision"], "keep_partial");
+  EXPECT_EQ(tasks[0]["outcome"], "aborted");
+  EXPECT_DOUBLE_EQ(tasks[0]["t_end"].get<double>(), 0.5);
+  EXPECT_EQ(demand_record(kept.result, "back")["served_by"], "transfer");
+  const nlohmann::json& again = tasks[demand_record(kept.result, "back")["task"].get<int>()];
+  EXPECT_EQ(again["bytes_transferred"].get<std::uint64_t>() +
+                tasks[0]["orphan_decisions"][0]["bytes_done"].get<std::uint64_t>(),
+            20'000'000u);
+  EXPECT_TRUE(again["orphan_decisions"].empty());
+}
+
+// --decisions: every answer of the policy with the view it answered and
+// whether its key came back within the horizon.
+TEST(SimContracts, TheDecisionLogHasEveryAnswerItsViewAndWhetherTheKeyCameBack) {
+  const std::string trace =
+      header(R"({"max_transfers": 2, "max_per_origin": 2})") + artifact("rock", 20'000'000) +
+      artifact("grass", 20'000'000) + sub(0, "r1", "a", "rock", 1) +
+      sub(0, "g1", "b", "grass", 1) + cancel(0.5, "r1") + cancel(0.7, "g1") +
+      sub(3.5, "r2", "c", "rock", 1);  // Only the rock comes back, 3 s after.
+  for (const auto& [horizon, rock_back] :
+       std::vector<std::pair<std::string, bool>>{{"60", true}, {"2.5", false}}) {
+    const CliRun run = simulate(trace, {"--policy", "keep-partial", "--decisions",
+                                        "DIR/decisions.jsonl", "--decision-horizon", horizon});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    std::istringstream lines(read_file(run.dir + "/decisions.jsonl"));
+    std::vector<nlohmann::json> log;
+    for (std::string line; std::getline(lines, line);)
+      log.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(log.size(), 2u);
+    const nlohmann::json& rock = log[0];
+    const nlohmann::json& grass = log[1];
+    EXPECT_EQ(rock["artifact"], "rock");
+    EXPECT_DOUBLE_EQ(rock["t"].get<double>(), 0.5);
+    EXPECT_EQ(rock["decision"], "keep_partial");
+    EXPECT_EQ(rock["policy"], "keep-partial");
+    EXPECT_TRUE(rock["first_decision"].get<bool>());
+    EXPECT_EQ(rock["size_bytes"], 20'000'000);
+    EXPECT_EQ(rock["bytes_done"].get<std::uint64_t>() + rock["bytes_remaining"].get<std::uint64_t>(),
+              20'000'000u);
+    // The same bytes as the task's own record of the decision.
+    const nlohmann::json& task = run.result["tasks"][rock["task"].get<int>()];
+    EXPECT_EQ(task["artifact"], "rock");
+    EXPECT_EQ(task["orphan_decisions"][0]["bytes_done"], rock["bytes_done"]);
+    EXPECT_EQ(rock["task_outcome"], "aborted");
+    EXPECT_EQ(rock["free_slots"], 0);  // The grass held the other slot.
+    EXPECT_DOUBLE_EQ(rock["next_demand_in_s"].get<double>(), 3.0);
+    EXPECT_EQ(rock["came_back"].get<bool>(), rock_back) << horizon;
+    EXPECT_DOUBLE_EQ(rock["horizon_s"].get<double>(), std::stod(horizon));
+    EXPECT_EQ(grass["artifact"], "grass");
+    EXPECT_DOUBLE_EQ(grass["t"].get<double>(), 0.7);
+    EXPECT_EQ(grass["free_slots"], 1);  // The rock's slot is free by then.
+    EXPECT_TRUE(grass["next_demand_in_s"].is_null());
+    EXPECT_FALSE(grass["came_back"].get<bool>());
+  }
+  const CliRun bad = run_cli(trace, {"sim", "TRACE", "--decisions", "DIR/d.jsonl",
+                                     "--decision-horizon", "0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--decision-horizon"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace dfl::testing

@@ -12,6 +12,7 @@
 
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/ids.h"
+#include "demandflight/engine/orphan_policy.h"
 #include "demandflight/engine/outcome.h"
 
 namespace dfl {
@@ -105,6 +106,16 @@ struct TaskPriorityChanged {
   std::optional<Priority> priority;  // Effective; nullopt: orphan level, below every real one.
   std::optional<Priority> demanded;  // Max over the active demands; nullopt: none.
 };
+// The orphan policy was asked about `task` (a transfer nobody waits for) and
+// answered `decision`: once when it became an orphan (first_decision), then
+// on every change of slot pressure while it keeps completing. It comes
+// before the AbortTransfer and TaskEnded that an abort or keep_partial causes.
+struct OrphanDecided {
+  TaskId task;
+  OrphanDecision decision = OrphanDecision::abort;
+  bool first_decision = true;
+  std::uint64_t bytes_done = 0;  // OrphanView::bytes_done.
+};
 struct TaskEnded {
   TaskId task;
   TaskOutcome outcome;
@@ -114,6 +125,7 @@ struct TaskEnded {
 
 using Command =
     std::variant<StartTransfer, AbortTransfer, StartFinalize, Deliver, EvictArtifact, DropPartial,
-                 TaskCreated, DemandAttached, DemandPriorityChanged, TaskPriorityChanged, TaskEnded>;
+                 TaskCreated, DemandAttached, DemandPriorityChanged, TaskPriorityChanged, OrphanDecided,
+                 TaskEnded>;
 
 }  // namespace dfl

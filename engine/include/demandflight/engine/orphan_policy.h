@@ -30,6 +30,9 @@ enum class OrphanDecision : std::uint8_t {
   // oldest dropped first; with nothing received it is the same as abort.
   keep_partial,
 };
+// "abort", "complete", "keep_partial" (as results, decision logs and Python
+// name them).
+std::string_view to_string(OrphanDecision decision);
 
 struct OrphanView {
   double now_s = 0;

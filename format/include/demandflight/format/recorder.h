@@ -205,9 +205,22 @@ class ResultRecorder {
     return task;
   }
 
+  void on(double t, const OrphanDecided& c) {
+    if (!c.first_decision && c.decision == OrphanDecision::complete) return;
+    result_.tasks[c.task.value - 1].orphan_decisions.push_back(
+        OrphanDecisionResult{t, c.decision, c.bytes_done});
+  }
+
   void on(double t, const TaskEnded& c) {
     TaskResult& task = result_.tasks[c.task.value - 1];
     TaskTrack& tracked = track(c.task);
+    // Its last demands' terminals took it to the orphan level as it ended:
+    // not a change it ran at (result.h).
+    auto& timeline = task.priority_timeline;
+    if (timeline.size() > 1 && timeline.back().first == t && !timeline.back().second &&
+        timeline[timeline.size() - 2].second) {
+      timeline.pop_back();
+    }
     task.t_end = t;
     task.outcome = c.outcome;
     task.attempts = c.attempts;
@@ -229,7 +242,8 @@ class ResultRecorder {
 
   // A first attempt with an offset resumes the key's kept partial: its bytes
   // are used (unless this task is aborted in turn).
-  void on(double, const StartTransfer& c) {
+  void on(double t, const StartTransfer& c) {
+    if (c.attempt == 1) result_.tasks[c.task.value - 1].t_first_start = t;
     if (c.attempt != 1 || c.resume_offset_bytes == 0 || pending_partials_ == 0) return;
     TaskTrack& tracked = track(c.task);
     std::uint64_t& pending = partial_pending_[tracked.key];

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "demandflight/engine/orphan_policy.h"
 #include "demandflight/engine/outcome.h"
 #include "demandflight/format/trace.h"
 
@@ -51,17 +52,29 @@ struct DemandResult {
   ServedBy served_by = ServedBy::none;
 };
 
+// An answer of the orphan policy about a task (OrphanDecided): its first
+// one, and a later one that stopped the task (a re-ask that kept it
+// completing changes nothing and is not listed; the decision log has it).
+struct OrphanDecisionResult {
+  double t = 0;
+  OrphanDecision decision = OrphanDecision::abort;
+  std::uint64_t bytes_done = 0;
+};
+
 struct TaskResult {
   std::uint32_t artifact = 0;  // The alias of the subscribe that created it.
   double t_start = 0;
   double t_end = 0;
+  std::optional<double> t_first_start;  // Its first transfer's start; none: never started.
   TaskOutcome outcome = TaskOutcome::failed;
   std::uint32_t attempts = 0;
   std::uint64_t bytes_transferred = 0;
   std::uint32_t installs = 0;
-  // (time, effective priority; nullopt: none, the task ended or is an
-  // orphan).
+  // (time, effective priority; nullopt: the orphan level, no active demand
+  // from then on). A change at t_end (the last demands' terminals) is not
+  // listed: t_end and outcome say how the task ended.
   std::vector<std::pair<double, std::optional<Priority>>> priority_timeline;
+  std::vector<OrphanDecisionResult> orphan_decisions;
 };
 
 struct Percentiles {

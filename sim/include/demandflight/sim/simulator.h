@@ -36,6 +36,10 @@ struct SimOptions {
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   std::string transfer_log_path;              // Comms started and cancelled (for bench/).
+  // Every orphan decision, its view and the key's next subscribe (JSON lines;
+  // docs/trace-format.md), when set; a key "came back" within the horizon.
+  std::string decisions_path;
+  double decision_horizon_s = 60;
   // Run every finalize stage as a SimGrid Exec (the default computes the
   // fair sharing of the CPU and the disk itself, on timers; the times are
   // the same): for tests.
