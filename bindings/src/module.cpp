@@ -196,7 +196,8 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
                      std::optional<std::uint32_t> max_transfers,
                      std::optional<std::uint32_t> max_per_origin,
                      std::optional<std::string> network_model, const std::string& out_path,
-                     const std::string& timeline_path) {
+                     const std::string& timeline_path, const std::string& decisions_path,
+                     double decision_horizon_s) {
   sim::SimOptions options;
   options.model = model_of(model);
   options.policy = policy_name;
@@ -220,6 +221,8 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
     }
   }
   options.timeline_path = timeline_path;
+  options.decisions_path = decisions_path;
+  options.decision_horizon_s = decision_horizon_s;
   format::Result result;
   {
     py::gil_scoped_release release;
@@ -559,11 +562,14 @@ PYBIND11_MODULE(_core, m) {
          const py::object& policy, const std::string& policy_name,
          std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
          std::optional<std::uint32_t> mpo, std::optional<std::string> network,
-         const std::string& out, const std::string& timeline) {
-        return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline);
+         const std::string& out, const std::string& timeline, const std::string& decisions,
+         double decision_horizon_s) {
+        return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline,
+                        decisions, decision_horizon_s);
       },
       "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
-      "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a,
+      "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
+      "decision_horizon_s"_a = 60.0,
       "Runs one simulation in this process (once per process) and writes the result JSON.");
   m.def(
       "check_policy", [](const std::string& spec) { sim::check_sim_policy(spec); }, "spec"_a,

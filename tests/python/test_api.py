@@ -65,6 +65,39 @@ def test_result_fields_match_the_clis_json(scenarios, cli, tmp_path):
     assert isinstance(result.demands, pd.DataFrame) and isinstance(result.tasks, pd.DataFrame)
 
 
+def test_result_load_reads_a_cli_result_and_its_decision_log(scenarios, cli, tmp_path):
+    trace = scenarios / "session_churn.jsonl"
+    out, log = tmp_path / "cli.json", tmp_path / "decisions.jsonl"
+    subprocess.run([cli, "sim", str(trace), "--policy", "keep-partial", "--out", str(out),
+                    "--decisions", str(log), "--quiet"], check=True)
+    loaded = dfl.Result.load(out, decisions=log)
+    run = dfl.simulate(trace, policy="keep-partial", decisions=True)
+    assert loaded.raw == run.raw and loaded.policy == "keep-partial"
+    assert loaded.demands.equals(run.demands) and loaded.tasks.equals(run.tasks)
+    assert loaded.decisions.equals(run.decisions)
+    # The log and the tasks tell the same decisions.
+    d = run.decisions
+    assert len(d) > 0 and set(d["decision"]) == {"keep_partial"}
+    listed = sum(len(t) for t in run.tasks["orphan_decisions"])
+    assert listed == int(d["first_decision"].sum()) == len(d)
+    back = d["next_demand_in_s"].notna() & (d["next_demand_in_s"] <= d["horizon_s"])
+    assert (d["came_back"] == back).all()
+    assert (run.demands["latency_s"] == run.demands["t_end"] - run.demands["t_subscribe"]).all()
+    assert dfl.simulate(trace, policy="keep-partial").decisions is None
+
+    with pytest.raises(ValueError, match="decision_horizon_s"):
+        dfl.simulate(trace, decisions=True, decision_horizon_s=0)
+    with pytest.raises(TypeError, match="decisions"):
+        dfl.simulate(trace, decisions="yes")
+    with pytest.raises(ValueError, match="session_churn.jsonl: not a demandflight result"):
+        dfl.Result.load(trace)  # A trace (JSON lines), not a result.
+    (tmp_path / "other.json").write_text('{"format": "something-else"}')
+    with pytest.raises(ValueError, match=r"other.json: format: expected"):
+        dfl.Result.load(tmp_path / "other.json")
+    with pytest.raises(ValueError, match="timeline"):
+        loaded.timeline(tmp_path / "t.json")
+
+
 def test_the_default_seed_is_the_trace_headers_as_for_the_cli(scenarios, cli, tmp_path):
     trace = scenarios / "flaky_network.jsonl"  # Retries: the seed drives their jitter.
     header_seed = json.loads(trace.read_text().splitlines()[0])["seed"]

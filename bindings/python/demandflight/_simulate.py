@@ -93,7 +93,8 @@ def _raise_child_error(error: Dict[str, Any], stderr: str, returncode: int) -> N
 
 
 def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
-         options: Dict[str, Any], out: str, timeline: str = "") -> str:
+         options: Dict[str, Any], out: str, timeline: str = "", decisions: str = "",
+         decision_horizon_s: float = 60.0) -> str:
     """Runs one simulation in a fresh Python process; returns the printed summary."""
     if isinstance(policy, str):
         _core.check_policy(policy)  # Bad input is refused here, before any process.
@@ -106,7 +107,8 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
            "model": model, "policy": policy_obj, "policy_name": policy_name, "seed": seed,
            "max_transfers": options.get("max_transfers"),
            "max_per_origin": options.get("max_per_origin"),
-           "network_model": options.get("network_model"), "out": out, "timeline": timeline}
+           "network_model": options.get("network_model"), "out": out, "timeline": timeline,
+           "decisions": decisions, "decision_horizon_s": decision_horizon_s}
     proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
                           capture_output=True, env=_child_env(), check=False)
     stderr = proc.stderr.decode(errors="replace")
@@ -117,15 +119,34 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
     return proc.stdout.decode()
 
 
+def _read_decisions(path: Union[str, os.PathLike]) -> "pd.DataFrame":
+    """A decision log (JSON lines) as a DataFrame, one row per answer of the policy."""
+    import pandas as pd
+
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as e:
+                raise ValueError(f"{os.fspath(path)}:{number}: not a decision log line: {e}") \
+                    from None
+    return pd.DataFrame(rows)
+
+
 class Result:
     """What one simulation produced (the result JSON of the trace format).
 
     ``demands`` and ``tasks`` are DataFrames (one row per subscribe, per physical task);
-    ``summary`` is the summary dict; ``raw`` is the whole JSON document.
+    ``summary`` is the summary dict; ``raw`` is the whole JSON document; ``decisions``
+    is the decision log as a DataFrame (one row per answer of the orphan policy) when the
+    run was asked for it (``simulate(..., decisions=True)``), else None.
     """
 
     def __init__(self, raw: Dict[str, Any], summary_text: str, rerun: Any,
-                 policy_report: Any = None) -> None:
+                 policy_report: Any = None, decisions: Optional["pd.DataFrame"] = None) -> None:
         import pandas as pd
 
         #: What a Python policy's ``report()`` returned at the end of the run (its own
@@ -138,7 +159,35 @@ class Result:
         self.demands = pd.DataFrame(raw["demands"])
         self.tasks = pd.DataFrame(raw["tasks"])
         self.summary_text = summary_text
+        self.decisions = decisions
         self._rerun = rerun
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike],
+             decisions: Optional[Union[str, os.PathLike]] = None) -> "Result":
+        """Reads a result JSON that ``demandflight sim --out`` (or ``compare``) wrote, and
+        optionally its ``--decisions`` log. Raises ``ValueError`` naming the file when it is
+        not a demandflight result."""
+        name = os.fspath(path)
+        try:
+            with open(name, encoding="utf-8") as f:
+                raw = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{name}: not a demandflight result: {e}") from None
+        if not isinstance(raw, dict) or raw.get("format") != "demandflight-result":
+            found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+            raise ValueError(f"{name}: format: expected \"demandflight-result\", found "
+                             f"{found!r}")
+        for field in ("demands", "tasks", "summary"):
+            if field not in raw:
+                raise ValueError(f"{name}: {field}: missing")
+
+        def no_rerun(_: str) -> None:
+            raise ValueError(f"timeline: a result loaded from {name} cannot be run again; "
+                             "run `demandflight sim --timeline FILE` instead")
+
+        return cls(raw, "", no_rerun,
+                   decisions=None if decisions is None else _read_decisions(decisions))
 
     @property
     def warnings(self) -> list:
@@ -168,7 +217,8 @@ class Result:
 
 
 def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "always-abort",
-             seed: Optional[int] = None, **overrides: Any) -> Result:
+             seed: Optional[int] = None, decisions: bool = False,
+             decision_horizon_s: float = 60.0, **overrides: Any) -> Result:
     """Simulates ``trace`` on SimGrid and returns its :class:`Result`.
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
@@ -182,6 +232,10 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     ``seed`` drives the retry jitter; None (the default) takes the trace header's seed, as
     ``demandflight sim`` does without ``--seed``.
 
+    ``decisions=True`` keeps the decision log (``demandflight sim --decisions``) as
+    ``Result.decisions``: every answer of the orphan policy with the view it answered and
+    whether the key came back within ``decision_horizon_s`` seconds.
+
     Each call runs in a fresh process (SimGrid allows one simulation per process), so a
     notebook may call it any number of times. Raises :class:`TraceError` for a bad trace
     and ``ValueError`` for a bad model or policy.
@@ -194,6 +248,12 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
         raise ValueError(f"model must be {', '.join(_core.MODELS)}, not {model!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an integer >= 0 or None, not {seed!r}")
+    if not isinstance(decisions, bool):
+        raise TypeError(f"decisions must be True or False, not {decisions!r}")
+    if isinstance(decision_horizon_s, bool) or not isinstance(decision_horizon_s, (int, float)) \
+            or not 0 < decision_horizon_s < float("inf"):
+        raise ValueError(f"decision_horizon_s must be a positive number of seconds, not "
+                         f"{decision_horizon_s!r}")
     options = {k: v for k, v in overrides.items() if k in _OPTION_KEYS}
     header = {k: v for k, v in overrides.items() if k not in _OPTION_KEYS}
     # The simulator's options obey the trace header's rules (ValueError naming the
@@ -202,8 +262,11 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     trace = trace.with_overrides(**header)
     with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
         out = os.path.join(work, "result.json")
-        text = _run(trace, model, policy, seed, options, out)
+        log = os.path.join(work, "decisions.jsonl") if decisions else ""
+        text = _run(trace, model, policy, seed, options, out, decisions=log,
+                    decision_horizon_s=float(decision_horizon_s))
         raw = json.loads(Path(out).read_text())
+        decision_frame = _read_decisions(log) if decisions else None
         report = None
         if os.path.exists(out + ".report"):
             with open(out + ".report", "rb") as f:
@@ -213,4 +276,4 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
         with tempfile.TemporaryDirectory(prefix="dfl-sim-") as again:
             _run(trace, model, policy, seed, options, os.path.join(again, "result.json"), path)
 
-    return Result(raw, text, rerun, report)
+    return Result(raw, text, rerun, report, decision_frame)
