@@ -97,6 +97,7 @@ struct Run {
   std::string model, policy;
   std::string spec;                 // What runs: the policy, with the oracle's weights.
   std::vector<std::string> extra;   // More arguments (the oracle's bases).
+  std::string program;              // Runs it instead of this program (--external).
   std::uint64_t seed = 0;
   fs::path trace_file, out, err;
   Metrics metrics;
@@ -215,9 +216,14 @@ class Compare {
     cmd_->add_option("--models", models_, "comma-separated: demand,callbacks,independent")
         ->capture_default_str();
     cmd_->add_option("--policies", policies_,
-                     "all, or comma-separated policy specs (NAME[:k=v;...] with ';' between "
-                     "parameters); the oracle is always run")
+                     "all, or comma-separated policy specs NAME[:k=v,...] (an item k=v is a "
+                     "parameter of the policy before it); the oracle is always run")
         ->capture_default_str();
+    cmd_->add_option("--external", externals_,
+                     "NAME=PROGRAM: also compare policy NAME, run by PROGRAM with the arguments "
+                     "of `demandflight sim` (sim TRACE --model M --policy NAME --seed S --out "
+                     "FILE --quiet); not one of the oracle's bases (repeatable; Python's "
+                     "compare() runs its policies so)");
     cmd_->add_option("--seeds", seeds_, "how many seeds")
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();
@@ -271,8 +277,13 @@ class Compare {
         }
       }
     } else {
-      for (std::string spec : split(policies_)) {
-        std::replace(spec.begin(), spec.end(), ';', ',');
+      std::vector<std::string> listed;
+      try {
+        listed = policies::split_policy_list(policies_);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--policies: ") + e.what());
+      }
+      for (const std::string& spec : listed) {
         try {
           sim::check_sim_policy(spec);
         } catch (const std::invalid_argument& e) {
@@ -283,13 +294,13 @@ class Compare {
     }
     std::replace(baseline_.begin(), baseline_.end(), ';', ',');
     try {
-      sim::check_sim_policy(baseline_);
+      if (!is_external(baseline_)) sim::check_sim_policy(baseline_);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--baseline: ") + e.what());
     }
     // The baseline's row: the oracle's is named "oracle" whatever its spec.
     baseline_row_ = policies::parse_policy_spec(baseline_).name == "oracle" ? "oracle" : baseline_;
-    if (baseline_row_ != "oracle" &&
+    if (baseline_row_ != "oracle" && !is_external(baseline_) &&
         std::find(policies.begin(), policies.end(), baseline_) == policies.end()) {
       policies.insert(policies.begin(), baseline_);
     }
@@ -304,6 +315,25 @@ class Compare {
     for (const std::string& p : policies) {
       oracle_extra.push_back("--oracle-base");
       oracle_extra.push_back(p);
+    }
+    // Policies that other programs run, after the built-in ones.
+    for (const std::string& e : externals_) {
+      const std::size_t eq = e.find('=');
+      if (eq == 0 || eq == std::string::npos || eq + 1 == e.size()) {
+        throw std::invalid_argument("--external: \"" + e + "\" is not NAME=PROGRAM");
+      }
+      const std::string name = e.substr(0, eq);
+      if (std::find(policies.begin(), policies.end(), name) != policies.end() ||
+          name == "oracle" || program_of_.count(name) != 0) {
+        throw std::invalid_argument("--external: a policy named \"" + name +
+                                    "\" is compared already");
+      }
+      program_of_[name] = e.substr(eq + 1);
+      if (::access(program_of_[name].c_str(), X_OK) != 0) {
+        throw std::invalid_argument("--external: " + name + ": " + program_of_[name] +
+                                    " is not an executable program");
+      }
+      policies.push_back(name);
     }
     std::string oracle_spec = "oracle:";
     for (const auto& [name, value] : format::weight_values(weights)) {
@@ -342,6 +372,7 @@ class Compare {
             r.model = model;
             r.policy = policy;
             r.spec = policy == "oracle" ? oracle_spec : policy;
+            if (auto it = program_of_.find(policy); it != program_of_.end()) r.program = it->second;
             if (policy == "oracle") r.extra = oracle_extra;
             r.seed = first_seed_ + static_cast<std::uint64_t>(k);
             r.trace_file = files[i][static_cast<std::size_t>(k)];
@@ -351,6 +382,12 @@ class Compare {
             runs.push_back(std::move(r));
           }
     if (const int rc = execute(runs); rc != 0) return rc;
+    for (const Run& r : runs) {
+      if (!r.program.empty() && !fs::exists(r.out)) {
+        throw std::runtime_error("--external: " + r.program + " wrote no result to " +
+                                 r.out.string());
+      }
+    }
 
     for (Run& r : runs)
       r.metrics = format::score_result_json(slurp(r.out), weights);
@@ -458,7 +495,7 @@ class Compare {
     int last_tenth = -1;
     run_processes(
         runs.size(), jobs_ > 0 ? jobs_ : default_jobs(),
-        [&](std::size_t i) { return spawn(exe, runs[i]); },
+        [&](std::size_t i) { return spawn(runs[i].program.empty() ? exe : runs[i].program, runs[i]); },
         [&](std::size_t i, int code) {
           if (code != 0) failed.push_back(i);
           ++done;
@@ -619,6 +656,13 @@ class Compare {
   std::optional<long long> critical_priority_;
   std::string runs_csv_;
   std::string csv_, markdown_;
+  std::vector<std::string> externals_;               // --external NAME=PROGRAM.
+  std::map<std::string, std::string> program_of_;    // Their programs, by name.
+  bool is_external(const std::string& name) const {
+    return std::any_of(externals_.begin(), externals_.end(), [&](const std::string& e) {
+      return e.rfind(name + "=", 0) == 0;
+    });
+  }
   fs::path tmp_;
 };
 

@@ -571,6 +571,8 @@ PYBIND11_MODULE(_core, m) {
       "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
       "decision_horizon_s"_a = 60.0,
       "Runs one simulation in this process (once per process) and writes the result JSON.");
+  m.def("split_policy_list", &policies::split_policy_list, "list"_a,
+        "Splits a comma-separated list of policy specs (k=v items belong to the policy before).");
   m.def(
       "check_policy", [](const std::string& spec) { sim::check_sim_policy(spec); }, "spec"_a,
       "Raises ValueError for a policy spec the simulator does not know.");

@@ -18,7 +18,7 @@ PolicySpec parse_policy_spec(std::string_view spec) {
   if (colon == std::string_view::npos) return out;
   std::string_view rest = spec.substr(colon + 1);
   while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
+    const std::size_t comma = rest.find_first_of(",;");
     const std::string_view item = rest.substr(0, comma);
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) {
@@ -27,6 +27,28 @@ PolicySpec parse_policy_spec(std::string_view spec) {
     }
     out.params[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  return out;
+}
+
+std::vector<std::string> split_policy_list(std::string_view list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    std::string item(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    if (item.empty()) continue;
+    std::replace(item.begin(), item.end(), ';', ',');
+    const bool parameter = item.find('=') != std::string::npos &&
+                           (item.find(':') == std::string::npos || item.find(':') > item.find('='));
+    if (parameter) {
+      if (out.empty()) {
+        throw std::invalid_argument("policy parameter \"" + item + "\" comes before any policy");
+      }
+      out.back() += (out.back().find(':') == std::string::npos ? ":" : ",") + item;
+    } else {
+      out.push_back(std::move(item));
+    }
   }
   return out;
 }

@@ -36,6 +36,23 @@ TEST(SimplePolicies, AlwaysAbortAlwaysCompleteAndKeepPartialAnswerTheSameToEvery
   }
 }
 
+// One separator for parameters everywhere: in a list, an item k=v belongs to
+// the policy before it; the old ';' still works.
+TEST(PolicySpecs, ListsSplitAtPoliciesAndParametersTakeCommasOrTheOldSemicolons) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(policies::split_policy_list("squid:pct=80,min_bytes=0,always-abort,keep-partial"),
+            (V{"squid:pct=80,min_bytes=0", "always-abort", "keep-partial"}));
+  EXPECT_EQ(policies::split_policy_list("squid:pct=80;min_bytes=0,always-abort"),
+            (V{"squid:pct=80,min_bytes=0", "always-abort"}));
+  EXPECT_EQ(policies::split_policy_list("learned:model=/a:b.json,squid,pct=5"),
+            (V{"learned:model=/a:b.json", "squid:pct=5"}));
+  EXPECT_THROW(policies::split_policy_list("pct=5,squid"), std::invalid_argument);
+  const policies::PolicySpec old = policies::parse_policy_spec("squid:pct=80;min_bytes=0");
+  const policies::PolicySpec now = policies::parse_policy_spec("squid:pct=80,min_bytes=0");
+  EXPECT_EQ(old.params, now.params);
+  EXPECT_EQ(now.params.at("min_bytes"), "0");
+}
+
 TEST(SquidPolicy, WithSquidsDefaultsOnlyTheLast16KiBAreWorthFinishing) {
   EXPECT_EQ(decide("squid", view(1'000'000, 1'000'000 - 16 * 1024)), OrphanDecision::complete);
   EXPECT_EQ(decide("squid", view(1'000'000, 1'000'000 - 16 * 1024 - 1)), OrphanDecision::abort);

@@ -240,6 +240,61 @@ def test_compare_returns_the_clis_table(scenarios, cli, tmp_path):
     pd.testing.assert_frame_equal(from_object.drop(columns="trace"), expected.drop(columns="trace"))
 
 
+class PySquid(dfl.OrphanPolicy):
+    """Squid's quick_abort rule, as policies/builtin.h has it."""
+
+    def __init__(self, min_bytes, max_bytes, pct):
+        self.min_bytes, self.max_bytes, self.pct = min_bytes, max_bytes, pct
+
+    def decide(self, view):
+        if view.size_bytes == 0:
+            return dfl.Decision.ABORT
+        if view.bytes_remaining <= self.min_bytes:
+            return dfl.Decision.COMPLETE
+        if view.bytes_remaining > self.max_bytes:
+            return dfl.Decision.ABORT
+        done = 100.0 * view.bytes_done / view.size_bytes
+        return dfl.Decision.COMPLETE if done >= self.pct else dfl.Decision.ABORT
+
+
+class Raises(dfl.OrphanPolicy):
+    name = "raises"
+
+    def decide(self, view):
+        raise KeyError("no such thing")
+
+
+def test_compare_runs_a_python_policy_and_gives_the_builtin_equals_row(scenarios):
+    spec = "squid:pct=50,min_bytes=100000,max_bytes=4000000"
+    traces = ["gen:session_churn:demands=300", scenarios / "cache_pressure.jsonl"]
+    table = dfl.compare(traces, seeds=3, policies=[spec, PySquid(100000, 4000000, 50)])
+    assert set(table.policy) == {"always-abort", spec, "PySquid", "oracle"}
+    for trace in table.trace.unique():
+        rows = table[table.trace == trace].set_index("policy")
+        builtin, mine = rows.loc[spec], rows.loc["PySquid"]
+        pd.testing.assert_series_equal(builtin, mine, check_names=False)
+        # It decided something: not the baseline's row.
+        assert builtin["score"] != rows.loc["always-abort", "score"] or \
+            builtin["wasted_gb"] != rows.loc["always-abort", "wasted_gb"]
+    assert "regret" in table and "vs_oracle" in table and "score_diff_lo" in table
+
+    # One separator for parameters (the old ';' still accepted), a Python baseline.
+    old = dfl.compare(traces[0], policies="squid:pct=50;min_bytes=100000;max_bytes=4000000")
+    new = dfl.compare(traces[0], policies="always-abort," + spec)
+    assert list(old.policy) == list(new.policy) == ["always-abort", spec, "oracle"]
+    pd.testing.assert_frame_equal(old, new)
+    against_mine = dfl.compare(traces[0], policies=[PySquid(100000, 4000000, 50), spec],
+                               baseline="PySquid")
+    assert (against_mine.set_index("policy").loc[spec, ["score_diff", "wins"]] == 0).all()
+
+    with pytest.raises(KeyError, match="no such thing"):
+        dfl.compare(traces[0], policies=[Raises()])
+    with pytest.raises(ValueError, match="policies: 'PySquid'"):
+        dfl.compare(traces[0], policies=[PySquid(0, 0, 0), PySquid(1, 1, 1)])
+    with pytest.raises(TypeError, match="policies"):
+        dfl.compare(traces[0], policies=[42])
+
+
 def test_cmake_install_puts_a_working_package_into_dist_packages(tmp_path, scenarios):
     import os
     import sys

@@ -45,19 +45,23 @@ def main() -> int:
         summary_out.write(summary)
         return 0
     except BaseException as e:  # Reported to the parent, which raises it again.
-        error = {"type": type(e).__name__, "message": str(e),
-                 "traceback": traceback.format_exc()}
-        if _policy_raised(job, e.__traceback__):
-            error["from_policy"] = True
-            try:
-                error["pickled"] = base64.b64encode(pickle.dumps(e)).decode()
-            except Exception:  # noqa: BLE001 - an exception that does not pickle
-                pass
-        for attr in ("file", "line", "field"):
-            if hasattr(e, attr):
-                error[attr] = getattr(e, attr)
-        sys.stderr.write("\n" + json.dumps(error) + "\n")
+        report_error(job, e)
         return 1
+
+
+def report_error(job, e: BaseException) -> None:
+    """Writes ``e`` as one JSON line on stderr, for the parent to raise again."""
+    error = {"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()}
+    if _policy_raised(job, e.__traceback__):
+        error["from_policy"] = True
+        try:
+            error["pickled"] = base64.b64encode(pickle.dumps(e)).decode()
+        except Exception:  # noqa: BLE001 - an exception that does not pickle
+            pass
+    for attr in ("file", "line", "field"):
+        if hasattr(e, attr):
+            error[attr] = getattr(e, attr)
+    sys.stderr.write("\n" + json.dumps(error) + "\n")
 
 
 if __name__ == "__main__":

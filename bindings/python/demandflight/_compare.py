@@ -5,14 +5,17 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _core
-from ._simulate import PolicyLike, simulate
+from ._simulate import (PolicyLike, _child_env, _child_error, _dumps, _raise_child_error,
+                        simulate)
 from ._trace import Trace, TraceLike, as_trace
 
 if TYPE_CHECKING:  # pandas is imported when first needed: children start fast.
@@ -31,8 +34,16 @@ def _cli() -> str:
     return cli
 
 
+def _policy_label(policy: Any) -> str:
+    """A Python policy's name in tables: its ``name``, else (the base class's "python")
+    its class's."""
+    from ._policy import OrphanPolicy
+    name = getattr(policy, "name", None)
+    return str(type(policy).__name__ if not name or name == OrphanPolicy.name else name)
+
+
 def compare(traces: Union[TraceLike, Sequence[TraceLike]],
-            policies: Union[str, Sequence[str]] = "all",
+            policies: Union[str, Sequence[PolicyLike]] = "all",
             models: Union[str, Sequence[str]] = ("demand",), seeds: int = 1, *,
             first_seed: int = 1, weights: Optional[Mapping[str, float]] = None,
             jobs: Optional[int] = None, baseline: str = "always-abort",
@@ -41,9 +52,13 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
     policy with the mean over seeds and ``*_sd`` columns (the CLI's ``--csv``).
 
     ``traces`` are :class:`Trace` objects, paths, or ``"gen:KIND[:demands=N]"`` (generated
-    afresh per seed). ``policies`` is ``"all"`` or a list of policy specs; the oracle
-    always runs, and ``regret`` is each row's score minus the oracle's, ``vs_oracle`` its
-    ratio. Every figure is also paired with ``baseline``'s run of the same trace, model and
+    afresh per seed). ``policies`` is ``"all"`` or a list of built-in specs
+    (``"squid:pct=80,min_bytes=0"``) and :class:`OrphanPolicy` instances, named by their
+    ``name`` (else their class); the oracle always runs, and ``regret`` is each row's
+    score minus the oracle's, ``vs_oracle`` its ratio. A Python policy runs in processes
+    of its own, as ``simulate`` runs it, and is tabulated by the same code as the
+    built-in ones; it is not one of the oracle's bases (the built-in policies are). An
+    exception it raises is raised again here. Every figure is also paired with ``baseline``'s run of the same trace, model and
     seed: ``<figure>_diff`` (mean difference), ``_diff_lo``/``_diff_hi`` (95% t interval),
     ``_p_t``, ``_p_wilcoxon``; ``wins``/``losses``/``ties`` and ``significant`` are the
     score's. ``runs=True`` returns ``(table, runs)``, where ``runs`` has one row per trace
@@ -62,21 +77,34 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
     for model in models:
         if model not in _core.MODELS:
             raise ValueError(f"models: each must be {', '.join(_core.MODELS)}, not {model!r}")
-    if not isinstance(policies, str):
-        for p in policies:
-            if not isinstance(p, str):
-                raise TypeError(f"policies: compare runs policies by name, not {p!r}; "
-                                "run a Python policy with simulate() or sweep()")
-            try:
-                _core.check_policy(p)
-            except ValueError as e:
-                raise ValueError(f"policies: {e}") from None
-    elif policies != "all":
-        for p in policies.split(","):
+    specs: List[str] = []
+    python_policies: Dict[str, Any] = {}
+    if isinstance(policies, str):
+        listed = [] if policies == "all" else _core.split_policy_list(policies)
+        specs = ["all"] if policies == "all" else listed
+    else:
+        listed = list(policies)
+    for p in listed:
+        if isinstance(p, str):
             try:
                 _core.check_policy(p.replace(";", ","))
             except ValueError as e:
                 raise ValueError(f"policies: {e}") from None
+            if p not in specs:
+                specs.append(p.replace(";", ","))
+        elif hasattr(p, "decide"):
+            name = _policy_label(p)
+            if not name or any(c in name for c in ",=:;\"") or name in python_policies or \
+                    name in specs or name == "oracle":
+                raise ValueError(f"policies: {name!r} is not a name a Python policy can have "
+                                 "in a comparison: each must be unique, not a built-in one's, "
+                                 "without , = : ; or \"")
+            python_policies[name] = p
+        else:
+            raise TypeError(f"policies: each must be a policy spec or an OrphanPolicy, "
+                            f"not {p!r}")
+    if not specs and not python_policies:
+        raise ValueError("policies: no policy given")
     if weights:
         _core.check_weights(dict(weights))  # ValueError "weights: ..." (format/score.h's rule)
     if critical_priority is not None and (isinstance(critical_priority, bool)
@@ -84,12 +112,11 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
         raise ValueError(f"critical_priority must be an integer, not {critical_priority!r}")
     if not isinstance(baseline, str):
         raise TypeError(f"baseline: a policy spec, not {baseline!r}")
-    try:
-        _core.check_policy(baseline.replace(";", ","))
-    except ValueError as e:
-        raise ValueError(f"baseline: {e}") from None
-    spec = policies if isinstance(policies, str) else ",".join(
-        p.replace(",", ";") for p in policies)
+    if baseline not in python_policies:
+        try:
+            _core.check_policy(baseline.replace(";", ","))
+        except ValueError as e:
+            raise ValueError(f"baseline: {e}") from None
     with tempfile.TemporaryDirectory(prefix="dfl-compare-py-") as work:
         args: List[str] = [_cli(), "compare"]
         for i, t in enumerate(traces):
@@ -102,9 +129,21 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
             else:
                 args.append(os.fspath(t))
         csv = os.path.join(work, "compare.csv")
+        # Built-in policies that are not the baseline only: with none, the baseline alone.
+        spec = ",".join(specs) if specs else \
+            baseline if baseline not in python_policies else "always-abort"
         args += ["--models", ",".join(models), "--policies", spec, "--seeds", str(seeds),
-                 "--first-seed", str(first_seed), "--csv", csv,
-                 "--baseline", baseline.replace(",", ";")]
+                 "--first-seed", str(first_seed), "--csv", csv, "--baseline", baseline]
+        for i, (name, policy) in enumerate(python_policies.items()):
+            job = os.path.join(work, f"policy-{i}.pkl")
+            with open(job, "wb") as f:
+                f.write(_dumps({"policy": policy}))
+            runner = os.path.join(work, f"policy-{i}")
+            with open(runner, "w", encoding="utf-8") as f:
+                f.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m demandflight._external "
+                        f"{shlex.quote(job)} \"$@\"\n")
+            os.chmod(runner, 0o755)
+            args += ["--external", f"{name}={runner}"]
         if critical_priority is not None:
             args += ["--critical-priority", str(critical_priority)]
         runs_csv = os.path.join(work, "runs.csv")
@@ -116,10 +155,15 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
             args += ["--jobs", str(jobs)]
         import pandas as pd
 
-        proc = subprocess.run(args, capture_output=True, text=True, check=False)
+        proc = subprocess.run(args, capture_output=True, text=True, check=False,
+                              env=_child_env())
         if proc.returncode == 2:
             raise ValueError(proc.stderr.strip())
         if proc.returncode != 0:
+            for line in proc.stderr.splitlines():  # A Python policy's exception, raised again.
+                error = _child_error(line) if line.startswith("{") else {}
+                if error.get("from_policy"):
+                    _raise_child_error(error, proc.stderr, proc.returncode)
             raise RuntimeError(f"demandflight compare failed: {proc.stderr.strip()}")
         table = pd.read_csv(csv, na_values=["-"])
         if runs:

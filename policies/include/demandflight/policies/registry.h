@@ -26,8 +26,16 @@ struct PolicySpec {
   std::map<std::string, std::string> params;
 };
 
-// Parses `NAME[:k=v,...]`; throws std::invalid_argument.
+// Parses `NAME[:k=v,...]` (`;` between parameters is accepted too, as
+// `compare --policies` once required); throws std::invalid_argument.
 PolicySpec parse_policy_spec(std::string_view spec);
+
+// A comma-separated list of policy specs, as `compare --policies` takes it:
+// an item `k=v` (no `:`) is one more parameter of the policy before it, so
+// "squid:pct=80,min_bytes=0,always-abort" is two policies. Each comes back
+// with `,` between its parameters. Throws std::invalid_argument for a
+// parameter before any policy.
+std::vector<std::string> split_policy_list(std::string_view list);
 
 // Builds the named policy; throws std::invalid_argument for an unknown name or
 // parameter.
