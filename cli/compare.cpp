@@ -465,23 +465,14 @@ class Compare {
   }
 
   fs::path generate(const std::string& arg, std::uint64_t seed, std::size_t index) {
-    const policies::PolicySpec spec = policies::parse_policy_spec(arg.substr(4));
+    const format::GenSpec spec = format::parse_gen_spec(arg);
     format::GenOptions options;
     options.seed = seed;
-    for (const auto& [key, value] : spec.params) {
-      if (key != "demands") {
-        throw std::invalid_argument(arg + ": unknown parameter \"" + key + "\" (known: demands)");
-      }
-      try {
-        options.demands = std::stoull(value);
-      } catch (const std::exception&) {
-        throw std::invalid_argument(arg + ": demands=\"" + value + "\" is not a number");
-      }
-    }
+    if (spec.demands) options.demands = *spec.demands;
     const fs::path path =
         tmp_ / ("trace-" + std::to_string(index) + "-" + std::to_string(seed) + ".jsonl");
     std::ofstream out(path);
-    format::generate(spec.name, options, out);
+    format::generate(spec.kind, options, out);
     if (!out) throw std::runtime_error("cannot write " + path.string());
     return path;
   }

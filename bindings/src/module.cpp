@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "demandflight/engine/scheduler.h"
+#include "demandflight/format/generator.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/result.h"
@@ -197,7 +198,7 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
                      std::optional<std::uint32_t> max_per_origin,
                      std::optional<std::string> network_model, const std::string& out_path,
                      const std::string& timeline_path, const std::string& decisions_path,
-                     double decision_horizon_s) {
+                     double decision_horizon_s, const std::vector<std::string>& oracle_bases) {
   sim::SimOptions options;
   options.model = model_of(model);
   options.policy = policy_name;
@@ -223,6 +224,9 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   options.timeline_path = timeline_path;
   options.decisions_path = decisions_path;
   options.decision_horizon_s = decision_horizon_s;
+  for (const std::string& base : oracle_bases)
+    sim::check_sim_policy(base);
+  options.oracle_bases = oracle_bases;
   format::Result result;
   {
     py::gil_scoped_release release;
@@ -563,14 +567,27 @@ PYBIND11_MODULE(_core, m) {
          std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
          std::optional<std::uint32_t> mpo, std::optional<std::string> network,
          const std::string& out, const std::string& timeline, const std::string& decisions,
-         double decision_horizon_s) {
+         double decision_horizon_s, const std::vector<std::string>& oracle_bases) {
         return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline,
-                        decisions, decision_horizon_s);
+                        decisions, decision_horizon_s, oracle_bases);
       },
       "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
       "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
-      "decision_horizon_s"_a = 60.0,
+      "decision_horizon_s"_a = 60.0, "oracle_bases"_a = std::vector<std::string>{},
       "Runs one simulation in this process (once per process) and writes the result JSON.");
+  m.def(
+      "generate_trace",
+      [](const std::string& spec, std::uint64_t seed) {
+        const format::GenSpec parsed = format::parse_gen_spec(spec);
+        format::GenOptions options;
+        options.seed = seed;
+        if (parsed.demands) options.demands = *parsed.demands;
+        std::ostringstream out;
+        format::generate(parsed.kind, options, out);
+        return out.str();
+      },
+      "spec"_a, "seed"_a,
+      "The trace text of gen:KIND[:demands=N] with `seed`; ValueError naming a bad spec.");
   m.def("split_policy_list", &policies::split_policy_list, "list"_a,
         "Splits a comma-separated list of policy specs (k=v items belong to the policy before).");
   m.def(

@@ -63,6 +63,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <cstdint>
 #include <limits>
 #include <ostream>
@@ -1027,6 +1028,46 @@ void generate(std::string_view kind, const GenOptions& options, std::ostream& ou
   }
   throw std::invalid_argument("unknown scenario kind \"" + std::string(kind) +
                               "\" (known: " + known + ")");
+}
+
+GenSpec parse_gen_spec(std::string_view spec) {
+  const std::string text(spec);
+  if (spec.substr(0, 4) != "gen:") {
+    throw std::invalid_argument(text + ": a generated trace is gen:KIND[:demands=N]");
+  }
+  spec.remove_prefix(4);
+  GenSpec out;
+  const std::size_t colon = spec.find(':');
+  out.kind = std::string(spec.substr(0, colon));
+  if (std::none_of(std::begin(kKinds), std::end(kKinds), [&](const Kind& k) { return out.kind == k.name; })) {
+    std::string known;
+    for (const Kind& k : kKinds)
+      known += (known.empty() ? "" : ", ") + std::string(k.name);
+    throw std::invalid_argument(text + ": unknown scenario kind \"" + out.kind + "\" (known: " +
+                                known + ")");
+  }
+  if (colon == std::string_view::npos) return out;
+  std::string_view rest = spec.substr(colon + 1);
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    if (eq == std::string_view::npos || key != "demands") {
+      throw std::invalid_argument(text + ": unknown parameter \"" + std::string(key) +
+                                  "\" (known: demands)");
+    }
+    const std::string_view value = item.substr(eq + 1);
+    std::uint64_t demands = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), demands);
+    if (error != std::errc{} || end != value.data() + value.size() || demands == 0) {
+      throw std::invalid_argument(text + ": demands=\"" + std::string(value) +
+                                  "\" is not a number of demands (at least 1)");
+    }
+    out.demands = demands;
+  }
+  return out;
 }
 
 }  // namespace dfl::format

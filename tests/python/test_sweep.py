@@ -15,7 +15,7 @@ def grid(scenarios):
 
 
 def test_a_local_sweep_runs_every_combination(grid):
-    table = dfl.sweep(grid, jobs=2)
+    table = dfl.sweep(grid, jobs=2, regret=False)
     assert len(table) == 2 * 2 * 2
     assert set(table.columns) >= {"trace", "policy", "client_bandwidth_Bps", "cache_bytes", "gb",
                                   "wasted_gb", "critical_p95_s", "score"}
@@ -51,13 +51,53 @@ def test_metrics_scores_with_the_weights_given_and_refuses_unknown_ones(scenario
 
 def test_a_sweep_on_a_dask_local_cluster_gives_the_same_numbers_as_the_local_run(grid):
     distributed = pytest.importorskip("distributed")
-    local = dfl.sweep(grid, jobs=2)
+    local = dfl.sweep(grid, jobs=2, regret=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)  # Started, and known to this client.
         assert len(client.scheduler_info()["workers"]) == 2
-        remote = dfl.sweep(grid, client=client)
+        remote = dfl.sweep(grid, client=client, regret=False)
     keys = ["policy", "client_bandwidth_Bps", "cache_bytes"]
     pd.testing.assert_frame_equal(local.sort_values(keys).reset_index(drop=True),
                                   remote.sort_values(keys).reset_index(drop=True))
+
+
+def test_a_sweep_has_seeds_regret_generated_traces_unique_names_and_progress(scenarios):
+    spec = "gen:session_churn:demands=300"
+    churn = scenarios / "session_churn.jsonl"
+    seen = []
+    table = dfl.sweep({"trace": [spec, churn, dfl.Trace.load(churn)],
+                       "policy": ["always-abort", "keep-partial"], "seed": [3, 4]},
+                      jobs=2, progress=lambda done, total: seen.append((done, total)))
+    # Three traces x two seeds x (two policies + the oracle).
+    assert len(table) == 3 * 2 * 3 and seen[-1] == (18, 18) and len(seen) == 18
+    assert sorted(table.trace.unique()) == sorted([spec, "session_churn", "session_churn#2"])
+    assert set(table.seed) == {3, 4}
+    # The same numbers as compare's, regret and vs_oracle included.
+    expected = dfl.compare(spec, policies=["always-abort", "keep-partial"], seeds=2,
+                           first_seed=3, runs=True)[1]
+    mine = table[table.trace == spec]
+    for _, row in expected.iterrows():
+        got = mine[(mine.policy == row.policy) & (mine.seed == row.seed)].iloc[0]
+        for column in ("score", "regret", "vs_oracle", "gb", "service_rate"):
+            assert got[column] == pytest.approx(row[column], rel=1e-9, abs=1e-9), column
+    assert (table[table.policy == "oracle"].regret == 0).all()
+    assert (table.regret >= -1e-12).all(), "no policy below the oracle"
+    # A generated trace differs with its seed; a trace file only if it retries.
+    gen = table[(table.trace == spec) & (table.policy == "always-abort")].set_index("seed")
+    assert gen.loc[3, "gb"] != gen.loc[4, "gb"]
+
+
+def test_sweep_refuses_bad_points_before_any_process_starts(scenarios):
+    churn = scenarios / "session_churn.jsonl"
+    with pytest.raises(ValueError, match="grid: policy: "):
+        dfl.sweep({"trace": [churn], "policy": ["sometimes"]})
+    with pytest.raises(ValueError, match="max_transfers"):
+        dfl.sweep({"trace": [churn], "max_transfers": [0]})
+    with pytest.raises(TypeError, match="grid: unknown name 'speed'"):
+        dfl.sweep({"trace": [churn], "speed": [1]})
+    with pytest.raises(ValueError, match="grid: trace: gen:nothing"):
+        dfl.sweep({"trace": ["gen:nothing"]})
+    with pytest.raises(ValueError, match="grid: seed"):
+        dfl.sweep({"trace": [churn], "seed": [-1]})

@@ -37,7 +37,8 @@ def main() -> int:
         summary = _core.simulate(parsed, job["model"], job["policy"], job["policy_name"],
                                  job["seed"], job["max_transfers"], job["max_per_origin"],
                                  job["network_model"], job["out"], job["timeline"],
-                                 job.get("decisions", ""), job.get("decision_horizon_s", 60.0))
+                                 job.get("decisions", ""), job.get("decision_horizon_s", 60.0),
+                                 job.get("oracle_bases", []))
         report = getattr(job["policy"], "report", None)
         if callable(report):  # A Python policy's own figures come back with the result.
             with open(job["out"] + ".report", "wb") as f:

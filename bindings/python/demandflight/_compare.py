@@ -10,13 +10,15 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import as_completed as as_completed_local
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional,
+                    Sequence, Union)
 
 from . import _core
 from ._simulate import (PolicyLike, _child_env, _child_error, _dumps, _raise_child_error,
                         simulate)
-from ._trace import Trace, TraceLike, as_trace
+from ._trace import OVERRIDE_KEYS, Trace, TraceLike, as_trace
 
 if TYPE_CHECKING:  # pandas is imported when first needed: children start fast.
     import pandas as pd
@@ -183,47 +185,160 @@ def _sweep_point(point: Dict[str, Any]) -> Dict[str, Any]:
     trace = Trace(point["trace_text"], point["trace_name"])
     model = params.pop("model", "demand")
     policy = params.pop("policy", "always-abort")
-    seed = params.pop("seed", None)  # None: the trace header's, as simulate() takes it.
-    result = simulate(trace, model=model, policy=policy, seed=seed, **params)
-    row = {"trace": point["trace_name"], **point["labels"]}
+    params.pop("seed", None)
+    result = simulate(trace, model=model, policy=policy, seed=point["seed"],
+                      oracle_bases=point.get("oracle_bases", ()), **params)
+    row = {"trace": point["label"], **point["labels"], "seed": result.raw["seed"]}
     row.update(metrics(result.raw, point["weights"]))
     return row
 
 
+def _trace_labels(entries: Sequence[Any]) -> List[str]:
+    """Unique names for a sweep's traces, as compare names them: a file by its stem, a
+    generated trace by its spec, a Trace by its name; a repeated name gets ``#2``, ..."""
+    labels: List[str] = []
+    for entry in entries:
+        if isinstance(entry, Trace):
+            name = entry.name or "trace"
+        elif isinstance(entry, str) and entry.startswith("gen:"):
+            name = entry
+        else:
+            name = Path(os.fspath(entry)).stem
+        label, n = name, 1
+        while label in labels:
+            n += 1
+            label = f"{name}#{n}"
+        labels.append(label)
+    return labels
+
+
+def _oracle_spec(weights: Mapping[str, float]) -> str:
+    return "oracle:" + ",".join(f"{k}={float(v)!r}" for k, v in
+                                {**DEFAULT_WEIGHTS, **weights}.items())
+
+
 def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
-          weights: Optional[Mapping[str, float]] = None,
-          jobs: Optional[int] = None) -> pd.DataFrame:
+          weights: Optional[Mapping[str, float]] = None, jobs: Optional[int] = None,
+          regret: bool = True, progress: Union[bool, Callable[[int, int], None]] = False
+          ) -> pd.DataFrame:
     """Runs every combination of ``grid`` and returns one row per combination.
 
-    ``grid`` maps names to the values to try: ``trace`` (required: traces or paths),
-    ``model``, ``policy`` (names or OrphanPolicy instances), ``seed``, and any override of
+    ``grid`` maps names to the values to try: ``trace`` (required: traces, paths, or
+    ``"gen:KIND[:demands=N]"``, generated afresh for each seed), ``model``, ``policy``
+    (built-in specs or OrphanPolicy instances), ``seed``, and any override of
     :func:`simulate` (``client_bandwidth_Bps``, ``cache_bytes``, ``max_transfers``, ...).
-    Each row has the grid's values and the figures of :func:`compare` (``gb``,
-    ``wasted_gb``, latency percentiles, ``score``, ...).
+    Each row has the trace's unique name, the grid's values, the ``seed`` that ran (a
+    trace file's header seed when the grid has none; 1 for a generated trace) and the
+    figures of :func:`compare` (``gb``, ``wasted_gb``, latency percentiles, service rates,
+    ``score``, ...).
 
-    Without ``client`` the points run as parallel local processes (``jobs`` at a time,
-    default: the CPUs); with a ``dask.distributed.Client`` they run on its cluster (each
-    point still in a fresh process on its worker). Both give the same numbers.
+    ``regret=True`` (the default, as in compare) also runs the oracle once per trace and
+    combination of everything but the policy, with the built-in policies of the grid among
+    its bases, and adds ``regret`` (score minus the oracle's) and ``vs_oracle`` (score over
+    the oracle's), with the oracle's own rows (policy ``"oracle"``). ``progress=True``
+    prints ``sweep: k/n points done`` on stderr; a callable gets ``(done, total)``.
+
+    Every point is checked before any process starts (a ``ValueError`` or ``TypeError``
+    naming the argument). Without ``client`` the points run as parallel local processes
+    (``jobs`` at a time, default: the CPUs); with a ``dask.distributed.Client`` they run
+    on its cluster (each point still in a fresh process on its worker). Both give the
+    same numbers.
     """
-    grid = {k: list(v) for k, v in grid.items()}
-    if "trace" not in grid:
-        raise ValueError("sweep: the grid needs a 'trace' entry")
-    traces = [as_trace(t) for t in grid.pop("trace")]
-    keys = list(grid)
-    points = []
-    for trace in traces:
+    if not isinstance(grid, Mapping):
+        raise TypeError(f"grid must be a mapping of names to values, not {grid!r}")
+    grid = {k: list(v) if not isinstance(v, (str, bytes)) else [v] for k, v in grid.items()}
+    if "trace" not in grid or not grid["trace"]:
+        raise ValueError("grid: needs a 'trace' entry with at least one trace")
+    if weights:
+        _core.check_weights(dict(weights))
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be an integer >= 1, not {jobs!r}")
+    entries = grid.pop("trace")
+    labels = _trace_labels(entries)
+    for m in grid.get("model", []):
+        if m not in _core.MODELS:
+            raise ValueError(f"grid: model must be {', '.join(_core.MODELS)}, not {m!r}")
+    for seed in grid.get("seed", []):
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"grid: seed must be an integer >= 0, not {seed!r}")
+    builtin: List[str] = []
+    for p in grid.get("policy", []):
+        if isinstance(p, str):
+            try:
+                _core.check_policy(p)
+            except ValueError as e:
+                raise ValueError(f"grid: policy: {e}") from None
+            if p not in builtin and not p.startswith("oracle"):
+                builtin.append(p)
+        elif not hasattr(p, "decide"):
+            raise TypeError(f"grid: policy must be a policy spec or an OrphanPolicy, not {p!r}")
+    unknown = sorted(set(grid) - {"model", "policy", "seed"} - set(OVERRIDE_KEYS))
+    if unknown:
+        raise TypeError(f"grid: unknown name {unknown[0]!r} (known: trace, model, policy, seed, "
+                        f"{', '.join(OVERRIDE_KEYS)})")
+    keys = [k for k in grid if k != "policy"]
+    policies_ = grid.get("policy", ["always-abort"])
+    weights = dict(weights or {})
+    points: List[Dict[str, Any]] = []
+    groups: List[List[int]] = []  # Points that share an oracle: everything but the policy.
+    for entry, label in zip(entries, labels):
         for values in itertools.product(*(grid[k] for k in keys)):
             params = dict(zip(keys, values))
-            labels = {k: (v if isinstance(v, (str, int, float)) else
-                          getattr(v, "name", type(v).__name__)) for k, v in params.items()}
-            points.append({"trace_text": trace.text, "trace_name": trace.name,
-                           "params": params, "labels": labels, "weights": dict(weights or {})})
+            seed = params.get("seed")
+            if isinstance(entry, str) and entry.startswith("gen:"):
+                try:
+                    text = _core.generate_trace(entry, 1 if seed is None else seed)
+                except ValueError as e:
+                    raise ValueError(f"grid: trace: {e}") from None
+                trace = Trace(text, label)
+            else:
+                trace = as_trace(entry)
+            overrides = {k: v for k, v in params.items() if k not in ("model", "seed")}
+            trace.with_overrides(**overrides)  # ValueError naming a bad override, now.
+            group = []
+            for p in policies_ + (["oracle"] if regret and "oracle" not in policies_ else []):
+                run = dict(params, policy=_oracle_spec(weights) if p == "oracle" else p)
+                shown = {k: (v if isinstance(v, (str, int, float)) else _policy_label(v))
+                         for k, v in dict(params, policy=p).items() if k != "seed"}
+                group.append(len(points))
+                points.append({"trace_text": trace.text, "trace_name": trace.name,
+                               "label": label, "params": run, "labels": shown, "seed": seed,
+                               "weights": weights,
+                               "oracle_bases": builtin if p == "oracle" else []})
+            groups.append(group)
     import pandas as pd
 
+    total, done = len(points), 0
+    report = progress if callable(progress) else None
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if report is not None:
+            report(done, total)
+        elif progress and (done == total or 10 * done // total != 10 * (done - 1) // total):
+            sys.stderr.write(f"sweep: {done}/{total} points done\n")
+
+    rows: List[Dict[str, Any]] = [{} for _ in points]
     if client is not None:
+        from distributed import as_completed
         futures = client.map(_sweep_point, points, pure=False)
-        rows = client.gather(futures)
+        index = {f.key: i for i, f in enumerate(futures)}
+        for future in as_completed(futures):
+            rows[index[future.key]] = future.result()
+            tick()
     else:
         with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-            rows = list(pool.map(_sweep_point, points))
+            futures = {pool.submit(_sweep_point, point): i for i, point in enumerate(points)}
+            for future in as_completed_local(futures):
+                rows[futures[future]] = future.result()
+                tick()
+    if regret:
+        for group in groups:
+            oracle = next(rows[i] for i in group if rows[i]["policy"] == "oracle")
+            for i in group:
+                rows[i]["regret"] = rows[i]["score"] - oracle["score"]
+                rows[i]["vs_oracle"] = (rows[i]["score"] / oracle["score"] if oracle["score"] > 0
+                                        else 1.0 if rows[i]["score"] == oracle["score"]
+                                        else float("inf"))
     return pd.DataFrame(rows)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 
 
 from . import _core
@@ -108,7 +108,8 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
            "max_transfers": options.get("max_transfers"),
            "max_per_origin": options.get("max_per_origin"),
            "network_model": options.get("network_model"), "out": out, "timeline": timeline,
-           "decisions": decisions, "decision_horizon_s": decision_horizon_s}
+           "decisions": decisions, "decision_horizon_s": decision_horizon_s,
+           "oracle_bases": list(options.get("oracle_bases", []))}
     proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
                           capture_output=True, env=_child_env(), check=False)
     stderr = proc.stderr.decode(errors="replace")
@@ -218,7 +219,8 @@ class Result:
 
 def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "always-abort",
              seed: Optional[int] = None, decisions: bool = False,
-             decision_horizon_s: float = 60.0, **overrides: Any) -> Result:
+             decision_horizon_s: float = 60.0, oracle_bases: Sequence[str] = (),
+             **overrides: Any) -> Result:
     """Simulates ``trace`` on SimGrid and returns its :class:`Result`.
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
@@ -231,6 +233,10 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
 
     ``seed`` drives the retry jitter; None (the default) takes the trace header's seed, as
     ``demandflight sim`` does without ``--seed``.
+
+    ``oracle_bases``: with ``policy="oracle"``, built-in policy specs the oracle also
+    starts from (``demandflight sim --oracle-base``; every built-in policy with its
+    defaults always is one).
 
     ``decisions=True`` keeps the decision log (``demandflight sim --decisions``) as
     ``Result.decisions``: every answer of the orphan policy with the view it answered and
@@ -254,6 +260,13 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
             or not 0 < decision_horizon_s < float("inf"):
         raise ValueError(f"decision_horizon_s must be a positive number of seconds, not "
                          f"{decision_horizon_s!r}")
+    if isinstance(oracle_bases, str):
+        raise TypeError("oracle_bases must be a list of policy specs, not a string")
+    for base in oracle_bases:
+        try:
+            _core.check_policy(base)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"oracle_bases: {e}") from None
     options = {k: v for k, v in overrides.items() if k in _OPTION_KEYS}
     header = {k: v for k, v in overrides.items() if k not in _OPTION_KEYS}
     # The simulator's options obey the trace header's rules (ValueError naming the
@@ -263,7 +276,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
         out = os.path.join(work, "result.json")
         log = os.path.join(work, "decisions.jsonl") if decisions else ""
-        text = _run(trace, model, policy, seed, options, out, decisions=log,
+        text = _run(trace, model, policy, seed, {**options, "oracle_bases": list(oracle_bases)},
+                    out, decisions=log,
                     decision_horizon_s=float(decision_horizon_s))
         raw = json.loads(Path(out).read_text())
         decision_frame = _read_decisions(log) if decisions else None
@@ -274,6 +288,7 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
 
     def rerun(path: str) -> None:
         with tempfile.TemporaryDirectory(prefix="dfl-sim-") as again:
-            _run(trace, model, policy, seed, options, os.path.join(again, "result.json"), path)
+            _run(trace, model, policy, seed, {**options, "oracle_bases": list(oracle_bases)},
+                 os.path.join(again, "result.json"), path)
 
     return Result(raw, text, rerun, report, decision_frame)

@@ -28,4 +28,13 @@ std::vector<std::pair<std::string, std::string>> generator_kinds();
 // Throws std::invalid_argument for an unknown kind.
 void generate(std::string_view kind, const GenOptions& options, std::ostream& out);
 
+// A generated trace named as `compare` and Python's sweep take it:
+// `gen:KIND[:demands=N]`. Throws std::invalid_argument naming the spec (an
+// unknown kind, parameter or a bad number).
+struct GenSpec {
+  std::string kind;
+  std::optional<std::uint64_t> demands;
+};
+GenSpec parse_gen_spec(std::string_view spec);
+
 }  // namespace dfl::format
