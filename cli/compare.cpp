@@ -249,6 +249,11 @@ class Compare {
                      "write the tidy long table: one row per trace x model x policy x seed, "
                      "every figure");
     cmd_->add_option("--markdown", markdown_, "write the table as Markdown");
+    cmd_->add_option("--resample", resample_,
+                     "none | owners: each seed of a trace file runs a bootstrap of its owners "
+                     "(sim --resample), so that replications vary the workload")
+        ->check(CLI::IsMember({"none", "owners"}))
+        ->capture_default_str();
   }
 
   Subcommand subcommand() {
@@ -374,6 +379,10 @@ class Compare {
             r.spec = policy == "oracle" ? oracle_spec : policy;
             if (auto it = program_of_.find(policy); it != program_of_.end()) r.program = it->second;
             if (policy == "oracle") r.extra = oracle_extra;
+            if (resample_ != "none" && traces_[i].rfind("gen:", 0) != 0) {
+              r.extra.push_back("--resample");
+              r.extra.push_back(resample_);
+            }
             r.seed = first_seed_ + static_cast<std::uint64_t>(k);
             r.trace_file = files[i][static_cast<std::size_t>(k)];
             const std::string id = std::to_string(runs.size());
@@ -453,8 +462,8 @@ class Compare {
         if (identical) {
           std::printf(
               "note: %s: its %d seeds gave identical runs under every policy (a trace file's "
-              "seed varies only the retry jitter); its ± and intervals describe no "
-              "replication\n",
+              "seed varies only the retry jitter; --resample owners varies its workload); its "
+              "± and intervals describe no replication\n",
               names[t].c_str(), seeds_);
         }
       }
@@ -647,6 +656,7 @@ class Compare {
   std::optional<long long> critical_priority_;
   std::string runs_csv_;
   std::string csv_, markdown_;
+  std::string resample_ = "none";
   std::vector<std::string> externals_;               // --external NAME=PROGRAM.
   std::map<std::string, std::string> program_of_;    // Their programs, by name.
   bool is_external(const std::string& name) const {

@@ -26,6 +26,7 @@
 #include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/format/generator.h"
+#include "demandflight/format/resample.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/format/trace.h"
@@ -95,6 +96,12 @@ int main(int argc, char** argv) {
   sim->add_option("--transfer-log", transfer_log_path,
                   "write the network activities for bench/sim_bare_replay: a line per comm "
                   "started (T t id origin bytes) and cancelled (A t id)");
+  std::string resample_name = "none";
+  sim->add_option("--resample", resample_name,
+                  "none | owners: a bootstrap of the trace's owners drawn with the seed, so that "
+                  "seeds vary the workload of a trace file (docs/cli.md)")
+      ->check(CLI::IsMember({"none", "owners"}))
+      ->capture_default_str();
   sim->add_option("--decisions", options.decisions_path,
                   "write every orphan decision here, one JSON object per line: the view the "
                   "policy answered, its answer, and the key's next subscribe in the trace");
@@ -196,7 +203,10 @@ int main(int argc, char** argv) {
     cli::load_simulator();  // Before the clock: loading SimGrid is not simulating.
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
-    const Trace trace = read_trace(trace_path);
+    Trace read = read_trace(trace_path);
+    // The run's seed draws the resampling too: one seed, one replication.
+    const std::uint64_t run_seed = options.seed.value_or(read.seed);
+    const Trace trace = resample(std::move(read), parse_resample(resample_name), run_seed);
     // Opened (and an old result truncated) before the simulation, so that an
     // unwritable path fails at once; not part of the simulate phase's time.
     std::ofstream out;

@@ -20,6 +20,7 @@
 
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/format/generator.h"
+#include "demandflight/format/resample.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/result.h"
@@ -64,6 +65,7 @@ class PythonPolicy final : public OrphanPolicy {
     name_ = py::str(policy_.attr("name")).cast<std::string>();
     history_ = py::bool_(policy_.attr("uses_key_history")).cast<bool>();
     observes_ = py::hasattr(policy_, "observe_request");
+    reasks_ = py::hasattr(policy_, "ask_again_at_s");
   }
   ~PythonPolicy() override {
     py::gil_scoped_acquire gil;
@@ -80,6 +82,13 @@ class PythonPolicy final : public OrphanPolicy {
     py::gil_scoped_acquire gil;
     policy_.attr("observe_request")(key, now_s);
   }
+  std::optional<double> ask_again_at_s(const OrphanView& view) override {
+    if (!reasks_) return std::nullopt;
+    py::gil_scoped_acquire gil;
+    const py::object at = policy_.attr("ask_again_at_s")(view);
+    if (at.is_none()) return std::nullopt;
+    return at.cast<double>();
+  }
   std::string_view name() const override { return name_; }
   bool uses_key_history() const override { return history_; }
 
@@ -88,6 +97,7 @@ class PythonPolicy final : public OrphanPolicy {
   std::string name_;
   bool history_ = false;
   bool observes_ = false;
+  bool reasks_ = false;
 };
 
 std::shared_ptr<OrphanPolicy> policy_from(const py::object& policy) {
@@ -198,7 +208,9 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
                      std::optional<std::uint32_t> max_per_origin,
                      std::optional<std::string> network_model, const std::string& out_path,
                      const std::string& timeline_path, const std::string& decisions_path,
-                     double decision_horizon_s, const std::vector<std::string>& oracle_bases) {
+                     double decision_horizon_s, const std::vector<std::string>& oracle_bases,
+                     const std::string& resample) {
+  const format::Resample how = format::parse_resample(resample);
   sim::SimOptions options;
   options.model = model_of(model);
   options.policy = policy_name;
@@ -228,19 +240,27 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
     sim::check_sim_policy(base);
   options.oracle_bases = oracle_bases;
   format::Result result;
+  // The run's seed draws the resampling too (format/resample.h); the result
+  // names the resampled trace's owners and demands.
+  std::optional<format::Trace> resampled;
+  const format::Trace* ran = trace.get();
   {
     py::gil_scoped_release release;
-    result = sim::simulate(*trace, options);
+    if (how != format::Resample::none) {
+      resampled = format::resample(*trace, how, options.seed.value_or(trace->seed));
+      ran = &*resampled;
+    }
+    result = sim::simulate(*ran, options);
     for (const std::string& warning : result.warnings)
       std::fprintf(stderr, "demandflight: warning: %s\n", warning.c_str());
     std::ofstream out(out_path);
-    format::write_result_json(result, *trace, out);
+    format::write_result_json(result, *ran, out);
     if (!out) throw std::runtime_error("cannot write " + out_path);
   }
   char* buffer = nullptr;
   std::size_t size = 0;
   FILE* memory = ::open_memstream(&buffer, &size);
-  format::print_summary(result, *trace, "simulated", memory);
+  format::print_summary(result, *ran, "simulated", memory);
   std::fclose(memory);
   std::string summary(buffer, size);
   std::free(buffer);
@@ -567,13 +587,15 @@ PYBIND11_MODULE(_core, m) {
          std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
          std::optional<std::uint32_t> mpo, std::optional<std::string> network,
          const std::string& out, const std::string& timeline, const std::string& decisions,
-         double decision_horizon_s, const std::vector<std::string>& oracle_bases) {
+         double decision_horizon_s, const std::vector<std::string>& oracle_bases,
+         const std::string& resample) {
         return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline,
-                        decisions, decision_horizon_s, oracle_bases);
+                        decisions, decision_horizon_s, oracle_bases, resample);
       },
       "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
       "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
       "decision_horizon_s"_a = 60.0, "oracle_bases"_a = std::vector<std::string>{},
+      "resample"_a = "none",
       "Runs one simulation in this process (once per process) and writes the result JSON.");
   m.def(
       "generate_trace",

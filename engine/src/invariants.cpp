@@ -108,6 +108,10 @@ void Scheduler::Impl::check_invariants() const {
         DFL_CHECK(task.op_live && slot_of_op(task.op) == t, "transfer id not registered");
         const bool listed = std::find(orphans_.begin(), orphans_.end(), t) != orphans_.end();
         DFL_CHECK(listed == task.orphan(), "orphan list disagrees with the task");
+        DFL_CHECK(task.timer_seq == 0 ||
+                      (task.orphan() && timers_.armed(task.retry_at_s, task.timer_seq,
+                                                      TimerKind::orphan_reask)),
+                  "a transferring task's timer is not its orphan re-ask");
         break;
       }
       case TaskState::backoff:
@@ -203,6 +207,10 @@ void Scheduler::Impl::check_invariants() const {
     if (timer.kind == TimerKind::deadline) {
       DFL_CHECK(demands_[timer.index].live && demands_[timer.index].generation == timer.identity,
                 "deadline timer for an ended demand");
+    } else if (timer.kind == TimerKind::orphan_reask) {
+      DFL_CHECK(tasks_[timer.index].id.value == timer.identity && tasks_[timer.index].orphan() &&
+                    tasks_[timer.index].state() == TaskState::transferring,
+                "orphan re-ask timer for a task that is not a transferring orphan");
     } else {
       DFL_CHECK(tasks_[timer.index].id.value == timer.identity &&
                     tasks_[timer.index].state() == TaskState::backoff,

@@ -357,6 +357,13 @@ class Scheduler::Impl {
         DFL_ASSERT(demand.live && demand.generation == timer.identity, "stale deadline timer");
         demand.timer_seq = 0;
         end_demand(timer.index, DemandOutcome::timed_out);
+      } else if (timer.kind == TimerKind::orphan_reask) {
+        Task& task = tasks_[timer.index];
+        DFL_ASSERT(task.id.value == timer.identity && task.orphan() &&
+                       task.state() == TaskState::transferring,
+                   "stale orphan re-ask timer");
+        task.timer_seq = 0;
+        decide_orphan(timer.index, /*first_decision=*/false);
       } else {
         Task& task = tasks_[timer.index];
         DFL_ASSERT(task.id.value == timer.identity && task.state() == TaskState::backoff,
@@ -696,6 +703,13 @@ class Scheduler::Impl {
     if (decision == OrphanDecision::complete) {
       ++stats_.orphan_completes;
       if (first_decision) orphans_.push_back(t);
+      // Asked to be asked again at a time of its own: that replaces any earlier one.
+      disarm_timer(task.retry_at_s, task.timer_seq);
+      if (const std::optional<double> again = policy_->ask_again_at_s(view);
+          again && *again > now_) {
+        task.retry_at_s = *again;
+        task.timer_seq = arm_timer(*again, TimerKind::orphan_reask, t, task.id.value);
+      }
       return;
     }
     ++stats_.orphan_aborts;
@@ -748,6 +762,8 @@ class Scheduler::Impl {
   void forget_orphan(std::uint32_t t) {
     auto it = std::find(orphans_.begin(), orphans_.end(), t);
     if (it != orphans_.end()) orphans_.erase(it);
+    Task& task = tasks_[t];
+    disarm_timer(task.retry_at_s, task.timer_seq);  // Its re-ask, if one is armed.
   }
 
   std::optional<Priority> queued_top() const {

@@ -52,8 +52,10 @@ struct Task {
   std::uint64_t bytes_transferred = 0;
   std::uint64_t op = 0;  // Current (or last) TransferId or FinalizeId value,
   bool op_live = false;  // and whether events for it are still expected.
+  // The task's one timer: its retry time in backoff, or, transferring as an
+  // orphan, when its policy asked to be asked again.
   double retry_at_s = 0;
-  std::uint64_t timer_seq = 0;  // 0: no retry timer armed.
+  std::uint64_t timer_seq = 0;  // 0: no timer armed.
   // Slot pressure at the last orphan decision, to re-ask when it changes.
   std::uint64_t asked_pressure = 0;
   std::uint32_t next_free = kNone;

@@ -1,5 +1,7 @@
-// Timers: the demands' deadlines and the tasks' retry times, in one ordered
-// set, fired in (time, arming order), so that equal times fire in a fixed order.
+// Timers: the demands' deadlines, the tasks' retry times and the times at
+// which orphan policies asked to be asked again (OrphanPolicy::ask_again_at_s),
+// in one ordered set, fired in (time, arming order), so that equal times fire
+// in a fixed order.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 
 namespace dfl::detail {
 
-enum class TimerKind : std::uint8_t { deadline, retry };
+enum class TimerKind : std::uint8_t { deadline, retry, orphan_reask };
 
 // Ordered by (time, arming order) so equal times fire deterministically.
 struct Timer {

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
+#include <limits>
 
 #include "demandflight/policies/builtin.h"
 #include "demandflight/policies/expected_value.h"
 #include "demandflight/policies/learned.h"
+#include "demandflight/policies/ski_rental.h"
 
 namespace dfl::policies {
 
@@ -72,6 +75,15 @@ std::vector<std::pair<std::string, std::string>> list_orphan_policies() {
           {"learned",
            "logistic regression of P(reuse) on the view, fitted by demandflight train; "
            "decides like expected-value (model=FILE,queue_weight=1,keep=0)"},
+          {"ski-rental",
+           "ski rental's break-even rule (2-competitive): keep an orphan running until the bytes "
+           "it received since orphaned equal those it had then, then stop (stop=abort|keep_partial)"},
+          {"ski-rental-random",
+           "randomized ski rental (e/(e-1)-competitive): stop once the bytes since orphaned reach "
+           "z x those it had, z drawn with density e^z/(e-1) on [0,1] (seed=1,stop=abort)"},
+          {"linger",
+           "keep an orphan running for delay_s (a demand back in time re-attaches), then decide "
+           "`then` (delay_s=0.1,then=abort|keep_partial|complete)"},
           {"lookahead",
            "simulator only: reads the rest of the trace; completes exactly when the key is asked "
            "for again before it would be evicted, keeps the partial when it would be evicted first"},
@@ -129,6 +141,20 @@ class Params {
   const PolicySpec& spec_;
   std::vector<std::string> used_;
 };
+
+// A parameter naming a decision ("abort", "keep_partial", "complete"), one of `allowed`.
+OrphanDecision decision_param(Params& p, const std::string& policy, const std::string& key,
+                              OrphanDecision fallback, std::initializer_list<OrphanDecision> allowed) {
+  const std::string* text = p.text(key);
+  if (text == nullptr) return fallback;
+  std::string names;
+  for (OrphanDecision d : allowed) {
+    if (*text == to_string(d)) return d;
+    names += (names.empty() ? "" : ", ") + std::string(to_string(d));
+  }
+  throw std::invalid_argument("policy " + policy + ": " + key + "=\"" + *text +
+                              "\" is not one of " + names);
+}
 
 }  // namespace
 
@@ -189,6 +215,29 @@ std::shared_ptr<OrphanPolicy> make_orphan_policy(std::string_view spec) {
     throw std::invalid_argument("policy " + parsed.name +
                                 " reads the rest of the trace: it exists only in the simulator "
                                 "(demandflight sim / compare)");
+  }
+  if (parsed.name == "ski-rental" || parsed.name == "ski-rental-random") {
+    Params p(parsed);
+    SkiRentalPolicy::Params params;
+    params.randomized = parsed.name == "ski-rental-random";
+    if (params.randomized) {
+      params.seed = p.number<std::uint64_t>("seed", params.seed, 0,
+                                            std::numeric_limits<std::uint64_t>::max());
+    }
+    params.stop = decision_param(p, parsed.name, "stop", params.stop,
+                                 {OrphanDecision::abort, OrphanDecision::keep_partial});
+    p.finish(params.randomized ? "seed, stop" : "stop");
+    return std::make_shared<SkiRentalPolicy>(params);
+  }
+  if (parsed.name == "linger") {
+    Params p(parsed);
+    LingerPolicy::Params params;
+    params.delay_s = p.number<double>("delay_s", params.delay_s, 0.0, 1e9);
+    params.then = decision_param(p, parsed.name, "then", params.then,
+                                 {OrphanDecision::abort, OrphanDecision::keep_partial,
+                                  OrphanDecision::complete});
+    p.finish("delay_s, then");
+    return std::make_shared<LingerPolicy>(params);
   }
   if (parsed.name == "low-priority") {
     no_params();

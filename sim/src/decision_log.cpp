@@ -25,6 +25,9 @@ class ViewTap final : public OrphanPolicy {
   void observe_request(const ArtifactKey& key, double now_s) override {
     inner_->observe_request(key, now_s);
   }
+  std::optional<double> ask_again_at_s(const OrphanView& view) override {
+    return inner_->ask_again_at_s(view);
+  }
 
  private:
   std::shared_ptr<OrphanPolicy> inner_;

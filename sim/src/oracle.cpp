@@ -120,6 +120,10 @@ void HindsightOracle::observe_request(const ArtifactKey& key, double now_s) {
   }
 }
 
+std::optional<double> HindsightOracle::ask_again_at_s(const OrphanView& view) {
+  return bases_[incumbent_].policy->ask_again_at_s(view);
+}
+
 OrphanDecision HindsightOracle::decide(const OrphanView& view) {
   if (in_rollout()) {
     if (forced_) return *std::exchange(forced_, std::nullopt);

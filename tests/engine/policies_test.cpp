@@ -509,3 +509,157 @@ TEST(PolicyRegistry, BadSpecsAreRefusedWithWhatIsAccepted) {
 
 }  // namespace
 }  // namespace dfl::testing
+
+namespace dfl::testing {
+namespace {
+
+SchedulerConfig one_slot_config() {
+  SchedulerConfig c = Driver::small_config();
+  c.max_transfers = 1;
+  c.max_per_origin = 1;
+  return c;
+}
+
+// Ski rental's break-even rule on the engine's clock: orphaned at t = 1 with
+// 400 of 1000 bytes (400 B/s), it keeps renting and asks to be asked again
+// when 400 more should be in (t = 2); asked then with 800 in, it stops.
+TEST(SkiRental, StopsWhenTheBytesSinceTheOrphaningEqualThoseItHadThen) {
+  Driver drv(one_slot_config(), policies::make_orphan_policy("ski-rental"));
+  const ArtifactKey rock = key("rock");
+  const DemandHandle a = drv.subscribe(rock, opts(1, 2));
+  drv.scheduler.on_transfer_progress(1.0, drv.transfer_of(rock), 400);
+  drv.at(1.0);
+  drv.cancel(a);
+  ASSERT_EQ(drv.orphan_decisions.size(), 1u);
+  EXPECT_EQ(drv.orphan_decisions[0].decision, OrphanDecision::complete);
+  ASSERT_TRUE(drv.scheduler.next_wakeup_s());
+  EXPECT_DOUBLE_EQ(*drv.scheduler.next_wakeup_s(), 2.0);
+  drv.scheduler.on_transfer_progress(1.5, drv.transfer_of(rock), 600);
+  drv.tick(1.5);
+  EXPECT_TRUE(drv.aborted.empty()) << "nothing due yet";
+  drv.scheduler.on_transfer_progress(1.99, drv.transfer_of(rock), 799);
+  drv.tick(2.0);
+  // 399 since: one byte short, at 799/1.99 B/s it asks again ~2.5 ms later.
+  EXPECT_TRUE(drv.aborted.empty());
+  ASSERT_TRUE(drv.scheduler.next_wakeup_s());
+  EXPECT_GT(*drv.scheduler.next_wakeup_s(), 2.0);
+  EXPECT_LT(*drv.scheduler.next_wakeup_s(), 2.01);
+  drv.scheduler.on_transfer_progress(2.005, drv.transfer_of(rock), 801);
+  drv.tick(2.01);
+  ASSERT_EQ(drv.aborted.size(), 1u);
+  EXPECT_FALSE(drv.scheduler.task_for(rock));
+  EXPECT_EQ(drv.orphan_decisions.back().decision, OrphanDecision::abort);
+  EXPECT_FALSE(drv.orphan_decisions.back().first_decision);
+  EXPECT_FALSE(drv.scheduler.next_wakeup_s()) << "its re-ask is gone with it";
+  drv.scheduler.check_invariants();
+}
+
+// A transfer that ends first installs; a demand that comes back first
+// re-attaches; either way the re-ask is disarmed.
+TEST(SkiRental, AnOrphanThatCompletesOrIsWantedAgainFirstIsNotStopped) {
+  Driver drv(one_slot_config(), policies::make_orphan_policy("ski-rental"));
+  const ArtifactKey rock = key("rock");
+  const DemandHandle a = drv.subscribe(rock, opts(1, 2));
+  drv.scheduler.on_transfer_progress(1.0, drv.transfer_of(rock), 600);
+  drv.at(1.0);
+  drv.cancel(a);
+  ASSERT_TRUE(drv.scheduler.next_wakeup_s());
+  drv.at(1.2);
+  const DemandHandle back = drv.subscribe(rock, opts(2, 1));
+  EXPECT_FALSE(drv.scheduler.next_wakeup_s()) << "re-attached: nobody asks again";
+  drv.scheduler.check_invariants();
+  drv.cancel(back);  // Orphaned again at 1.2: a new price.
+  ASSERT_TRUE(drv.scheduler.next_wakeup_s());
+  drv.complete(rock);
+  EXPECT_TRUE(drv.aborted.empty());
+  EXPECT_EQ(drv.task_ends.back().outcome, TaskOutcome::installed);
+  EXPECT_FALSE(drv.scheduler.next_wakeup_s());
+  // With nothing received there is nothing to lose: stopped at once.
+  const DemandHandle c = drv.subscribe(key("grass"), opts(3, 1));
+  drv.cancel(c);
+  EXPECT_EQ(drv.aborted.size(), 1u);
+}
+
+// The randomized rule stops at z x the price, z with density e^z / (e - 1)
+// on [0, 1]: read back from when it asks to be asked again (at 1000 B/s
+// with a price of 1000 bytes, after z seconds).
+TEST(SkiRental, TheRandomizedThresholdHasTheDensityOfKarlinEtAl) {
+  auto draws = [](std::uint64_t seed) {
+    auto policy = policies::make_orphan_policy("ski-rental-random:seed=" + std::to_string(seed));
+    std::vector<double> z;
+    for (int i = 0; i < 20000; ++i) {
+      const ArtifactKey k = key("k" + std::to_string(i));
+      OrphanView v;
+      v.key = &k;
+      v.size_bytes = 1'000'000;
+      v.bytes_done = 1000;
+      v.bytes_remaining = 999'000;
+      v.throughput_Bps = 1000;
+      v.elapsed_s = 1;
+      if (policy->decide(v) != OrphanDecision::complete) {
+        z.push_back(0);  // A draw below the first byte.
+        continue;
+      }
+      z.push_back(*policy->ask_again_at_s(v));
+    }
+    return z;
+  };
+  const std::vector<double> z = draws(7);
+  double mean = 0;
+  for (double x : z) {
+    ASSERT_GE(x, 0.0);
+    ASSERT_LE(x, 1.0);
+    mean += x / static_cast<double>(z.size());
+  }
+  EXPECT_NEAR(mean, 1 / (std::exp(1.0) - 1), 0.01);  // E[z] = 1 / (e - 1) = 0.582.
+  // Kolmogorov-Smirnov against F(z) = (e^z - 1) / (e - 1): 1.63 / sqrt(n) at 1%.
+  std::vector<double> sorted = z;
+  std::sort(sorted.begin(), sorted.end());
+  double d = 0;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const double f = std::expm1(sorted[i]) / (std::exp(1.0) - 1);
+    d = std::max({d, std::abs(f - static_cast<double>(i) / static_cast<double>(sorted.size())),
+                  std::abs(f - static_cast<double>(i + 1) / static_cast<double>(sorted.size()))});
+  }
+  EXPECT_LT(d, 1.63 / std::sqrt(static_cast<double>(sorted.size())));
+  EXPECT_EQ(draws(7), z) << "seeded: the same draws";
+  EXPECT_NE(draws(8), z);
+}
+
+// linger: the orphan runs delay_s; a demand back within it re-attaches, one
+// that is not is stopped exactly at the end (`then`).
+TEST(Linger, KeepsTheOrphanForItsDelayThenDecidesThen) {
+  Driver drv(Driver::small_config(), policies::make_orphan_policy("linger:delay_s=0.1"));
+  const ArtifactKey rock = key("rock");
+  const DemandHandle a = drv.subscribe(rock, opts(1, 2));
+  drv.at(1.0);
+  drv.cancel(a);
+  EXPECT_DOUBLE_EQ(*drv.scheduler.next_wakeup_s(), 1.1);
+  drv.at(1.05);
+  const DemandHandle back = drv.subscribe(rock, opts(2, 1));
+  EXPECT_TRUE(drv.aborted.empty());
+  EXPECT_FALSE(drv.scheduler.next_wakeup_s());
+  drv.at(2.0);
+  drv.cancel(back);
+  drv.tick(2.05);
+  EXPECT_TRUE(drv.aborted.empty());
+  drv.tick(2.1);
+  ASSERT_EQ(drv.aborted.size(), 1u);
+  EXPECT_FALSE(drv.aborted[0].keep_partial);
+
+  Driver keep(Driver::small_config(),
+              policies::make_orphan_policy("linger:delay_s=0.5,then=keep_partial"));
+  const DemandHandle b = keep.subscribe(rock, opts(1, 2));
+  keep.scheduler.on_transfer_progress(0.5, keep.transfer_of(rock), 300);
+  keep.at(0.5);
+  keep.cancel(b);
+  keep.tick(1.0);
+  ASSERT_EQ(keep.aborted.size(), 1u);
+  EXPECT_TRUE(keep.aborted[0].keep_partial);
+  EXPECT_EQ(keep.aborted[0].kept_bytes, 300u);
+  EXPECT_THROW(policies::make_orphan_policy("linger:then=maybe"), std::invalid_argument);
+  EXPECT_THROW(policies::make_orphan_policy("ski-rental:stop=complete"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dfl::testing

@@ -98,6 +98,23 @@ def test_result_load_reads_a_cli_result_and_its_decision_log(scenarios, cli, tmp
         loaded.timeline(tmp_path / "t.json")
 
 
+def test_resampled_owners_vary_a_trace_files_workload_as_the_cli_does(scenarios, cli, tmp_path):
+    trace = scenarios / "session_churn.jsonl"
+    out = tmp_path / "cli.json"
+    subprocess.run([cli, "sim", str(trace), "--resample", "owners", "--seed", "3", "--out",
+                    str(out), "--quiet"], check=True)
+    three = dfl.simulate(trace, seed=3, resample="owners")
+    assert three.raw == json.loads(out.read_text())
+    assert dfl.simulate(trace, seed=4, resample="owners").raw["demands"] != three.raw["demands"]
+    plain = dfl.simulate(trace, seed=3)
+    assert set(three.demands.owner) != set(plain.demands.owner)
+    assert any("#" in o for o in three.demands.owner), "an owner drawn twice is renamed"
+    with pytest.raises(ValueError, match="resample"):
+        dfl.simulate(trace, resample="sessions")
+    table = dfl.compare(trace, policies=["always-abort"], seeds=3, resample="owners")
+    assert table.set_index("policy").loc["always-abort", "gb_sd"] > 0
+
+
 def test_the_default_seed_is_the_trace_headers_as_for_the_cli(scenarios, cli, tmp_path):
     trace = scenarios / "flaky_network.jsonl"  # Retries: the seed drives their jitter.
     header_seed = json.loads(trace.read_text().splitlines()[0])["seed"]
@@ -185,8 +202,8 @@ def test_bad_arguments_are_python_exceptions_naming_the_argument(scenarios):
         dfl.compare(trace, models=["magic"])
     with pytest.raises(ValueError, match=r'^policies: unknown policy "sometimes"'):
         dfl.compare(trace, policies=["sometimes"])
-    with pytest.raises(TypeError, match=r"^policies: compare runs policies by name"):
-        dfl.compare(trace, policies=[dfl.OrphanPolicy()])
+    with pytest.raises(TypeError, match=r"^policies: each must be a policy spec or an "):
+        dfl.compare(trace, policies=[object()])
     with pytest.raises(ValueError, match=r'^weights: unknown weight "speed"'):
         dfl.compare(trace, weights={"speed": 1})
 

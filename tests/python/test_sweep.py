@@ -69,7 +69,7 @@ def test_a_sweep_has_seeds_regret_generated_traces_unique_names_and_progress(sce
     seen = []
     table = dfl.sweep({"trace": [spec, churn, dfl.Trace.load(churn)],
                        "policy": ["always-abort", "keep-partial"], "seed": [3, 4]},
-                      jobs=2, progress=lambda done, total: seen.append((done, total)))
+                      jobs=2, regret=True, progress=lambda done, total: seen.append((done, total)))
     # Three traces x two seeds x (two policies + the oracle).
     assert len(table) == 3 * 2 * 3 and seen[-1] == (18, 18) and len(seen) == 18
     assert sorted(table.trace.unique()) == sorted([spec, "session_churn", "session_churn#2"])

@@ -294,6 +294,19 @@ TEST(Compare, SeedsThatCannotDifferAreSaidToBeIdentical) {
             std::string::npos)
       << run.out;
   EXPECT_EQ(run.out.find("note: gen:"), std::string::npos) << run.out;
+
+  // Resampled, the file's seeds are replications: a bootstrap of its owners each.
+  const CliRun resampled =
+      run_cli("", {"compare", std::string(DFL_SCENARIOS) + "/session_churn.jsonl", "--policies",
+                   "always-abort,keep-partial", "--seeds", "4", "--resample", "owners", "--csv",
+                   "DIR/c.csv"});
+  ASSERT_EQ(resampled.exit_code, 0) << resampled.err;
+  EXPECT_EQ(resampled.out.find("note:"), std::string::npos) << resampled.out;
+  const auto rows = read_csv(resampled.dir + "/c.csv");
+  const CsvRow& keep = row_of(rows, "session_churn", "demand", "keep-partial");
+  EXPECT_GT(number(keep, "gb_sd"), 0.01) << "the workload varies with the seed";
+  EXPECT_LT(number(keep, "score_diff_lo") + 1e-3, number(keep, "score_diff_hi"))
+      << "an interval that describes a spread";
 }
 
 TEST(Compare, GeneratedTracesVaryWithTheSeedAndShowTheirSpread) {

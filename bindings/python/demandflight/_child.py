@@ -38,7 +38,7 @@ def main() -> int:
                                  job["seed"], job["max_transfers"], job["max_per_origin"],
                                  job["network_model"], job["out"], job["timeline"],
                                  job.get("decisions", ""), job.get("decision_horizon_s", 60.0),
-                                 job.get("oracle_bases", []))
+                                 job.get("oracle_bases", []), job.get("resample", "none"))
         report = getattr(job["policy"], "report", None)
         if callable(report):  # A Python policy's own figures come back with the result.
             with open(job["out"] + ".report", "wb") as f:

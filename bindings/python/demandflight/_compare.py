@@ -49,7 +49,8 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
             models: Union[str, Sequence[str]] = ("demand",), seeds: int = 1, *,
             first_seed: int = 1, weights: Optional[Mapping[str, float]] = None,
             jobs: Optional[int] = None, baseline: str = "always-abort",
-            runs: bool = False, critical_priority: Optional[int] = None) -> Union[pd.DataFrame, "tuple[pd.DataFrame, pd.DataFrame]"]:
+            runs: bool = False, critical_priority: Optional[int] = None,
+            resample: str = "none") -> Union[pd.DataFrame, "tuple[pd.DataFrame, pd.DataFrame]"]:
     """Runs ``demandflight compare`` and returns its table: one row per trace × model ×
     policy with the mean over seeds and ``*_sd`` columns (the CLI's ``--csv``).
 
@@ -65,8 +66,12 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
     ``_p_t``, ``_p_wilcoxon``; ``wins``/``losses``/``ties`` and ``significant`` are the
     score's. ``runs=True`` returns ``(table, runs)``, where ``runs`` has one row per trace
     × model × policy × seed (the CLI's ``--runs-csv``). ``critical_priority`` sets the
-    critical class (default: the highest priority in each trace).
+    critical class (default: the highest priority in each trace). ``resample="owners"``
+    makes each seed of a trace file a bootstrap of its owners (``--resample owners``), so
+    that its replications vary the workload, not only the retry jitter.
     """
+    if resample not in ("none", "owners"):
+        raise ValueError(f"resample must be 'none' or 'owners', not {resample!r}")
     if isinstance(traces, (str, os.PathLike, Trace)):
         traces = [traces]
     models = [models] if isinstance(models, str) else list(models)
@@ -135,7 +140,8 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
         spec = ",".join(specs) if specs else \
             baseline if baseline not in python_policies else "always-abort"
         args += ["--models", ",".join(models), "--policies", spec, "--seeds", str(seeds),
-                 "--first-seed", str(first_seed), "--csv", csv, "--baseline", baseline]
+                 "--first-seed", str(first_seed), "--csv", csv, "--baseline", baseline,
+                 "--resample", resample]
         for i, (name, policy) in enumerate(python_policies.items()):
             job = os.path.join(work, f"policy-{i}.pkl")
             with open(job, "wb") as f:
@@ -219,7 +225,7 @@ def _oracle_spec(weights: Mapping[str, float]) -> str:
 
 def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
           weights: Optional[Mapping[str, float]] = None, jobs: Optional[int] = None,
-          regret: bool = True, progress: Union[bool, Callable[[int, int], None]] = False
+          regret: bool = False, progress: Union[bool, Callable[[int, int], None]] = False
           ) -> pd.DataFrame:
     """Runs every combination of ``grid`` and returns one row per combination.
 
@@ -232,7 +238,7 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
     figures of :func:`compare` (``gb``, ``wasted_gb``, latency percentiles, service rates,
     ``score``, ...).
 
-    ``regret=True`` (the default, as in compare) also runs the oracle once per trace and
+    ``regret=True`` also runs the oracle (as compare always does) once per trace and
     combination of everything but the policy, with the built-in policies of the grid among
     its bases, and adds ``regret`` (score minus the oracle's) and ``vs_oracle`` (score over
     the oracle's), with the oracle's own rows (policy ``"oracle"``). ``progress=True``

@@ -23,6 +23,7 @@ def main(argv) -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--out", required=True)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--resample", default="none")
     args = parser.parse_args(argv)
     with open(args.job, "rb") as f:
         job = pickle.load(f)
@@ -31,7 +32,7 @@ def main(argv) -> int:
     try:
         parsed = _core.load_trace(args.trace)
         _core.simulate(parsed, args.model, job["policy"], args.policy, args.seed, None, None,
-                       None, args.out, "")
+                       None, args.out, "", resample=args.resample)
         return 0
     except BaseException as e:  # noqa: BLE001 - reported to compare(), which raises it
         _child.report_error(job, e)

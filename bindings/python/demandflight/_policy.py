@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from . import _core
 
@@ -37,6 +37,12 @@ class OrphanPolicy:
 
     def observe_request(self, key: ArtifactKey, now_s: float) -> None:
         """Called for every subscribe when ``uses_key_history`` is true."""
+
+    def ask_again_at_s(self, view: OrphanView) -> Optional[float]:
+        """Called right after ``decide`` answered COMPLETE: a simulated time at which to be
+        asked again about this orphan (the end of a linger, a break-even point), though
+        slot pressure has not changed; None (the default) asks for none."""
+        return None
 
     def report(self) -> Any:
         """Called once at the end of the run, in the simulation's process: what it returns

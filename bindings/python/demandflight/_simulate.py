@@ -109,7 +109,8 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
            "max_per_origin": options.get("max_per_origin"),
            "network_model": options.get("network_model"), "out": out, "timeline": timeline,
            "decisions": decisions, "decision_horizon_s": decision_horizon_s,
-           "oracle_bases": list(options.get("oracle_bases", []))}
+           "oracle_bases": list(options.get("oracle_bases", [])),
+           "resample": options.get("resample", "none")}
     proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
                           capture_output=True, env=_child_env(), check=False)
     stderr = proc.stderr.decode(errors="replace")
@@ -220,7 +221,7 @@ class Result:
 def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "always-abort",
              seed: Optional[int] = None, decisions: bool = False,
              decision_horizon_s: float = 60.0, oracle_bases: Sequence[str] = (),
-             **overrides: Any) -> Result:
+             resample: str = "none", **overrides: Any) -> Result:
     """Simulates ``trace`` on SimGrid and returns its :class:`Result`.
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
@@ -237,6 +238,9 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     ``oracle_bases``: with ``policy="oracle"``, built-in policy specs the oracle also
     starts from (``demandflight sim --oracle-base``; every built-in policy with its
     defaults always is one).
+
+    ``resample="owners"`` runs a bootstrap of the trace's owners drawn with the run's seed
+    (``demandflight sim --resample owners``), so that seeds vary a trace file's workload.
 
     ``decisions=True`` keeps the decision log (``demandflight sim --decisions``) as
     ``Result.decisions``: every answer of the orphan policy with the view it answered and
@@ -260,6 +264,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
             or not 0 < decision_horizon_s < float("inf"):
         raise ValueError(f"decision_horizon_s must be a positive number of seconds, not "
                          f"{decision_horizon_s!r}")
+    if resample not in ("none", "owners"):
+        raise ValueError(f"resample must be 'none' or 'owners', not {resample!r}")
     if isinstance(oracle_bases, str):
         raise TypeError("oracle_bases must be a list of policy specs, not a string")
     for base in oracle_bases:
@@ -276,7 +282,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
         out = os.path.join(work, "result.json")
         log = os.path.join(work, "decisions.jsonl") if decisions else ""
-        text = _run(trace, model, policy, seed, {**options, "oracle_bases": list(oracle_bases)},
+        text = _run(trace, model, policy, seed,
+                    {**options, "oracle_bases": list(oracle_bases), "resample": resample},
                     out, decisions=log,
                     decision_horizon_s=float(decision_horizon_s))
         raw = json.loads(Path(out).read_text())
@@ -288,7 +295,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
 
     def rerun(path: str) -> None:
         with tempfile.TemporaryDirectory(prefix="dfl-sim-") as again:
-            _run(trace, model, policy, seed, {**options, "oracle_bases": list(oracle_bases)},
+            _run(trace, model, policy, seed,
+                 {**options, "oracle_bases": list(oracle_bases), "resample": resample},
                  os.path.join(again, "result.json"), path)
 
     return Result(raw, text, rerun, report, decision_frame)

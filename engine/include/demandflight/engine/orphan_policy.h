@@ -74,6 +74,15 @@ class OrphanPolicy {
   // uses_key_history() is true, so that a policy can learn online what
   // happens to keys after its decisions. Must not call into the scheduler.
   virtual void observe_request(const ArtifactKey& /*key*/, double /*now_s*/) {}
+  // Called right after decide() answered `complete`: a virtual time at which
+  // to be asked again about this orphan (a linger's end, a break-even point)
+  // though slot pressure has not changed; nullopt, or a time not after
+  // view.now_s, asks for none. The latest answer replaces an earlier one;
+  // the engine forgets it when the orphan's transfer ends or a demand
+  // re-attaches. Must not call into the scheduler.
+  virtual std::optional<double> ask_again_at_s(const OrphanView& /*view*/) {
+    return std::nullopt;
+  }
 };
 
 }  // namespace dfl

@@ -95,6 +95,8 @@ class HindsightOracle final : public OrphanPolicy {
 
   OrphanDecision decide(const OrphanView& view) override;
   void observe_request(const ArtifactKey& key, double now_s) override;
+  // The incumbent base's: the parent is asked again when its best child was.
+  std::optional<double> ask_again_at_s(const OrphanView& view) override;
   std::string_view name() const override { return "oracle"; }
   bool uses_key_history() const override { return true; }
 

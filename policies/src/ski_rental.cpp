@@ -1,0 +1,81 @@
+#include "demandflight/policies/ski_rental.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace dfl::policies {
+namespace {
+
+// SplitMix64: the randomized rule's draw per orphaning, from its seed.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Asked again no sooner than this: a rate that creeps towards the
+// threshold must not flood the engine with re-asks.
+constexpr double kMinStep_s = 1e-3;
+
+}  // namespace
+
+OrphanDecision SkiRentalPolicy::decide(const OrphanView& view) {
+  if (view.key == nullptr) return params_.stop;
+  if (view.first_decision || !orphans_.contains(*view.key)) {
+    Orphan o;
+    o.bytes_at_orphaning = view.bytes_done;
+    double z = 1;
+    if (params_.randomized) {
+      // Inverse of the CDF (e^z - 1) / (e - 1) at a uniform u in [0, 1).
+      const std::uint64_t draw =
+          mix(params_.seed ^ mix(std::hash<ArtifactKey>{}(*view.key)) ^ mix(++orphanings_));
+      const double u = static_cast<double>(draw >> 11) * 0x1.0p-53;
+      z = std::log1p(u * (std::exp(1.0) - 1));
+    }
+    o.threshold_bytes = z * static_cast<double>(view.bytes_done);
+    orphans_[*view.key] = o;
+  }
+  const Orphan& o = orphans_.at(*view.key);
+  const double rent = static_cast<double>(view.bytes_done - std::min(view.bytes_done,
+                                                                      o.bytes_at_orphaning));
+  if (rent >= o.threshold_bytes) {  // Also with nothing to lose (D = 0).
+    orphans_.erase(*view.key);
+    return params_.stop;
+  }
+  return OrphanDecision::complete;
+}
+
+std::optional<double> SkiRentalPolicy::ask_again_at_s(const OrphanView& view) {
+  if (view.key == nullptr) return std::nullopt;
+  auto it = orphans_.find(*view.key);
+  if (it == orphans_.end()) return std::nullopt;
+  const double rent = static_cast<double>(
+      view.bytes_done - std::min(view.bytes_done, it->second.bytes_at_orphaning));
+  const double left = it->second.threshold_bytes - rent;
+  // At this attempt's rate so far; without one, after as long again.
+  const double wait = view.throughput_Bps > 0 ? left / view.throughput_Bps : view.elapsed_s;
+  return view.now_s + std::max(kMinStep_s, wait);
+}
+
+OrphanDecision LingerPolicy::decide(const OrphanView& view) {
+  if (view.key == nullptr) return params_.then;
+  if (view.first_decision || !until_s_.contains(*view.key)) {
+    until_s_[*view.key] = view.now_s + params_.delay_s;
+  }
+  if (view.now_s >= until_s_.at(*view.key)) {
+    until_s_.erase(*view.key);
+    return params_.then;
+  }
+  return OrphanDecision::complete;
+}
+
+std::optional<double> LingerPolicy::ask_again_at_s(const OrphanView& view) {
+  if (view.key == nullptr) return std::nullopt;
+  auto it = until_s_.find(*view.key);
+  if (it == until_s_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace dfl::policies
