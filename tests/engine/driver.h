@@ -57,6 +57,13 @@ class Driver {
     c.max_per_origin = 2;
     return c;
   }
+  // One transfer slot: a queued task waits for the running one.
+  static SchedulerConfig one_slot() {
+    SchedulerConfig c = small_config();
+    c.max_transfers = 1;
+    c.max_per_origin = 1;
+    return c;
+  }
 
   Scheduler scheduler;
   double now = 0;

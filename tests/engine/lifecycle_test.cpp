@@ -13,12 +13,7 @@
 namespace dfl::testing {
 namespace {
 
-SchedulerConfig one_slot() {
-  SchedulerConfig c = Driver::small_config();
-  c.max_transfers = 1;
-  c.max_per_origin = 1;
-  return c;
-}
+SchedulerConfig one_slot() { return Driver::one_slot(); }
 
 // Which keys started transferring, in order.
 std::vector<std::string> start_order(const Driver& drv) {

@@ -513,18 +513,11 @@ TEST(PolicyRegistry, BadSpecsAreRefusedWithWhatIsAccepted) {
 namespace dfl::testing {
 namespace {
 
-SchedulerConfig one_slot_config() {
-  SchedulerConfig c = Driver::small_config();
-  c.max_transfers = 1;
-  c.max_per_origin = 1;
-  return c;
-}
-
 // Ski rental's break-even rule on the engine's clock: orphaned at t = 1 with
 // 400 of 1000 bytes (400 B/s), it keeps renting and asks to be asked again
 // when 400 more should be in (t = 2); asked then with 800 in, it stops.
 TEST(SkiRental, StopsWhenTheBytesSinceTheOrphaningEqualThoseItHadThen) {
-  Driver drv(one_slot_config(), policies::make_orphan_policy("ski-rental"));
+  Driver drv(Driver::one_slot(), policies::make_orphan_policy("ski-rental"));
   const ArtifactKey rock = key("rock");
   const DemandHandle a = drv.subscribe(rock, opts(1, 2));
   drv.scheduler.on_transfer_progress(1.0, drv.transfer_of(rock), 400);
@@ -557,7 +550,7 @@ TEST(SkiRental, StopsWhenTheBytesSinceTheOrphaningEqualThoseItHadThen) {
 // A transfer that ends first installs; a demand that comes back first
 // re-attaches; either way the re-ask is disarmed.
 TEST(SkiRental, AnOrphanThatCompletesOrIsWantedAgainFirstIsNotStopped) {
-  Driver drv(one_slot_config(), policies::make_orphan_policy("ski-rental"));
+  Driver drv(Driver::one_slot(), policies::make_orphan_policy("ski-rental"));
   const ArtifactKey rock = key("rock");
   const DemandHandle a = drv.subscribe(rock, opts(1, 2));
   drv.scheduler.on_transfer_progress(1.0, drv.transfer_of(rock), 600);
