@@ -11,7 +11,8 @@ NOTEBOOKS = Path(os.environ.get("DFL_NOTEBOOKS", Path(__file__).resolve().parent
 
 FIGURES = {
     "three_callers": ["three_callers_demands.png", "three_callers_tasks.png"],
-    "policy_comparison": ["policy_pareto.png", "policy_regret.png"],
+    "policy_comparison": ["policy_pareto.png", "policy_regret.png", "policy_paired.png",
+                          "policy_latency_by_served.png"],
     "sweep": ["sweep_best_policy.png"],
 }
 
