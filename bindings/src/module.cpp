@@ -521,6 +521,7 @@ PYBIND11_MODULE(_core, m) {
                                if (v.key == nullptr) return std::nullopt;
                                return *v.key;
                              })
+      .def_property_readonly("task", [](const OrphanView& v) { return v.task.value; })
       .def_readonly("size_bytes", &OrphanView::size_bytes)
       .def_readonly("bytes_done", &OrphanView::bytes_done)
       .def_readonly("bytes_remaining", &OrphanView::bytes_remaining)

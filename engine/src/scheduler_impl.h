@@ -674,6 +674,7 @@ class Scheduler::Impl {
     OrphanView view;
     view.now_s = now_;
     view.key = task.key.get();
+    view.task = task.id;
     view.size_bytes = task.size_bytes;
     view.bytes_done = task.resume_offset_bytes + task.attempt_bytes;
     view.bytes_remaining =
@@ -706,7 +707,7 @@ class Scheduler::Impl {
       // Asked to be asked again at a time of its own: that replaces any earlier one.
       disarm_timer(task.retry_at_s, task.timer_seq);
       if (const std::optional<double> again = policy_->ask_again_at_s(view);
-          again && *again > now_) {
+          again && *again > now_ && std::isfinite(*again)) {
         task.retry_at_s = *again;
         task.timer_seq = arm_timer(*again, TimerKind::orphan_reask, t, task.id.value);
       }

@@ -73,11 +73,13 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
   out.owners.clear();
   out.records.clear();
   out.demand_ids.clear();
-  // (time, draw, position in the owner's records): a stable order at equal times.
+  // (time, the record's place in the file, draw): at equal times the file's
+  // order holds (a fault before the subscribe it was written for), copies after
+  // one another.
   struct Placed {
     Record record;
-    std::uint32_t draw;
     std::uint32_t position;
+    std::uint32_t draw;
   };
   std::vector<Placed> placed;
   placed.reserve(in.records.size());
@@ -89,7 +91,6 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
     const std::string suffix = copy == 1 ? "" : "#" + std::to_string(copy);
     const auto new_owner = static_cast<std::uint32_t>(out.owners.size());
     out.owners.push_back(in.owners[owner] + suffix);
-    std::uint32_t position = 0;
     for (std::uint32_t i : records_of[owner]) {
       Record r = in.records[i];
       if (r.op == Op::subscribe || r.op == Op::end_owner) r.owner = new_owner;
@@ -100,14 +101,14 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
       if (r.op == Op::subscribe || r.op == Op::cancel || r.op == Op::set_priority) {
         r.demand = new_demand[r.demand];
       }
-      placed.push_back(Placed{r, draw, position++});
+      placed.push_back(Placed{r, i, draw});
     }
   }
   for (std::uint32_t i : shared)
-    placed.push_back(Placed{in.records[i], n, i});
+    placed.push_back(Placed{in.records[i], i, n});
   std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
     if (a.record.t != b.record.t) return a.record.t < b.record.t;
-    return a.draw != b.draw ? a.draw < b.draw : a.position < b.position;
+    return a.position != b.position ? a.position < b.position : a.draw < b.draw;
   });
   // Demands are numbered in subscribe order, as read_trace numbers them.
   std::vector<std::uint32_t> final_index(demand_names.size(), kNone);

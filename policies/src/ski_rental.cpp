@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 namespace dfl::policies {
 namespace {
@@ -22,34 +21,33 @@ constexpr double kMinStep_s = 1e-3;
 }  // namespace
 
 OrphanDecision SkiRentalPolicy::decide(const OrphanView& view) {
-  if (view.key == nullptr) return params_.stop;
-  if (view.first_decision || !orphans_.contains(*view.key)) {
+  const std::uint64_t task = view.task.value;
+  if (view.first_decision || !orphans_.contains(task)) {
     Orphan o;
     o.bytes_at_orphaning = view.bytes_done;
     double z = 1;
     if (params_.randomized) {
       // Inverse of the CDF (e^z - 1) / (e - 1) at a uniform u in [0, 1).
       const std::uint64_t draw =
-          mix(params_.seed ^ mix(std::hash<ArtifactKey>{}(*view.key)) ^ mix(++orphanings_));
+          mix(params_.seed ^ mix(task) ^ mix(++orphanings_));
       const double u = static_cast<double>(draw >> 11) * 0x1.0p-53;
       z = std::log1p(u * (std::exp(1.0) - 1));
     }
     o.threshold_bytes = z * static_cast<double>(view.bytes_done);
-    orphans_[*view.key] = o;
+    orphans_[task] = o;
   }
-  const Orphan& o = orphans_.at(*view.key);
+  const Orphan& o = orphans_.at(task);
   const double rent = static_cast<double>(view.bytes_done - std::min(view.bytes_done,
                                                                       o.bytes_at_orphaning));
   if (rent >= o.threshold_bytes) {  // Also with nothing to lose (D = 0).
-    orphans_.erase(*view.key);
+    orphans_.erase(task);
     return params_.stop;
   }
   return OrphanDecision::complete;
 }
 
 std::optional<double> SkiRentalPolicy::ask_again_at_s(const OrphanView& view) {
-  if (view.key == nullptr) return std::nullopt;
-  auto it = orphans_.find(*view.key);
+  auto it = orphans_.find(view.task.value);
   if (it == orphans_.end()) return std::nullopt;
   const double rent = static_cast<double>(
       view.bytes_done - std::min(view.bytes_done, it->second.bytes_at_orphaning));
@@ -60,20 +58,19 @@ std::optional<double> SkiRentalPolicy::ask_again_at_s(const OrphanView& view) {
 }
 
 OrphanDecision LingerPolicy::decide(const OrphanView& view) {
-  if (view.key == nullptr) return params_.then;
-  if (view.first_decision || !until_s_.contains(*view.key)) {
-    until_s_[*view.key] = view.now_s + params_.delay_s;
+  const std::uint64_t task = view.task.value;
+  if (view.first_decision || !until_s_.contains(task)) {
+    until_s_[task] = view.now_s + params_.delay_s;
   }
-  if (view.now_s >= until_s_.at(*view.key)) {
-    until_s_.erase(*view.key);
+  if (view.now_s >= until_s_.at(task)) {
+    until_s_.erase(task);
     return params_.then;
   }
   return OrphanDecision::complete;
 }
 
 std::optional<double> LingerPolicy::ask_again_at_s(const OrphanView& view) {
-  if (view.key == nullptr) return std::nullopt;
-  auto it = until_s_.find(*view.key);
+  auto it = until_s_.find(view.task.value);
   if (it == until_s_.end()) return std::nullopt;
   return it->second;
 }

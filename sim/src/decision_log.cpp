@@ -55,10 +55,11 @@ std::shared_ptr<OrphanPolicy> DecisionLog::tap(std::shared_ptr<OrphanPolicy> inn
   return std::make_shared<ViewTap>(std::move(inner), asked_);
 }
 
-void DecisionLog::decided(double t, const OrphanDecided& c, std::uint32_t key) {
+void DecisionLog::decided(double t, const OrphanDecided& c, std::uint32_t key,
+                          bool before_subscribe_of_key) {
   if (asked_.empty()) throw std::logic_error("an orphan decision without a view");
   entries_.push_back(Entry{t, c.task.value, key, c.decision, asked_.front(),
-                           subscribes_seen_[key]});
+                           subscribes_seen_[key] - (before_subscribe_of_key ? 1u : 0u)});
   asked_.pop_front();
 }
 

@@ -32,7 +32,10 @@ class DecisionLog {
   // knows each decision's next subscribe of its key in the trace).
   void subscribed(std::uint32_t key) { ++subscribes_seen_[key]; }
   // Each OrphanDecided, in the order the engine emitted them: one per view.
-  void decided(double t, const OrphanDecided& c, std::uint32_t key);
+  // `before_subscribe_of_key`: it came inside a subscribe of the same key
+  // that had not reached its demand yet (a timer due at that instant), so
+  // that subscribe is still to come for it.
+  void decided(double t, const OrphanDecided& c, std::uint32_t key, bool before_subscribe_of_key);
 
   // One JSON object per line, in decision order. Throws std::runtime_error
   // when the file cannot be written.

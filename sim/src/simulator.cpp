@@ -281,7 +281,8 @@ class Simulation {
         o.origin = a.origin;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
-        if (decisions_) decisions_->subscribed(recorder_.key_of_artifact(r.artifact));
+        subscribing_key_ = recorder_.key_of_artifact(r.artifact);
+        if (decisions_) decisions_->subscribed(subscribing_key_);
         handle_of_demand_[r.demand] = scheduler_.subscribe(t, a.key, a.key_hash, o);
         timeline_.demand_started(r.owner, trace_.owners[r.owner], r.demand, t);
         break;
@@ -463,7 +464,10 @@ class Simulation {
 
   void handle(OrphanDecided& c) {
     recorder_.on(now(), c);
-    if (decisions_) decisions_->decided(now(), c, recorder_.key_of_task(c.task));
+    if (decisions_) {
+      const std::uint32_t key = recorder_.key_of_task(c.task);
+      decisions_->decided(now(), c, key, recorder_.subscribing() && subscribing_key_ == key);
+    }
   }
 
   void handle(TaskEnded& c) { recorder_.on(now(), c); }
@@ -751,6 +755,7 @@ class Simulation {
   ResultRecorder recorder_;
   std::shared_ptr<OrphanPolicy> policy_;
   std::unique_ptr<DecisionLog> decisions_;  // With --decisions.
+  std::uint32_t subscribing_key_ = 0;       // The key of the subscribe going in.
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;

@@ -651,6 +651,22 @@ TEST(Linger, KeepsTheOrphanForItsDelayThenDecidesThen) {
   EXPECT_TRUE(keep.aborted[0].keep_partial);
   EXPECT_EQ(keep.aborted[0].kept_bytes, 300u);
   EXPECT_THROW(policies::make_orphan_policy("linger:then=maybe"), std::invalid_argument);
+
+  // Independent downloads: two orphans of one key linger each for their own delay.
+  SchedulerConfig independent = Driver::small_config();
+  independent.model = Model::independent;
+  Driver two(independent, policies::make_orphan_policy("linger:delay_s=0.1"));
+  const DemandHandle first = two.subscribe(rock, opts(1, 2));
+  const DemandHandle second = two.subscribe(rock, opts(2, 2));
+  two.cancel(first);
+  two.at(0.05);
+  two.cancel(second);
+  two.tick(0.1);
+  ASSERT_EQ(two.aborted.size(), 1u) << "the first at 0.1";
+  two.tick(0.12);
+  EXPECT_EQ(two.aborted.size(), 1u) << "the second not before 0.15";
+  two.tick(0.05 + 0.1);  // 0.15000000000000002: its own end, not 0.15.
+  EXPECT_EQ(two.aborted.size(), 2u);
   EXPECT_THROW(policies::make_orphan_policy("ski-rental:stop=complete"), std::invalid_argument);
 }
 

@@ -97,6 +97,8 @@ TEST(Resample, ABootstrapOfOwnersCopiesWholeOwnersUnderNewNames) {
   }
   EXPECT_EQ(next_demand, r.demand_ids.size());
   EXPECT_EQ(faults, 1u);
+  // At equal times the file's order holds: the fault at t = 0 before s0's subscribe.
+  EXPECT_EQ(r.records[0].op, format::Op::fault);
   // Seeded: the same seed the same draw, another seed another.
   const format::Trace again = format::resample(trace, format::Resample::owners, 1);
   EXPECT_EQ(again.owners, r.owners);

@@ -128,6 +128,40 @@ def test_a_policys_exception_prints_and_report_come_back_to_the_caller(scenarios
     assert dfl.simulate(scenarios / "three_callers.jsonl").policy_report is None
 
 
+def test_a_python_policy_asks_to_be_asked_again_like_the_builtin_linger(scenarios):
+    class Linger(dfl.OrphanPolicy):
+        name = "py-linger"
+
+        def __init__(self, delay_s):
+            self.delay_s, self.until = delay_s, {}
+
+        def decide(self, view):
+            if view.first_decision or view.task not in self.until:
+                self.until[view.task] = view.now_s + self.delay_s
+            if view.now_s >= self.until[view.task]:
+                del self.until[view.task]
+                return "abort"
+            return "complete"
+
+        def ask_again_at_s(self, view):
+            return self.until.get(view.task)
+
+    trace = scenarios / "session_churn.jsonl"
+    mine = dfl.simulate(trace, policy=Linger(0.5))
+    builtin = dfl.simulate(trace, policy="linger:delay_s=0.5")
+    assert mine.demands.drop(columns=[]).equals(builtin.demands)
+    assert mine.summary == builtin.summary
+    always = dfl.simulate(trace, policy="always-abort")
+    assert mine.summary != always.summary, "lingering changed something"
+
+    class Raises(Linger):
+        def ask_again_at_s(self, view):
+            raise PolicyBroke("no time")
+
+    with pytest.raises(PolicyBroke, match="no time"):
+        dfl.simulate(trace, policy=Raises(0.5))
+
+
 def test_the_oracle_reports_its_search_and_no_builtin_beats_it(scenarios):
     oracle = dfl.simulate(scenarios / "session_churn.jsonl", policy="oracle")
     report = oracle.policy_report

@@ -514,6 +514,24 @@ TEST(SimContracts, TheDecisionLogHasEveryAnswerItsViewAndWhetherTheKeyCameBack) 
     EXPECT_TRUE(grass["next_demand_in_s"].is_null());
     EXPECT_FALSE(grass["came_back"].get<bool>());
   }
+  // A linger ends at 1.1 exactly when the key is asked for again: its decision
+  // comes first, and the key came back 0 s after it.
+  const std::string again = header() + artifact("rock", 20'000'000) +
+                            sub(0.5, "r1", "a", "rock", 1) + cancel(1.0, "r1") +
+                            sub(1.1, "r2", "b", "rock", 1);
+  const CliRun linger = simulate(again, {"--policy", "linger:delay_s=0.1", "--decisions",
+                                         "DIR/decisions.jsonl"});
+  ASSERT_EQ(linger.exit_code, 0) << linger.err;
+  std::istringstream linger_lines(read_file(linger.dir + "/decisions.jsonl"));
+  std::vector<nlohmann::json> linger_log;
+  for (std::string line; std::getline(linger_lines, line);)
+    linger_log.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(linger_log.size(), 2u) << "first: complete; then, at its end: abort";
+  EXPECT_EQ(linger_log[1]["decision"], "abort");
+  EXPECT_DOUBLE_EQ(linger_log[1]["t"].get<double>(), 1.1);
+  EXPECT_DOUBLE_EQ(linger_log[1]["next_demand_in_s"].get<double>(), 0.0) << linger_log[1];
+  EXPECT_TRUE(linger_log[1]["came_back"].get<bool>());
+
   const CliRun bad = run_cli(trace, {"sim", "TRACE", "--decisions", "DIR/d.jsonl",
                                      "--decision-horizon", "0"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;

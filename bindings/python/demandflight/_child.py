@@ -18,7 +18,8 @@ def _policy_raised(job, tb) -> bool:
     if isinstance(policy, str):
         return False
     module = getattr(type(policy), "__module__", None)
-    return any(frame.name == "decide" or frame.filename == getattr(
+    return any(frame.name in ("decide", "ask_again_at_s", "observe_request", "report") or
+               frame.filename == getattr(
         sys.modules.get(module), "__file__", None) for frame in traceback.extract_tb(tb))
 
 

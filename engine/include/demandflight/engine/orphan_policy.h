@@ -37,6 +37,9 @@ std::string_view to_string(OrphanDecision decision);
 struct OrphanView {
   double now_s = 0;
   const ArtifactKey* key = nullptr;
+  // The orphaned task: a policy that keeps state per orphan keys it by this
+  // (in the independent model several tasks of one key may be orphans).
+  TaskId task;
   std::uint64_t size_bytes = 0;       // Expected size; 0 when unknown.
   std::uint64_t bytes_done = 0;       // Resume offset + bytes of this attempt.
   std::uint64_t bytes_remaining = 0;  // size - done, 0 when size unknown.
@@ -77,7 +80,7 @@ class OrphanPolicy {
   // Called right after decide() answered `complete`: a virtual time at which
   // to be asked again about this orphan (a linger's end, a break-even point)
   // though slot pressure has not changed; nullopt, or a time not after
-  // view.now_s, asks for none. The latest answer replaces an earlier one;
+  // view.now_s (or not finite), asks for none. The latest answer replaces an earlier one;
   // the engine forgets it when the orphan's transfer ends or a demand
   // re-attaches. Must not call into the scheduler.
   virtual std::optional<double> ask_again_at_s(const OrphanView& /*view*/) {

@@ -298,6 +298,10 @@ class ResultRecorder {
   }
 
   const Result& result() const { return result_; }
+  // A subscribe has gone in (before_subscribe) and the engine has not yet
+  // attached or answered its demand: what it emits first is still about
+  // earlier events (timers due at the same instant).
+  bool subscribing() const { return subscribing_ != kNoDemand; }
 
  private:
   // Per physical task, by TaskId (ids are dense: the engine numbers tasks 1,

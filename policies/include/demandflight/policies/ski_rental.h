@@ -30,7 +30,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "demandflight/engine/artifact_key.h"
+#include "demandflight/engine/ids.h"
 #include "demandflight/engine/orphan_policy.h"
 
 namespace dfl::policies {
@@ -57,7 +57,7 @@ class SkiRentalPolicy final : public OrphanPolicy {
   };
   Params params_;
   std::uint64_t orphanings_ = 0;
-  std::unordered_map<ArtifactKey, Orphan> orphans_;
+  std::unordered_map<std::uint64_t, Orphan> orphans_;  // By TaskId.
 };
 
 class LingerPolicy final : public OrphanPolicy {
@@ -74,7 +74,7 @@ class LingerPolicy final : public OrphanPolicy {
 
  private:
   Params params_;
-  std::unordered_map<ArtifactKey, double> until_s_;  // Per orphan: the linger's end.
+  std::unordered_map<std::uint64_t, double> until_s_;  // By TaskId: the linger's end.
 };
 
 }  // namespace dfl::policies
