@@ -91,8 +91,12 @@ TEST(Resample, ABootstrapOfOwnersCopiesWholeOwnersUnderNewNames) {
   std::uint32_t next_demand = 0;
   std::size_t faults = 0;
   for (std::size_t i = 0; i < r.records.size(); ++i) {
-    if (i > 0) EXPECT_LE(r.records[i - 1].t, r.records[i].t);
-    if (r.records[i].op == format::Op::subscribe) EXPECT_EQ(r.records[i].demand, next_demand++);
+    if (i > 0) {
+      EXPECT_LE(r.records[i - 1].t, r.records[i].t);
+    }
+    if (r.records[i].op == format::Op::subscribe) {
+      EXPECT_EQ(r.records[i].demand, next_demand++);
+    }
     faults += r.records[i].op == format::Op::fault;
   }
   EXPECT_EQ(next_demand, r.demand_ids.size());
