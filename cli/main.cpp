@@ -8,6 +8,7 @@
 //   demandflight replay TRACE --base-url URL --cache DIR [--speed X]   (cli/replay.cpp)
 //   demandflight compare TRACE... [--models M,..] [--policies all|P,..] [--seeds N]  (cli/compare.cpp)
 //   demandflight train TRACE... --out model.json [--horizon-s S]   (cli/train.cpp)
+//   demandflight import csv LOG... --time C --key C --size C > trace.jsonl   (cli/import.cpp)
 //
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
   const dfl::cli::Subcommand replay = dfl::cli::add_replay_command(app);
   const dfl::cli::Subcommand compare = dfl::cli::add_compare_command(app);
   const dfl::cli::Subcommand train = dfl::cli::add_train_command(app);
+  const dfl::cli::Subcommand importer = dfl::cli::add_import_command(app);
 
   try {
     app.parse(argc, argv);
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
     if (*replay.app) return replay.run();
     if (*compare.app) return compare.run();
     if (*train.app) return train.run();
+    if (*importer.app) return importer.run();
     if (*validate) {
       const Trace trace = read_trace(validate_path);
       std::size_t subscribes = 0;

@@ -20,6 +20,8 @@ struct Subcommand {
 Subcommand add_compare_command(CLI::App& app);
 // cli/train.cpp
 Subcommand add_train_command(CLI::App& app);
+// cli/import.cpp
+Subcommand add_import_command(CLI::App& app);
 
 // The simulator, from its module (cli/sim_module.cpp), loaded on first
 // use; load_simulator() loads it now. Both throw std::runtime_error naming

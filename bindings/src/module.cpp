@@ -20,6 +20,7 @@
 
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/format/generator.h"
+#include "demandflight/format/import.h"
 #include "demandflight/format/resample.h"
 #include "demandflight/policies/registry.h"
 #include "demandflight/sim/oracle.h"
@@ -611,6 +612,39 @@ PYBIND11_MODULE(_core, m) {
       },
       "spec"_a, "seed"_a,
       "The trace text of gen:KIND[:demands=N] with `seed`; ValueError naming a bad spec.");
+  m.def(
+      "import_csv",
+      [](const std::vector<std::string>& inputs, const std::string& out_path,
+         const std::string& time, const std::string& key, const std::string& size,
+         std::optional<std::string> priority, std::optional<std::string> owner,
+         std::optional<std::string> origin, std::optional<std::string> end, bool header,
+         const std::string& delimiter, const std::string& time_unit, std::optional<double> start,
+         const std::string& name, std::uint64_t seed) {
+        if (delimiter.size() != 1) throw py::value_error("delimiter must be one character");
+        format::CsvImport o;
+        o.time = time;
+        o.key = key;
+        o.size = size;
+        o.priority = std::move(priority);
+        o.owner = std::move(owner);
+        o.origin = std::move(origin);
+        o.end = std::move(end);
+        o.header = header;
+        o.delimiter = delimiter[0];
+        o.time_unit = time_unit;
+        o.start = start;
+        o.name = name;
+        o.seed = seed;
+        py::gil_scoped_release release;
+        std::ostringstream text;  // Written only when the whole input was good.
+        format::import_csv(inputs, o, text);
+        std::ofstream out(out_path);
+        out << text.str();
+        if (!out) throw std::runtime_error("cannot write " + out_path);
+      },
+      "inputs"_a, "out"_a, "time"_a, "key"_a, "size"_a, "priority"_a, "owner"_a, "origin"_a,
+      "end"_a, "header"_a, "delimiter"_a, "time_unit"_a, "start"_a, "name"_a, "seed"_a,
+      "Imports a CSV request log as a trace file (format/import.h).");
   m.def("split_policy_list", &policies::split_policy_list, "list"_a,
         "Splits a comma-separated list of policy specs (k=v items belong to the policy before).");
   m.def(

@@ -392,3 +392,24 @@ def test_compares_paired_statistics_match_scipy_on_its_own_runs():
     assert own["score_diff"] == 0 and own["score_diff_lo"] == 0 and not own["significant"]
     with pytest.raises(ValueError, match="baseline"):
         dfl.compare("gen:session_churn:demands=300", baseline="sometimes")
+
+
+def test_a_csv_request_log_imports_as_a_trace_and_bad_rows_name_their_line(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("ts,obj,bytes,user,gone\n100,a,1000,u1,\n100.5,b,2000,u2,101\n"
+                   "102,a,1500,u3,\n")
+    trace = dfl.Trace.import_csv(log, time="ts", key="obj", size="bytes", owner="user",
+                                 end="gone", name="mine", out=tmp_path / "t.jsonl")
+    header = json.loads(trace.text.splitlines()[0])
+    assert header["name"] == "mine" and header["x-import"]["demands"] == 3
+    assert header["x-import"]["size_changes"] == 1 and header["x-import"]["cancels"] == 1
+    assert (tmp_path / "t.jsonl").read_text() == trace.text
+    result = dfl.simulate(trace)
+    assert list(result.demands.owner) == ["u1", "u2", "u3"]
+    assert list(result.demands.artifact) == ["a", "b", "a@2"]
+    log.write_text("ts,obj,bytes\n1,a,10\n0.5,b,10\n")
+    with pytest.raises(dfl.TraceError, match=r"log.csv:3: ts: goes backwards") as e:
+        dfl.Trace.import_csv(log, time="ts", key="obj", size="bytes")
+    assert e.value.line == 3 and e.value.field == "ts"
+    with pytest.raises(ValueError, match="time_unit"):
+        dfl.Trace.import_csv(log, time="ts", key="obj", size="bytes", time_unit="hours")

@@ -48,6 +48,33 @@ class Trace:
         parsed = _core.load_trace(path)
         return cls(Path(path).read_text(), path, _path=path, _parsed=parsed)
 
+    @classmethod
+    def import_csv(cls, inputs: Union[str, os.PathLike, List[Union[str, os.PathLike]]], *,
+                   time: str, key: str, size: str, priority: Optional[str] = None,
+                   owner: Optional[str] = None, origin: Optional[str] = None,
+                   end: Optional[str] = None, header: bool = True, delimiter: str = ",",
+                   time_unit: str = "s", start: Optional[float] = None, name: str = "imported",
+                   seed: int = 1, out: Optional[Union[str, os.PathLike]] = None) -> "Trace":
+        """A CSV request log as a trace (``demandflight import csv``): one demand per row;
+        columns named by the header row or numbered from 1 (``header=False``); ``end`` a
+        column of abandon times (cancels); a changed size is a new revision; the header's
+        ``x-import`` says what was read and skipped. ``out`` keeps the trace file. Bad
+        input raises :class:`TraceError` with the file, line and column."""
+        import tempfile
+
+        paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike))
+                                        else inputs)]
+        if time_unit not in ("s", "ms", "us", "ns"):
+            raise ValueError(f"time_unit must be s, ms, us or ns, not {time_unit!r}")
+        with tempfile.TemporaryDirectory(prefix="dfl-import-") as work:
+            target = os.fspath(out) if out is not None else os.path.join(work, "trace.jsonl")
+            _core.import_csv(paths, target, time, key, size, priority, owner, origin, end,
+                             header, delimiter, time_unit, start, name, seed)
+            trace = cls.load(target)
+            if out is None:
+                trace._path = None  # The file goes with the temporary directory.
+            return trace
+
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes the trace as JSON Lines."""
         Path(path).write_text(self._text)
