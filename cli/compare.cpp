@@ -297,6 +297,24 @@ class Compare {
         policies.push_back(spec);
       }
     }
+    // Policies that other programs run (compared after the built-in ones).
+    for (const std::string& e : externals_) {
+      const std::size_t eq = e.find('=');
+      if (eq == 0 || eq == std::string::npos || eq + 1 == e.size()) {
+        throw std::invalid_argument("--external: \"" + e + "\" is not NAME=PROGRAM");
+      }
+      const std::string name = e.substr(0, eq);
+      if (std::find(policies.begin(), policies.end(), name) != policies.end() ||
+          name == "oracle" || program_of_.count(name) != 0) {
+        throw std::invalid_argument("--external: a policy named \"" + name +
+                                    "\" is compared already");
+      }
+      program_of_[name] = e.substr(eq + 1);
+      if (::access(program_of_[name].c_str(), X_OK) != 0) {
+        throw std::invalid_argument("--external: " + name + ": " + program_of_[name] +
+                                    " is not an executable program");
+      }
+    }
     std::replace(baseline_.begin(), baseline_.end(), ';', ',');
     try {
       if (!is_external(baseline_)) sim::check_sim_policy(baseline_);
@@ -321,25 +339,8 @@ class Compare {
       oracle_extra.push_back("--oracle-base");
       oracle_extra.push_back(p);
     }
-    // Policies that other programs run, after the built-in ones.
-    for (const std::string& e : externals_) {
-      const std::size_t eq = e.find('=');
-      if (eq == 0 || eq == std::string::npos || eq + 1 == e.size()) {
-        throw std::invalid_argument("--external: \"" + e + "\" is not NAME=PROGRAM");
-      }
-      const std::string name = e.substr(0, eq);
-      if (std::find(policies.begin(), policies.end(), name) != policies.end() ||
-          name == "oracle" || program_of_.count(name) != 0) {
-        throw std::invalid_argument("--external: a policy named \"" + name +
-                                    "\" is compared already");
-      }
-      program_of_[name] = e.substr(eq + 1);
-      if (::access(program_of_[name].c_str(), X_OK) != 0) {
-        throw std::invalid_argument("--external: " + name + ": " + program_of_[name] +
-                                    " is not an executable program");
-      }
-      policies.push_back(name);
-    }
+    for (const std::string& e : externals_)  // In the order given.
+      policies.push_back(e.substr(0, e.find('=')));
     std::string oracle_spec = "oracle:";
     for (const auto& [name, value] : format::weight_values(weights)) {
       char number[64];
@@ -659,11 +660,7 @@ class Compare {
   std::string resample_ = "none";
   std::vector<std::string> externals_;               // --external NAME=PROGRAM.
   std::map<std::string, std::string> program_of_;    // Their programs, by name.
-  bool is_external(const std::string& name) const {
-    return std::any_of(externals_.begin(), externals_.end(), [&](const std::string& e) {
-      return e.rfind(name + "=", 0) == 0;
-    });
-  }
+  bool is_external(const std::string& name) const { return program_of_.count(name) != 0; }
   fs::path tmp_;
 };
 

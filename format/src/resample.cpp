@@ -37,12 +37,20 @@ Resample parse_resample(std::string_view name) {
 
 Trace resample(Trace in, Resample how, std::uint64_t seed) {
   if (how == Resample::none || in.owners.empty()) return in;
+  // The records and names are rebuilt; the rest of the trace stays as it is.
+  const std::vector<Record> records = std::move(in.records);
+  const std::vector<std::string> demand_ids = std::move(in.demand_ids);
+  const std::vector<std::string> owners = std::move(in.owners);
+  Trace out = std::move(in);
+  out.records.clear();
+  out.demand_ids.clear();
+  out.owners.clear();
   // Each owner's records, in file order; the demands' owners.
-  std::vector<std::uint32_t> owner_of_demand(in.demand_ids.size(), kNone);
-  std::vector<std::vector<std::uint32_t>> records_of(in.owners.size());
+  std::vector<std::uint32_t> owner_of_demand(demand_ids.size(), kNone);
+  std::vector<std::vector<std::uint32_t>> records_of(owners.size());
   std::vector<std::uint32_t> shared;  // Records of no owner (faults).
-  for (std::uint32_t i = 0; i < in.records.size(); ++i) {
-    const Record& r = in.records[i];
+  for (std::uint32_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
     std::uint32_t owner = kNone;
     switch (r.op) {
       case Op::subscribe:
@@ -67,12 +75,8 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
   }
 
   std::uint64_t state = seed ^ 0x5265'73616D706Cull;  // "Resampl": not the jitter's stream.
-  const auto n = static_cast<std::uint32_t>(in.owners.size());
+  const auto n = static_cast<std::uint32_t>(owners.size());
   std::vector<std::uint32_t> copies(n, 0);
-  Trace out = in;
-  out.owners.clear();
-  out.records.clear();
-  out.demand_ids.clear();
   // (time, the record's place in the file, draw): at equal times the file's
   // order holds (a fault before the subscribe it was written for), copies after
   // one another.
@@ -82,21 +86,21 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
     std::uint32_t draw;
   };
   std::vector<Placed> placed;
-  placed.reserve(in.records.size());
-  std::vector<std::uint32_t> new_demand(in.demand_ids.size(), kNone);
+  placed.reserve(records.size());
+  std::vector<std::uint32_t> new_demand(demand_ids.size(), kNone);
   std::vector<std::string> demand_names;  // By provisional demand index.
   for (std::uint32_t draw = 0; draw < n; ++draw) {
     const std::uint32_t owner = below(state, n);
     const std::uint32_t copy = ++copies[owner];
     const std::string suffix = copy == 1 ? "" : "#" + std::to_string(copy);
     const auto new_owner = static_cast<std::uint32_t>(out.owners.size());
-    out.owners.push_back(in.owners[owner] + suffix);
+    out.owners.push_back(owners[owner] + suffix);
     for (std::uint32_t i : records_of[owner]) {
-      Record r = in.records[i];
+      Record r = records[i];
       if (r.op == Op::subscribe || r.op == Op::end_owner) r.owner = new_owner;
       if (r.op == Op::subscribe) {
         new_demand[r.demand] = static_cast<std::uint32_t>(demand_names.size());
-        demand_names.push_back(in.demand_ids[r.demand] + suffix);
+        demand_names.push_back(demand_ids[r.demand] + suffix);
       }
       if (r.op == Op::subscribe || r.op == Op::cancel || r.op == Op::set_priority) {
         r.demand = new_demand[r.demand];
@@ -105,7 +109,7 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
     }
   }
   for (std::uint32_t i : shared)
-    placed.push_back(Placed{in.records[i], i, n});
+    placed.push_back(Placed{records[i], i, n});
   std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
     if (a.record.t != b.record.t) return a.record.t < b.record.t;
     return a.position != b.position ? a.position < b.position : a.draw < b.draw;

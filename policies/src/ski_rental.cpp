@@ -18,6 +18,11 @@ std::uint64_t mix(std::uint64_t x) {
 // threshold must not flood the engine with re-asks.
 constexpr double kMinStep_s = 1e-3;
 
+// Bytes received since the orphaning: the rent paid so far.
+double rent(const OrphanView& view, std::uint64_t bytes_at_orphaning) {
+  return static_cast<double>(view.bytes_done - std::min(view.bytes_done, bytes_at_orphaning));
+}
+
 }  // namespace
 
 OrphanDecision SkiRentalPolicy::decide(const OrphanView& view) {
@@ -37,9 +42,7 @@ OrphanDecision SkiRentalPolicy::decide(const OrphanView& view) {
     orphans_[task] = o;
   }
   const Orphan& o = orphans_.at(task);
-  const double rent = static_cast<double>(view.bytes_done - std::min(view.bytes_done,
-                                                                      o.bytes_at_orphaning));
-  if (rent >= o.threshold_bytes) {  // Also with nothing to lose (D = 0).
+  if (rent(view, o.bytes_at_orphaning) >= o.threshold_bytes) {  // Also with nothing to lose (D = 0).
     orphans_.erase(task);
     return params_.stop;
   }
@@ -49,9 +52,7 @@ OrphanDecision SkiRentalPolicy::decide(const OrphanView& view) {
 std::optional<double> SkiRentalPolicy::ask_again_at_s(const OrphanView& view) {
   auto it = orphans_.find(view.task.value);
   if (it == orphans_.end()) return std::nullopt;
-  const double rent = static_cast<double>(
-      view.bytes_done - std::min(view.bytes_done, it->second.bytes_at_orphaning));
-  const double left = it->second.threshold_bytes - rent;
+  const double left = it->second.threshold_bytes - rent(view, it->second.bytes_at_orphaning);
   // At this attempt's rate so far; without one, after as long again.
   const double wait = view.throughput_Bps > 0 ? left / view.throughput_Bps : view.elapsed_s;
   return view.now_s + std::max(kMinStep_s, wait);
