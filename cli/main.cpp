@@ -9,6 +9,7 @@
 //   demandflight compare TRACE... [--models M,..] [--policies all|P,..] [--seeds N]  (cli/compare.cpp)
 //   demandflight train TRACE... --out model.json [--horizon-s S]   (cli/train.cpp)
 //   demandflight import csv LOG... --time C --key C --size C > trace.jsonl   (cli/import.cpp)
+//   demandflight describe TRACE [--json FILE] [--top N]   (cli/describe.cpp)
 //
 // Exit codes: 0 success; 2 bad input (the trace, a flag), with a message naming
 // the file, line and field; 1 anything else.
@@ -145,6 +146,7 @@ int main(int argc, char** argv) {
   const dfl::cli::Subcommand compare = dfl::cli::add_compare_command(app);
   const dfl::cli::Subcommand train = dfl::cli::add_train_command(app);
   const dfl::cli::Subcommand importer = dfl::cli::add_import_command(app);
+  const dfl::cli::Subcommand describe = dfl::cli::add_describe_command(app);
 
   try {
     app.parse(argc, argv);
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
     if (*compare.app) return compare.run();
     if (*train.app) return train.run();
     if (*importer.app) return importer.run();
+    if (*describe.app) return describe.run();
     if (*validate) {
       const Trace trace = read_trace(validate_path);
       std::size_t subscribes = 0;

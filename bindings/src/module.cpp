@@ -10,15 +10,19 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
 #include "demandflight/engine/scheduler.h"
+#include "demandflight/format/describe.h"
 #include "demandflight/format/generator.h"
 #include "demandflight/format/import.h"
 #include "demandflight/format/resample.h"
@@ -583,6 +587,16 @@ PYBIND11_MODULE(_core, m) {
       [](const std::string& path) { return std::const_pointer_cast<format::Trace>(load_trace(path)); },
       "path"_a, "Reads and validates a trace file; raises TraceError.");
   m.def(
+      "describe_json",
+      [](const std::shared_ptr<format::Trace>& trace, std::size_t top) {
+        py::gil_scoped_release release;
+        std::ostringstream out;
+        format::write_description_json(format::describe(*trace), out, top);
+        return out.str();
+      },
+      "trace"_a, "top"_a,
+      "describe(trace) as JSON text (format/describe.h), the `top` most requested keys (0: all).");
+  m.def(
       "simulate",
       [](const std::shared_ptr<format::Trace>& trace, const std::string& model,
          const py::object& policy, const std::string& policy_name,
@@ -613,38 +627,39 @@ PYBIND11_MODULE(_core, m) {
       "spec"_a, "seed"_a,
       "The trace text of gen:KIND[:demands=N] with `seed`; ValueError naming a bad spec.");
   m.def(
-      "import_csv",
-      [](const std::vector<std::string>& inputs, const std::string& out_path,
-         const std::string& time, const std::string& key, const std::string& size,
-         std::optional<std::string> priority, std::optional<std::string> owner,
-         std::optional<std::string> origin, std::optional<std::string> end, bool header,
-         const std::string& delimiter, const std::string& time_unit, std::optional<double> start,
-         const std::string& name, std::uint64_t seed) {
-        if (delimiter.size() != 1) throw py::value_error("delimiter must be one character");
-        format::CsvImport o;
-        o.time = time;
-        o.key = key;
-        o.size = size;
-        o.priority = std::move(priority);
-        o.owner = std::move(owner);
-        o.origin = std::move(origin);
-        o.end = std::move(end);
-        o.header = header;
-        o.delimiter = delimiter[0];
-        o.time_unit = time_unit;
-        o.start = start;
-        o.name = name;
-        o.seed = seed;
+      "import_trace",
+      [](const std::string& format_name, const std::vector<std::string>& inputs,
+         const std::string& out_path, const std::map<std::string, std::string>& options) {
         py::gil_scoped_release release;
-        std::ostringstream text;  // Written only when the whole input was good.
-        format::import_csv(inputs, o, text);
-        std::ofstream out(out_path);
-        out << text.str();
-        if (!out) throw std::runtime_error("cannot write " + out_path);
+        // The importer writes nothing before the whole input was read and found
+        // good; the file appears under its name only then.
+        const std::string partial = out_path + ".partial";
+        {
+          std::ofstream out(partial);
+          if (!out) throw std::runtime_error("cannot write " + partial);
+          try {
+            format::import_trace(format_name, inputs, options, out);
+          } catch (...) {
+            out.close();
+            std::remove(partial.c_str());
+            throw;
+          }
+          out.close();
+          if (!out) throw std::runtime_error("cannot write " + partial);
+        }
+        if (std::rename(partial.c_str(), out_path.c_str()) != 0) {
+          throw std::runtime_error("cannot rename " + partial + " to " + out_path);
+        }
       },
-      "inputs"_a, "out"_a, "time"_a, "key"_a, "size"_a, "priority"_a, "owner"_a, "origin"_a,
-      "end"_a, "header"_a, "delimiter"_a, "time_unit"_a, "start"_a, "name"_a, "seed"_a,
-      "Imports a CSV request log as a trace file (format/import.h).");
+      "format"_a, "inputs"_a, "out"_a, "options"_a,
+      "Imports a log or capture as a trace file (format/import.h).");
+  m.def("import_formats", &format::import_formats);
+  m.def("import_options", [](const std::string& format_name) {
+    std::vector<std::tuple<std::string, std::string, bool, bool, std::string>> out;
+    for (const format::ImportOption& o : format::import_options(format_name))
+      out.emplace_back(o.name, o.help, o.required, o.flag, o.default_value);
+    return out;
+  });
   m.def("split_policy_list", &policies::split_policy_list, "list"_a,
         "Splits a comma-separated list of policy specs (k=v items belong to the policy before).");
   m.def(

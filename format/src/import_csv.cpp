@@ -14,13 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "demandflight/format/import.h"
 #include "demandflight/format/trace.h"
+#include "import_sink.h"
 
-namespace dfl::format {
+namespace dfl::format::import_detail {
 namespace {
-
-using ojson = nlohmann::ordered_json;
 
 // One CSV record (RFC 4180: fields in double quotes may hold the delimiter,
 // newlines and doubled quotes). Returns false at the end of the input.
@@ -76,94 +74,64 @@ bool read_record(std::istream& in, char delimiter, std::vector<std::string>& fie
   return true;
 }
 
-double seconds_per_unit(const std::string& unit) {
-  if (unit == "s") return 1;
-  if (unit == "ms") return 1e-3;
-  if (unit == "us") return 1e-6;
-  if (unit == "ns") return 1e-9;
-  throw std::invalid_argument("--time-unit: \"" + unit + "\" is not s, ms, us or ns");
-}
-
-struct Pending {
-  double t;
-  std::uint64_t seq;
-  std::string demand;
-  bool operator>(const Pending& o) const { return t != o.t ? t > o.t : seq > o.seq; }
-};
-
-class Writer {
- public:
-  Writer() : body_(std::tmpfile(), &std::fclose) {
-    if (!body_) throw std::runtime_error("import: cannot create a temporary file");
-  }
-  void line(const ojson& record) {
-    const std::string text = record.dump();
-    if (std::fwrite(text.data(), 1, text.size(), body_.get()) != text.size() ||
-        std::fputc('\n', body_.get()) == EOF) {
-      throw std::runtime_error("import: writing the temporary file failed");
-    }
-  }
-  void finish(const ojson& header, std::ostream& out) {
-    out << header.dump() << '\n';
-    std::rewind(body_.get());
-    char buffer[1 << 16];
-    for (;;) {
-      const std::size_t n = std::fread(buffer, 1, sizeof buffer, body_.get());
-      if (n == 0) break;
-      out.write(buffer, static_cast<std::streamsize>(n));
-    }
-    if (std::ferror(body_.get())) throw std::runtime_error("import: reading the temporary file failed");
-    if (!out) throw std::runtime_error("import: writing the trace failed");
-  }
-
- private:
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> body_;
-};
-
 }  // namespace
 
-void import_csv(const std::vector<std::string>& inputs, const CsvImport& o, std::ostream& out) {
-  if (inputs.empty()) throw std::invalid_argument("import csv: no input file");
-  const double unit = seconds_per_unit(o.time_unit);
+std::vector<ImportOption> csv_options() {
+  return {
+      {"time", "the time column (a name, or a number from 1)", true, false, ""},
+      {"key", "the object id column", true, false, ""},
+      {"size", "the size column (bytes)", true, false, ""},
+      {"priority", "an integer priority column (default: 1)", false, false, ""},
+      {"owner", "the owner column (default: one owner, \"log\")", false, false, ""},
+      {"origin", "the origin column (default: one, \"origin\")", false, false, ""},
+      {"end", "a column with the time the request was abandoned: a cancel then (empty: never)",
+       false, false, ""},
+      {"no-header", "the first row is data: columns are numbers", false, true, ""},
+      {"delimiter", "the field separator", false, false, ","},
+      {"time-unit", "the unit of the time columns: s, ms, us or ns", false, false, "s"},
+      {"start", "subtracted from every time, in the log's unit (default: the first row's time)",
+       false, false, ""},
+  };
+}
+
+void import_csv(const std::vector<std::string>& inputs, OptionReader& options, std::ostream& out) {
   struct Column {
     const char* flag;
-    const std::optional<std::string>* name;
+    std::optional<std::string> name;
     std::size_t index = 0;
   };
-  const std::optional<std::string> time(o.time), key(o.key), size(o.size);
-  std::vector<Column> columns = {{"--time", &time},         {"--key", &key},
-                                 {"--size", &size},         {"--priority", &o.priority},
-                                 {"--owner", &o.owner},     {"--origin", &o.origin},
-                                 {"--end", &o.end}};
+  enum { kTime, kKey, kSize, kPriority, kOwner, kOrigin, kEnd, kPriorityBy };
+  std::vector<Column> columns = {
+      {"time", options.text("time")},   {"key", options.text("key")},
+      {"size", options.text("size")},   {"priority", options.text("priority")},
+      {"owner", options.text("owner")}, {"origin", options.text("origin")},
+      {"end", options.text("end")},     {"priority-by", std::nullopt}};
   for (std::size_t i = 0; i < 3; ++i) {
-    if (!columns[i].name->has_value() || (*columns[i].name)->empty()) {
-      throw std::invalid_argument(std::string("import csv: ") + columns[i].flag +
-                                  " COLUMN is required");
+    if (!columns[i].name || columns[i].name->empty()) {
+      throw std::invalid_argument(std::string("--") + columns[i].flag + " COLUMN is required");
     }
   }
-  enum { kTime, kKey, kSize, kPriority, kOwner, kOrigin, kEnd };
-
-  Writer writer;
-  std::map<std::string, std::uint64_t> skipped;
-  std::uint64_t rows = 0, demands = 0, cancels = 0, size_changes = 0, skipped_rows = 0;
-  struct Known {
-    std::string id;
-    std::uint64_t size;
-    std::uint32_t revision;
-  };
-  std::unordered_map<std::string, Known> artifacts;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending;
-  std::uint64_t seq = 0;
-  std::optional<double> start = o.start;
-  double last_t = 0;
-  auto flush_cancels = [&](double up_to) {
-    while (!pending.empty() && pending.top().t <= up_to) {
-      writer.line(ojson{{"op", "cancel"}, {"t", pending.top().t}, {"demand", pending.top().demand}});
-      ++cancels;
-      pending.pop();
+  const bool header = !options.flag("no-header");
+  const std::string delimiter_text = options.text_or("delimiter", ",");
+  if (delimiter_text.size() != 1) throw std::invalid_argument("--delimiter must be one character");
+  const char delimiter = delimiter_text[0];
+  const std::string time_unit = options.text_or("time-unit", "s");
+  const double unit = seconds_per_unit(time_unit);
+  std::optional<double> start = options.number("start");
+  const std::string name = options.text_or("name", "imported");
+  const DemandModel model = read_demand_model(options);
+  options.check_all_read("csv");
+  if (model.priority_by && model.priority_by->field != "size") {
+    if (columns[kPriority].name) {
+      throw std::invalid_argument("--priority-by: the priorities come from --priority already");
     }
-  };
+    columns[kPriorityBy].name = model.priority_by->field;
+  }
+  if (inputs.empty()) throw std::invalid_argument("no input file");
 
+  Sink sink("csv", inputs, model);
+  std::uint64_t rows = 0, taken = 0;
+  double last_t = 0;
   std::vector<std::string> fields;
   for (const std::string& file : inputs) {
     std::ifstream in(file);
@@ -171,20 +139,21 @@ void import_csv(const std::vector<std::string>& inputs, const CsvImport& o, std:
     std::size_t line = 0, first_line = 0;
     // Where each column is, from the header row or the numbers given.
     std::vector<std::string> names;
-    if (o.header && !read_record(in, o.delimiter, names, line, first_line, file)) {
+    if (header && !read_record(in, delimiter, names, line, first_line, file)) {
       throw TraceError(file, 1, "-", "is empty: no header row");
     }
     for (Column& c : columns) {
-      if (!c.name->has_value()) continue;
-      const std::string& wanted = **c.name;
+      if (!c.name) continue;
+      const std::string& wanted = *c.name;
       std::size_t number = 0;
-      const auto [end, error] = std::from_chars(wanted.data(), wanted.data() + wanted.size(), number);
+      const auto [end, error] =
+          std::from_chars(wanted.data(), wanted.data() + wanted.size(), number);
       if (error == std::errc{} && end == wanted.data() + wanted.size() && number >= 1) {
         c.index = number - 1;
         continue;
       }
-      if (!o.header) {
-        throw std::invalid_argument(std::string("import csv: ") + c.flag + " " + wanted +
+      if (!header) {
+        throw std::invalid_argument(std::string("--") + c.flag + " " + wanted +
                                     ": without a header row, columns are numbers from 1");
       }
       auto it = std::find(names.begin(), names.end(), wanted);
@@ -192,21 +161,21 @@ void import_csv(const std::vector<std::string>& inputs, const CsvImport& o, std:
         std::string known;
         for (const std::string& n : names)
           known += (known.empty() ? "" : ", ") + n;
-        throw TraceError(file, 1, c.flag + 2, "no column \"" + wanted + "\" (the header has: " +
-                                                  known + ")");
+        throw TraceError(file, 1, c.flag,
+                         "no column \"" + wanted + "\" (the header has: " + known + ")");
       }
       c.index = static_cast<std::size_t>(it - names.begin());
     }
-    while (read_record(in, o.delimiter, fields, line, first_line, file)) {
+    while (read_record(in, delimiter, fields, line, first_line, file)) {
       ++rows;
       if (fields.size() == 1 && fields[0].empty()) {
-        ++skipped["empty line"];
+        sink.skip("empty line");
         continue;
       }
       auto field = [&](int which) -> const std::string& {
         const Column& c = columns[static_cast<std::size_t>(which)];
         if (c.index >= fields.size()) {
-          throw TraceError(file, first_line, **c.name,
+          throw TraceError(file, first_line, *c.name,
                            "missing: the row has " + std::to_string(fields.size()) + " fields");
         }
         return fields[c.index];
@@ -216,7 +185,7 @@ void import_csv(const std::vector<std::string>& inputs, const CsvImport& o, std:
         double value = 0;
         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
         if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value)) {
-          throw TraceError(file, first_line, **columns[static_cast<std::size_t>(which)].name,
+          throw TraceError(file, first_line, *columns[static_cast<std::size_t>(which)].name,
                            "\"" + text + "\" is not a number");
         }
         return value;
@@ -224,103 +193,60 @@ void import_csv(const std::vector<std::string>& inputs, const CsvImport& o, std:
       const double raw_t = number(kTime);
       if (!start) start = raw_t;
       const double t = (raw_t - *start) * unit;
-      if (demands + skipped_rows > 0 && t < last_t) {
-        throw TraceError(file, first_line, o.time,
+      if (taken > 0 && t < last_t) {
+        throw TraceError(file, first_line, *columns[kTime].name,
                          "goes backwards (the log must be in time order)");
       }
       if (t < 0) {
-        throw TraceError(file, first_line, o.time,
+        throw TraceError(file, first_line, *columns[kTime].name,
                          "before the start (" + std::to_string(*start) + ")");
       }
       last_t = t;
+      ++taken;
       const double bytes = number(kSize);
       if (bytes < 0 || bytes != std::floor(bytes)) {
-        throw TraceError(file, first_line, o.size, "\"" + field(kSize) + "\" is not a size in bytes");
+        throw TraceError(file, first_line, *columns[kSize].name,
+                         "\"" + field(kSize) + "\" is not a size in bytes");
       }
       if (bytes == 0) {
-        ++skipped["size 0"];
-        ++skipped_rows;
+        sink.skip("size 0");
         continue;
       }
-      const std::string& object = field(kKey);
-      if (object.empty()) throw TraceError(file, first_line, o.key, "empty");
-      long long priority = 1;
-      if (o.priority) {
+      Request r;
+      r.t = t;
+      r.object = field(kKey);
+      if (r.object.empty()) throw TraceError(file, first_line, *columns[kKey].name, "empty");
+      r.size = static_cast<std::uint64_t>(bytes);
+      if (columns[kPriority].name) {
         const std::string& text = field(kPriority);
         const auto [end, error] =
-            std::from_chars(text.data(), text.data() + text.size(), priority);
+            std::from_chars(text.data(), text.data() + text.size(), r.priority);
         if (error != std::errc{} || end != text.data() + text.size()) {
-          throw TraceError(file, first_line, *o.priority, "\"" + text + "\" is not an integer");
+          throw TraceError(file, first_line, *columns[kPriority].name,
+                           "\"" + text + "\" is not an integer");
         }
       }
-      std::optional<double> end_t;
-      if (o.end && !field(kEnd).empty()) {
-        end_t = (number(kEnd) - *start) * unit;
-        if (*end_t < t) throw TraceError(file, first_line, *o.end, "before the request's time");
+      if (columns[kEnd].name && !field(kEnd).empty()) {
+        r.end = (number(kEnd) - *start) * unit;
+        if (*r.end < t) {
+          throw TraceError(file, first_line, *columns[kEnd].name, "before the request's time");
+        }
       }
-      flush_cancels(t);
-      // An object whose size changed is a new revision of it.
-      const auto size_bytes = static_cast<std::uint64_t>(bytes);
-      auto [it, fresh] = artifacts.try_emplace(object, Known{object, size_bytes, 1});
-      if (!fresh && it->second.size != size_bytes) {
-        ++size_changes;
-        it->second.size = size_bytes;
-        ++it->second.revision;
-        it->second.id = object + "@" + std::to_string(it->second.revision);
-        fresh = true;
-      }
-      if (fresh) {
-        writer.line(ojson{{"op", "artifact"},
-                          {"id", it->second.id},
-                          {"resource", object},
-                          {"revision", "r" + std::to_string(it->second.revision)},
-                          {"target", "import"},
-                          {"generation", 0},
-                          {"size", size_bytes},
-                          {"origin", o.origin ? field(kOrigin) : std::string("origin")}});
-      }
-      const std::string demand = "r" + std::to_string(rows);
-      writer.line(ojson{{"op", "subscribe"},
-                        {"t", t},
-                        {"demand", demand},
-                        {"owner", o.owner ? field(kOwner) : std::string("log")},
-                        {"artifact", it->second.id},
-                        {"priority", priority}});
-      ++demands;
-      if (end_t) pending.push(Pending{*end_t, seq++, demand});
+      if (columns[kOwner].name) r.owner = field(kOwner);
+      if (columns[kOrigin].name) r.origin = field(kOrigin);
+      if (columns[kPriorityBy].name) r.priority_value = field(kPriorityBy);
+      r.demand = "r" + std::to_string(rows);
+      sink.request(r);
     }
   }
-  flush_cancels(std::numeric_limits<double>::infinity());
+  sink.count("rows", rows);
 
-  ojson options{{"time", o.time}, {"key", o.key}, {"size", o.size}};
-  for (const Column& c : columns) {
-    if (c.name->has_value() && std::string_view(c.flag) != "--time" &&
-        std::string_view(c.flag) != "--key" && std::string_view(c.flag) != "--size") {
-      options[c.flag + 2] = **c.name;
-    }
-  }
-  options["header"] = o.header;
-  options["delimiter"] = std::string(1, o.delimiter);
-  options["time_unit"] = o.time_unit;
-  options["start"] = start.value_or(0);
-  ojson skipped_json = ojson::object();
-  for (const auto& [why, n] : skipped)
-    skipped_json[why] = n;
-  ojson header{{"format", "demandflight-trace"},
-               {"version", 1},
-               {"name", o.name},
-               {"seed", o.seed},
-               {"x-import",
-                {{"format", "csv"},
-                 {"inputs", inputs},
-                 {"options", options},
-                 {"rows", rows},
-                 {"demands", demands},
-                 {"artifacts", artifacts.size() + size_changes},
-                 {"size_changes", size_changes},
-                 {"cancels", cancels},
-                 {"skipped", skipped_json}}}};
-  writer.finish(header, out);
+  ojson used = options.as_json();
+  used["no-header"] = !header;
+  used["delimiter"] = std::string(1, delimiter);
+  used["time-unit"] = time_unit;
+  used["start"] = start.value_or(0);
+  sink.finish(name, std::move(used), out);
 }
 
-}  // namespace dfl::format
+}  // namespace dfl::format::import_detail

@@ -759,6 +759,14 @@ TraceError::TraceError(std::string file, std::size_t line, std::string field,
       line_(line),
       field_(std::move(field)) {}
 
+TraceError::TraceError(std::string file, Record record, std::string field,
+                       const std::string& message)
+    : std::runtime_error(file + ": record " + std::to_string(record.number) + ": " + field + ": " +
+                         message),
+      file_(std::move(file)),
+      line_(record.number),
+      field_(std::move(field)) {}
+
 namespace detail {
 
 std::optional<std::string> compare_line_readers(const std::string& line) {

@@ -85,7 +85,7 @@ TEST(ImportCsv, ColumnsByNumberQuotedFieldsAndTimeUnits) {
   EXPECT_EQ(t[2]["priority"], 2);
   EXPECT_DOUBLE_EQ(t[4]["t"].get<double>(), 7.5);
   EXPECT_EQ(t[4]["priority"], 0);
-  EXPECT_EQ(t[0]["x-import"]["options"]["time_unit"], "ms");
+  EXPECT_EQ(t[0]["x-import"]["options"]["time-unit"], "ms");
 }
 
 TEST(ImportCsv, BadInputIsNamedByFileLineAndFieldAndNothingIsWritten) {

@@ -12,13 +12,15 @@ Every simulation runs in a fresh process (SimGrid allows one per process).
 """
 
 from ._compare import DEFAULT_WEIGHTS, compare, metrics, sweep
+from ._describe import Description, describe
 from ._engine import DemandHandle, Engine
 from ._policy import ArtifactKey, Decision, OrphanPolicy, OrphanView, policies
 from ._simulate import Result, SimulationError, simulate
-from ._trace import Trace, TraceBuilder, TraceError
+from ._trace import Trace, TraceBuilder, TraceError, import_formats, import_options
 
 __all__ = [
-    "ArtifactKey", "DEFAULT_WEIGHTS", "Decision", "DemandHandle", "Engine", "OrphanPolicy",
-    "OrphanView", "Result", "SimulationError", "Trace", "TraceBuilder", "TraceError", "compare",
-    "metrics", "policies", "simulate", "sweep",
+    "ArtifactKey", "DEFAULT_WEIGHTS", "Decision", "DemandHandle", "Description", "Engine",
+    "OrphanPolicy", "OrphanView", "Result", "SimulationError", "Trace", "TraceBuilder",
+    "TraceError", "compare", "describe", "import_formats", "import_options", "metrics", "policies",
+    "simulate", "sweep",
 ]

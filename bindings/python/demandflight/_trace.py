@@ -11,6 +11,23 @@ from . import _core
 
 TraceError = _core.TraceError
 
+
+def import_formats() -> List[str]:
+    """The formats :meth:`Trace.import_` reads: csv, oracle-general, har, cdp."""
+    return list(_core.import_formats())
+
+
+def import_options(format: str) -> "Any":
+    """A DataFrame of a format's import options: name (as a Python keyword), help,
+    required, flag, default."""
+    import pandas as pd
+
+    if format not in _core.import_formats():
+        raise ValueError(f"format must be one of {', '.join(_core.import_formats())}, "
+                         f"not {format!r}")
+    rows = [(n.replace("-", "_"), h, r, f, d) for n, h, r, f, d in _core.import_options(format)]
+    return pd.DataFrame(rows, columns=["name", "help", "required", "flag", "default"])
+
 # Header overrides: keyword -> (section, field) of the trace header.
 _PLATFORM_KEYS = ("client_bandwidth_Bps", "client_latency_s", "disk_write_Bps", "hash_Bps",
                   "network_model")
@@ -49,31 +66,64 @@ class Trace:
         return cls(Path(path).read_text(), path, _path=path, _parsed=parsed)
 
     @classmethod
-    def import_csv(cls, inputs: Union[str, os.PathLike, List[Union[str, os.PathLike]]], *,
-                   time: str, key: str, size: str, priority: Optional[str] = None,
-                   owner: Optional[str] = None, origin: Optional[str] = None,
-                   end: Optional[str] = None, header: bool = True, delimiter: str = ",",
-                   time_unit: str = "s", start: Optional[float] = None, name: str = "imported",
-                   seed: int = 1, out: Optional[Union[str, os.PathLike]] = None) -> "Trace":
-        """A CSV request log as a trace (``demandflight import csv``): one demand per row;
-        columns named by the header row or numbered from 1 (``header=False``); ``end`` a
-        column of abandon times (cancels); a changed size is a new revision; the header's
-        ``x-import`` says what was read and skipped. ``out`` keeps the trace file. Bad
-        input raises :class:`TraceError` with the file, line and column."""
+    def import_(cls, format: str,
+                inputs: Union[str, os.PathLike, List[Union[str, os.PathLike]]], *,
+                out: Optional[Union[str, os.PathLike]] = None, **options: Any) -> "Trace":
+        """A request log or a browser capture as a trace (``demandflight import FORMAT``).
+
+        ``format`` is ``"csv"``, ``"oracle-general"``, ``"har"`` or ``"cdp"``; ``options``
+        are the command's, with underscores for dashes (``time_unit="ms"``,
+        ``priority_by="type"``, ``abandon="p=0.2,dist=exponential,mean_s=2"``); a flag is
+        ``True``. ``import_formats()`` lists the formats and ``import_options(format)``
+        each format's options. The header's ``x-import`` says what was read, made and
+        skipped. ``out`` keeps the trace file. Bad input raises :class:`TraceError` with
+        the file, line (or record) and field; a bad option a ``ValueError`` naming it; an
+        unknown one a ``TypeError``."""
+        import re
         import tempfile
 
+        if format not in _core.import_formats():
+            raise ValueError(f"format must be one of {', '.join(_core.import_formats())}, "
+                             f"not {format!r}")
         paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike))
                                         else inputs)]
-        if time_unit not in ("s", "ms", "us", "ns"):
-            raise ValueError(f"time_unit must be s, ms, us or ns, not {time_unit!r}")
+        if not paths:
+            raise ValueError("inputs: no input file")
+        known = {name: flag for name, _, _, flag, _ in _core.import_options(format)}
+        given: Dict[str, str] = {}
+        for key, value in options.items():
+            name = key.replace("_", "-")
+            if name not in known:
+                raise TypeError(f"import_({format!r}) got an unexpected keyword argument "
+                                f"{key!r}; it takes "
+                                f"{', '.join(n.replace('-', '_') for n in known)}")
+            if value is None or (known[name] and value is False):
+                continue
+            if known[name] and value is not True:
+                raise ValueError(f"{key} is a flag: True or False, not {value!r}")
+            given[name] = "true" if value is True else str(value)
         with tempfile.TemporaryDirectory(prefix="dfl-import-") as work:
             target = os.fspath(out) if out is not None else os.path.join(work, "trace.jsonl")
-            _core.import_csv(paths, target, time, key, size, priority, owner, origin, end,
-                             header, delimiter, time_unit, start, name, seed)
+            try:
+                _core.import_trace(format, paths, target, given)
+            except TraceError:
+                raise
+            except ValueError as e:  # The option by its Python name.
+                raise ValueError(re.sub(r"--([a-z][a-z-]*)",
+                                        lambda m: m.group(1).replace("-", "_"), str(e))) from None
             trace = cls.load(target)
             if out is None:
                 trace._path = None  # The file goes with the temporary directory.
             return trace
+
+    @classmethod
+    def import_csv(cls, inputs: Union[str, os.PathLike, List[Union[str, os.PathLike]]], *,
+                   time: str, key: str, size: str, header: bool = True,
+                   out: Optional[Union[str, os.PathLike]] = None, **options: Any) -> "Trace":
+        """A CSV request log as a trace: ``import_("csv", ...)`` with the three required
+        columns named (by the header row, or numbered from 1 with ``header=False``)."""
+        return cls.import_("csv", inputs, out=out, time=time, key=key, size=size,
+                           no_header=not header, **options)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes the trace as JSON Lines."""

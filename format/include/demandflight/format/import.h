@@ -1,44 +1,56 @@
-// Importers: request logs users already have, as traces (`demandflight import`).
+// Importers: workloads users already have, as traces (`demandflight import`).
 //
-// Each importer streams: rows are read one at a time and records written as
-// they come (cancels of later times wait in a queue of the demands still
-// open), into a temporary file; the header, which carries an `x-import`
-// object with every choice made and the counts of what was skipped and why,
-// is written once the input is read, then the records after it. On bad input
-// nothing is written: a TraceError names the file, the line and the field.
+// Four formats: `csv` (request logs), `oracle-general` (libCacheSim's binary
+// request traces), `har` (HAR 1.2 browser captures) and `cdp` (Chrome
+// DevTools Protocol network event logs). Each reads its input, turns it into
+// requests, and hands them to one writer shared by all formats, which applies
+// the demand model (sessions, abandonment, priorities by a field, deadlines)
+// and writes the trace.
+//
+// Records go to a temporary file as they come; the header, which carries an
+// `x-import` object with the format, every option and the counts of what was
+// read, made and skipped (and why), is written once the input is read, then
+// the records after it. On bad input nothing is written: a TraceError names the
+// file, the line (the record number for binary input) and the field.
+//
+// Memory: csv and oracle-general stream (one row at a time; a table of the
+// distinct objects, and queues of the cancels and sessions still open). A
+// browser capture's requests come out of order and are matched by id across
+// events, so har and cdp keep a compact record per request (tens of bytes plus
+// its URL) and sort them: browser captures have thousands of requests.
 #pragma once
 
-#include <cstdint>
-#include <optional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace dfl::format {
 
-// csv: one request per row. Columns are named by the header row, or by their
-// 1-based number (with header = false, numbers only).
-struct CsvImport {
-  std::string time;                     // Required: the request's time.
-  std::string key;                      // Required: the object's id.
-  std::string size;                     // Required: its size in bytes.
-  std::optional<std::string> priority;  // An integer; default 1.
-  std::optional<std::string> owner;     // Default: one owner, "log".
-  std::optional<std::string> origin;    // Default: "origin".
-  std::optional<std::string> end;       // When the request was abandoned: a cancel then.
-  bool header = true;
-  char delimiter = ',';
-  // Seconds per unit of the time columns: 1 (s), 1e-3 (ms), 1e-6 (us), 1e-9 (ns).
-  std::string time_unit = "s";
-  // Subtracted from every time (in the file's unit); default: the first row's.
-  std::optional<double> start;
-  std::string name = "imported";
-  std::uint64_t seed = 1;
+// The options of an import, by name without dashes ("time-unit"); Python's
+// underscores are turned into dashes before. A flag's value is "true".
+using ImportOptions = std::map<std::string, std::string>;
+
+struct ImportOption {
+  std::string name;
+  std::string help;
+  bool required = false;
+  bool flag = false;               // Takes no value on the command line.
+  std::string default_value = {};  // Shown in help; empty: none.
 };
 
+// "csv", "oracle-general", "har", "cdp".
+std::vector<std::string> import_formats();
+// One line saying what the format is.
+std::string import_format_help(const std::string& format);
+// Every option of the format, its own first, then the demand model's and the
+// trace's (shared by every format). std::invalid_argument for an unknown format.
+std::vector<ImportOption> import_options(const std::string& format);
+
 // Reads `inputs` in order (one log split in files) and writes the trace.
-// Throws TraceError for bad input, std::invalid_argument for bad options.
-void import_csv(const std::vector<std::string>& inputs, const CsvImport& options,
-                std::ostream& out);
+// Throws TraceError for bad input, std::invalid_argument for a bad or unknown
+// option (its message names the option as `--name`).
+void import_trace(const std::string& format, const std::vector<std::string>& inputs,
+                  const ImportOptions& options, std::ostream& out);
 
 }  // namespace dfl::format

@@ -25,6 +25,12 @@ namespace dfl::format {
 class TraceError : public std::runtime_error {
  public:
   TraceError(std::string file, std::size_t line, std::string field, const std::string& message);
+  // In binary input, the place is a record's number (from 1):
+  // `FILE: record N: field: message`; line() is then N.
+  struct Record {
+    std::uint64_t number;
+  };
+  TraceError(std::string file, Record record, std::string field, const std::string& message);
   const std::string& file() const { return file_; }
   std::size_t line() const { return line_; }
   const std::string& field() const { return field_; }

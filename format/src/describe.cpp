@@ -1,0 +1,531 @@
+#include "demandflight/format/describe.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dfl::format {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Nearest rank: the ceil(pct * n / 100)-th smallest, in integers (no
+// rounding of 0.99 * 100).
+Distribution distribution(std::vector<double> values) {
+  Distribution d;
+  d.count = values.size();
+  if (values.empty()) {
+    d.p10 = d.p50 = d.p90 = d.p99 = d.min = d.max = d.mean = kNaN;
+    return d;
+  }
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  auto rank = [&](std::size_t pct) {
+    return values[std::max<std::size_t>(1, (pct * n + 99) / 100) - 1];
+  };
+  d.p10 = rank(10);
+  d.p50 = rank(50);
+  d.p90 = rank(90);
+  d.p99 = rank(99);
+  d.min = values.front();
+  d.max = values.back();
+  double sum = 0;
+  for (const double v : values)
+    sum += v;
+  d.mean = sum / static_cast<double>(n);
+  return d;
+}
+
+// Prefix sums over positions 0..n-1 (a Fenwick tree).
+class Fenwick {
+ public:
+  explicit Fenwick(std::size_t n) : tree_(n + 1, 0) {}
+  void add(std::size_t i, std::int64_t delta) {
+    for (++i; i < tree_.size(); i += i & (~i + 1))
+      tree_[i] += delta;
+  }
+  // Sum of positions 0..i-1.
+  std::int64_t prefix(std::size_t i) const {
+    std::int64_t s = 0;
+    for (; i > 0; i -= i & (~i + 1))
+      s += tree_[i];
+    return s;
+  }
+
+ private:
+  std::vector<std::int64_t> tree_;
+};
+
+enum class End : std::uint8_t { none, cancel, owner, stale };
+
+struct DemandFacts {
+  double t = 0;
+  double natural_end = 0;  // t + min(lone transfer, timeout_s).
+  double end_t = kInf;     // Its cancel's or owner's end's t.
+  std::uint32_t key = 0;
+  std::uint32_t owner = 0;
+  std::uint64_t size = 0;
+  std::size_t end_record = 0;
+  std::int64_t generation = 0;
+  Priority priority = 0;  // Current (after set_priority records so far).
+  End end = End::none;
+  bool reprioritized = false;
+};
+
+double lone_transfer_s(const Trace& trace, const Artifact& a) {
+  const Platform& p = trace.platform;
+  const OriginSpec& o = p.origins[a.origin];
+  const double bandwidth = std::min(p.client_bandwidth_Bps, o.bandwidth_Bps);
+  const double body = a.size_bytes == 0 ? 0.0 : static_cast<double>(a.size_bytes) / bandwidth;
+  return body + p.client_latency_s + o.latency_s;
+}
+
+ojson distribution_json(const Distribution& d) {
+  return ojson{{"count", d.count}, {"p10", d.p10}, {"p50", d.p50}, {"p90", d.p90},
+               {"p99", d.p99},     {"min", d.min}, {"max", d.max}, {"mean", d.mean}};
+}
+
+std::string fmt(const char* format, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, a);
+  return buf;
+}
+
+std::string number(double v) {
+  if (std::isnan(v)) return "-";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt("%.0f", v);
+  return fmt("%.4g", v);
+}
+
+std::string percent(double share) {
+  return std::isnan(share) ? "-" : fmt("%.1f%%", 100 * share);
+}
+
+std::string bytes(double b) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (b >= 1000 && u < 5) {
+    b /= 1000;
+    ++u;
+  }
+  return u == 0 ? fmt("%.0f B", b) : fmt("%.2f ", b) + units[u];
+}
+
+std::string quantiles(const Distribution& d, std::string (*show)(double)) {
+  if (d.count == 0) return "none";
+  return "p10 " + show(d.p10) + "  p50 " + show(d.p50) + "  p90 " + show(d.p90) + "  p99 " +
+         show(d.p99) + "  (n " + std::to_string(d.count) + ", min " + show(d.min) + ", max " +
+         show(d.max) + ", mean " + show(d.mean) + ")";
+}
+
+std::string seconds(double s) {
+  return number(s) + " s";
+}
+
+}  // namespace
+
+Description describe(const Trace& trace) {
+  Description d;
+  d.trace = trace.name;
+  d.artifact_ids = trace.artifacts.size();
+  d.owners = trace.owners.size();
+
+  // Keys: artifact ids that declare one key are one key.
+  std::unordered_map<ArtifactKey, std::uint32_t> key_index;
+  std::vector<std::uint32_t> key_of(trace.artifacts.size());
+  std::vector<const ArtifactKey*> keys;
+  std::vector<std::uint32_t> ids_per_key;
+  for (std::size_t a = 0; a < trace.artifacts.size(); ++a) {
+    const ArtifactKey& key = trace.artifacts[a].key;
+    const auto [it, added] = key_index.try_emplace(key, static_cast<std::uint32_t>(keys.size()));
+    if (added) {
+      keys.push_back(&key);
+      ids_per_key.push_back(0);
+    }
+    key_of[a] = it->second;
+    ++ids_per_key[it->second];
+  }
+  const std::size_t declared_keys = keys.size();
+
+  const std::size_t n = trace.demand_ids.size();
+  std::vector<DemandFacts> demands(n);
+  std::vector<std::uint64_t> key_requests(declared_keys, 0);
+  std::vector<std::uint64_t> key_size(declared_keys, 0);
+  std::vector<std::vector<std::size_t>> key_subscribe_records(declared_keys);
+  // Reuse: the subscribe ordinal and t of each key's latest request.
+  constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> last_request(declared_keys, kNever);
+  std::vector<double> last_request_t(declared_keys, 0);
+  Fenwick latest(n);  // 1 at the ordinal of each key's latest request.
+  std::vector<double> reuse_times, reuse_distances, request_sizes;
+  reuse_times.reserve(n);
+  reuse_distances.reserve(n);
+  request_sizes.reserve(n);
+  // Owners: their demands not ended by the trace yet, and the generation
+  // through which they ended (the engine's stale-subscribe watermark).
+  std::vector<std::vector<std::uint32_t>> owner_active(trace.owners.size());
+  std::vector<std::optional<std::int64_t>> owner_ended_through(trace.owners.size());
+  std::map<Priority, std::uint64_t> by_priority;
+
+  std::size_t ordinal = 0;
+  for (std::size_t i = 0; i < trace.records.size(); ++i) {
+    const Record& r = trace.records[i];
+    switch (r.op) {
+      case Op::subscribe: {
+        const Artifact& a = trace.artifacts[r.artifact];
+        const std::uint32_t k = key_of[r.artifact];
+        DemandFacts& f = demands[r.demand];
+        f.t = r.t;
+        f.key = k;
+        f.owner = r.owner;
+        f.size = a.size_bytes;
+        f.generation = r.owner_generation;
+        f.priority = r.priority;
+        f.natural_end = r.t + std::min(lone_transfer_s(trace, a), r.timeout_s);
+        const auto& through = owner_ended_through[r.owner];
+        if (through && r.owner_generation <= *through) {
+          f.end = End::stale;  // Refused at once: owner_ended.
+          f.end_t = r.t;
+          f.end_record = i;
+        } else {
+          owner_active[r.owner].push_back(r.demand);
+        }
+        ++d.requests;
+        d.requested_bytes += a.size_bytes;
+        request_sizes.push_back(static_cast<double>(a.size_bytes));
+        ++by_priority[r.priority];
+        if (key_requests[k]++ == 0) key_size[k] = a.size_bytes;
+        key_subscribe_records[k].push_back(i);
+        if (last_request[k] == kNever) {
+          ++d.cold_requests;
+        } else {
+          reuse_times.push_back(r.t - last_request_t[k]);
+          reuse_distances.push_back(
+              static_cast<double>(latest.prefix(ordinal) - latest.prefix(last_request[k] + 1)));
+          latest.add(last_request[k], -1);
+        }
+        latest.add(ordinal, 1);
+        last_request[k] = ordinal;
+        last_request_t[k] = r.t;
+        ++ordinal;
+        break;
+      }
+      case Op::cancel: {
+        ++d.cancels;
+        DemandFacts& f = demands[r.demand];
+        if (f.end == End::none) {
+          f.end = End::cancel;
+          f.end_t = r.t;
+          f.end_record = i;
+        }
+        break;
+      }
+      case Op::set_priority: {
+        ++d.set_priorities;
+        DemandFacts& f = demands[r.demand];
+        if (r.priority > f.priority) {
+          ++d.priority_raises;
+        } else if (r.priority < f.priority) {
+          ++d.priority_lowers;
+        } else {
+          ++d.priority_unchanged;
+        }
+        if (r.priority != f.priority) f.reprioritized = true;
+        f.priority = r.priority;
+        break;
+      }
+      case Op::end_owner: {
+        ++d.end_owners;
+        const std::int64_t through =
+            r.has_generation ? r.owner_generation : std::numeric_limits<std::int64_t>::max();
+        std::vector<std::uint32_t>& active = owner_active[r.owner];
+        std::erase_if(active, [&](std::uint32_t demand) {
+          DemandFacts& f = demands[demand];
+          if (f.end != End::none) return true;  // Cancelled earlier.
+          if (f.generation > through) return false;
+          f.end = End::owner;
+          f.end_t = r.t;
+          f.end_record = i;
+          return true;
+        });
+        if (r.has_generation) {
+          auto& watermark = owner_ended_through[r.owner];
+          watermark = std::max(watermark.value_or(through), through);
+        }
+        break;
+      }
+      case Op::fault:
+        ++d.faults;
+        break;
+    }
+  }
+  if (!trace.records.empty()) d.duration_s = trace.records.back().t - trace.records.front().t;
+
+  // Keys requested, and the popularity ranking.
+  std::vector<std::uint32_t> requested;
+  for (std::uint32_t k = 0; k < declared_keys; ++k) {
+    if (key_requests[k] == 0) continue;
+    requested.push_back(k);
+    d.unique_bytes += key_size[k];
+    d.aliased_keys += ids_per_key[k] > 1;
+    d.one_hit_wonders += key_requests[k] == 1;
+  }
+  d.keys = requested.size();
+  std::vector<std::string> key_text(declared_keys);
+  for (const std::uint32_t k : requested)
+    key_text[k] = to_string(*keys[k]);
+  std::sort(requested.begin(), requested.end(), [&](std::uint32_t a, std::uint32_t b) {
+    if (key_requests[a] != key_requests[b]) return key_requests[a] > key_requests[b];
+    return key_text[a] < key_text[b];
+  });
+  const double all_requests = static_cast<double>(d.requests);
+  std::uint64_t cumulative = 0;
+  d.ranking.reserve(requested.size());
+  for (std::size_t i = 0; i < requested.size(); ++i) {
+    const std::uint32_t k = requested[i];
+    cumulative += key_requests[k];
+    d.ranking.push_back(KeyPopularity{i + 1, key_text[k], key_requests[k],
+                                      static_cast<double>(key_requests[k]) / all_requests,
+                                      static_cast<double>(cumulative) / all_requests, key_size[k]});
+  }
+  d.one_hit_wonder_share =
+      d.keys == 0 ? kNaN : static_cast<double>(d.one_hit_wonders) / static_cast<double>(d.keys);
+  auto top_share = [&](std::size_t divisor) {
+    if (d.ranking.empty()) return 0.0;
+    const std::size_t top = (d.ranking.size() + divisor - 1) / divisor;
+    return d.ranking[top - 1].cumulative_share;
+  };
+  d.top_1pct_share = top_share(100);
+  d.top_10pct_share = top_share(10);
+
+  // Zipf: ln(requests) = c - alpha ln(rank), least squares over every rank.
+  d.zipf_ranks = d.ranking.size();
+  d.zipf_alpha = d.zipf_r2 = kNaN;
+  if (d.ranking.size() >= 2) {
+    const double m = static_cast<double>(d.ranking.size());
+    double sx = 0, sy = 0;
+    for (const KeyPopularity& p : d.ranking) {
+      sx += std::log(static_cast<double>(p.rank));
+      sy += std::log(static_cast<double>(p.requests));
+    }
+    const double mx = sx / m, my = sy / m;
+    double sxx = 0, sxy = 0, syy = 0;
+    for (const KeyPopularity& p : d.ranking) {
+      const double x = std::log(static_cast<double>(p.rank)) - mx;
+      const double y = std::log(static_cast<double>(p.requests)) - my;
+      sxx += x * x;
+      sxy += x * y;
+      syy += y * y;
+    }
+    const double slope = sxy / sxx;
+    d.zipf_alpha = -slope;
+    double ss_res = 0;
+    for (const KeyPopularity& p : d.ranking) {
+      const double x = std::log(static_cast<double>(p.rank)) - mx;
+      const double y = std::log(static_cast<double>(p.requests)) - my;
+      ss_res += (y - slope * x) * (y - slope * x);
+    }
+    d.zipf_r2 = syy == 0 ? 1.0 : 1.0 - ss_res / syy;
+  }
+
+  d.reuse_time_s = distribution(std::move(reuse_times));
+  d.reuse_distance = distribution(std::move(reuse_distances));
+  std::vector<double> key_sizes;
+  key_sizes.reserve(d.keys);
+  for (const KeyPopularity& p : d.ranking)
+    key_sizes.push_back(static_cast<double>(p.size_bytes));
+  d.key_size_bytes = distribution(std::move(key_sizes));
+  d.request_size_bytes = distribution(std::move(request_sizes));
+
+  // Single flight: a request inside the window of an earlier demand of its
+  // key. Demands come in subscribe order, so the earlier ones started at or
+  // before it: the latest window end among them decides.
+  std::vector<double> window_end(declared_keys, -kInf);
+  for (const DemandFacts& f : demands) {
+    if (f.t < window_end[f.key]) {
+      ++d.overlapping_requests;
+      d.single_flight_saved_bytes += f.size;
+    }
+    window_end[f.key] = std::max(window_end[f.key], std::min(f.natural_end, f.end_t));
+  }
+  d.overlapping_share =
+      d.requests == 0 ? kNaN : static_cast<double>(d.overlapping_requests) / all_requests;
+
+  // Orphans: ended by the caller while the lone transfer would still run.
+  std::vector<double> came_back_s;
+  for (const DemandFacts& f : demands) {
+    d.cancelled_demands += f.end == End::cancel;
+    d.owner_ended_demands += f.end == End::owner;
+    if ((f.end != End::cancel && f.end != End::owner) || !(f.end_t < f.natural_end)) continue;
+    ++(f.end == End::cancel ? d.cancelled_in_flight : d.owner_ended_in_flight);
+    const std::vector<std::size_t>& later = key_subscribe_records[f.key];
+    const auto next = std::upper_bound(later.begin(), later.end(), f.end_record);
+    if (next != later.end()) {
+      ++d.came_back;
+      came_back_s.push_back(trace.records[*next].t - f.end_t);
+    }
+  }
+  d.orphan_share =
+      d.requests == 0
+          ? kNaN
+          : static_cast<double>(d.cancelled_in_flight + d.owner_ended_in_flight) / all_requests;
+  d.came_back_s = distribution(std::move(came_back_s));
+
+  for (const auto& [priority, count] : by_priority)
+    d.priorities.push_back(
+        PriorityDemands{priority, count, static_cast<double>(count) / all_requests});
+  for (const DemandFacts& f : demands)
+    d.demands_reprioritized += f.reprioritized;
+  return d;
+}
+
+void write_description_json(const Description& d, std::ostream& out, std::size_t top) {
+  const std::size_t shown = top == 0 ? d.ranking.size() : std::min(top, d.ranking.size());
+  ojson ranking = ojson::array();
+  for (std::size_t i = 0; i < shown; ++i) {
+    const KeyPopularity& p = d.ranking[i];
+    ranking.push_back(ojson{{"rank", p.rank},
+                            {"key", p.key},
+                            {"requests", p.requests},
+                            {"share", p.share},
+                            {"cumulative_share", p.cumulative_share},
+                            {"size_bytes", p.size_bytes}});
+  }
+  ojson priorities = ojson::array();
+  for (const PriorityDemands& p : d.priorities)
+    priorities.push_back(
+        ojson{{"priority", p.priority}, {"demands", p.demands}, {"share", p.share}});
+  ojson j;
+  j["format"] = "demandflight-describe";
+  j["version"] = 1;
+  j["trace"] = d.trace;
+  j["counts"] = ojson{{"requests", d.requests},
+                      {"keys", d.keys},
+                      {"artifact_ids", d.artifact_ids},
+                      {"aliased_keys", d.aliased_keys},
+                      {"requested_bytes", d.requested_bytes},
+                      {"unique_bytes", d.unique_bytes},
+                      {"cancels", d.cancels},
+                      {"set_priorities", d.set_priorities},
+                      {"end_owners", d.end_owners},
+                      {"faults", d.faults},
+                      {"owners", d.owners},
+                      {"duration_s", d.duration_s}};
+  j["popularity"] = ojson{{"zipf_alpha", d.zipf_alpha},
+                          {"zipf_r2", d.zipf_r2},
+                          {"zipf_ranks", d.zipf_ranks},
+                          {"top_1pct_share", d.top_1pct_share},
+                          {"top_10pct_share", d.top_10pct_share},
+                          {"one_hit_wonders", d.one_hit_wonders},
+                          {"one_hit_wonder_share", d.one_hit_wonder_share},
+                          {"top", std::move(ranking)}};
+  j["reuse"] = ojson{{"cold_requests", d.cold_requests},
+                     {"time_s", distribution_json(d.reuse_time_s)},
+                     {"distance", distribution_json(d.reuse_distance)}};
+  j["sizes"] = ojson{{"key_bytes", distribution_json(d.key_size_bytes)},
+                     {"request_bytes", distribution_json(d.request_size_bytes)}};
+  j["single_flight"] = ojson{{"overlapping_requests", d.overlapping_requests},
+                             {"share", d.overlapping_share},
+                             {"saved_bytes", d.single_flight_saved_bytes}};
+  j["orphans"] = ojson{{"cancelled_demands", d.cancelled_demands},
+                       {"owner_ended_demands", d.owner_ended_demands},
+                       {"cancelled_in_flight", d.cancelled_in_flight},
+                       {"owner_ended_in_flight", d.owner_ended_in_flight},
+                       {"share", d.orphan_share},
+                       {"came_back", d.came_back},
+                       {"came_back_s", distribution_json(d.came_back_s)}};
+  j["priorities"] = ojson{{"demands", std::move(priorities)},
+                          {"set_priorities", d.set_priorities},
+                          {"demands_reprioritized", d.demands_reprioritized},
+                          {"raises", d.priority_raises},
+                          {"lowers", d.priority_lowers},
+                          {"unchanged", d.priority_unchanged}};
+  out << j.dump(2) << '\n';
+}
+
+void print_description(const Description& d, std::ostream& out, std::size_t top) {
+  auto row = [&](const std::string& label, const std::string& value) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "  %-26s ", label.c_str());
+    out << buf << value << '\n';
+  };
+  auto count = [](std::uint64_t v) { return std::to_string(v); };
+  const std::uint64_t orphans = d.cancelled_in_flight + d.owner_ended_in_flight;
+  out << "trace \"" << d.trace << "\"\n";
+  out << "counts\n";
+  row("requests", count(d.requests));
+  row("keys", count(d.keys) + " (" + count(d.artifact_ids) + " artifact ids, " +
+                  count(d.aliased_keys) + " keys aliased)");
+  row("requested bytes", bytes(static_cast<double>(d.requested_bytes)));
+  row("unique bytes", bytes(static_cast<double>(d.unique_bytes)));
+  row("cancels", count(d.cancels));
+  row("set_priority", count(d.set_priorities));
+  row("end_owner", count(d.end_owners));
+  if (d.faults > 0) row("faults", count(d.faults));
+  row("owners", count(d.owners));
+  row("duration", seconds(d.duration_s));
+
+  out << "popularity\n";
+  row("zipf alpha",
+      number(d.zipf_alpha) + " (R^2 " + number(d.zipf_r2) + ", " + count(d.zipf_ranks) + " ranks)");
+  row("top 1% / 10% of keys",
+      percent(d.top_1pct_share) + " / " + percent(d.top_10pct_share) + " of requests");
+  row("one-hit wonders",
+      count(d.one_hit_wonders) + " keys (" + percent(d.one_hit_wonder_share) + ")");
+  const std::size_t shown = top == 0 ? d.ranking.size() : std::min(top, d.ranking.size());
+  for (std::size_t i = 0; i < shown; ++i) {
+    const KeyPopularity& p = d.ranking[i];
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%6llu  %6.1f%%  ", static_cast<unsigned long long>(p.requests),
+                  100 * p.share);
+    row(i == 0 ? "top keys (requests, share)" : "", buf + p.key);
+  }
+
+  out << "reuse\n";
+  row("cold requests", count(d.cold_requests));
+  row("reuse time (s)", quantiles(d.reuse_time_s, number));
+  row("reuse distance (keys)", quantiles(d.reuse_distance, number));
+
+  out << "sizes (bytes)\n";
+  row("per key", quantiles(d.key_size_bytes, number));
+  row("per request", quantiles(d.request_size_bytes, number));
+
+  out << "single-flight opportunity\n";
+  row("requests on a waiting key",
+      count(d.overlapping_requests) + " (" + percent(d.overlapping_share) + " of requests)");
+  row("bytes saved", bytes(static_cast<double>(d.single_flight_saved_bytes)));
+
+  out << "orphan opportunity\n";
+  row("cancelled in flight",
+      count(d.cancelled_in_flight) + " of " + count(d.cancelled_demands) + " cancelled demands");
+  row("owner ended in flight", count(d.owner_ended_in_flight) + " of " +
+                                   count(d.owner_ended_demands) + " demands ended by end_owner");
+  row("in flight, all", count(orphans) + " (" + percent(d.orphan_share) + " of demands)");
+  row("came back",
+      count(d.came_back) + " of " + count(orphans) +
+          (d.came_back_s.count > 0 ? ", p50 after " + seconds(d.came_back_s.p50) : std::string()));
+
+  out << "priorities\n";
+  for (const PriorityDemands& p : d.priorities) {
+    row("priority " + std::to_string(p.priority),
+        count(p.demands) + " demands (" + percent(p.share) + ")");
+  }
+  row("set_priority", count(d.set_priorities) + " records: " + count(d.priority_raises) +
+                          " raises, " + count(d.priority_lowers) + " lowers, " +
+                          count(d.priority_unchanged) + " unchanged");
+  row("demands reprioritized", count(d.demands_reprioritized));
+}
+
+}  // namespace dfl::format

@@ -1,0 +1,330 @@
+// cdp: a Chrome DevTools Protocol network event log. Three shapes are read:
+// a JSON array of events `{"method": ..., "params": ...}` (what a DevTools
+// protocol client records), ChromeDriver's performance log (an array of
+// `{"message": "<JSON text of {\"message\": {method, params}}>", ...}`), and
+// JSON Lines of either.
+//
+//   Network.requestWillBeSent      a subscribe at `timestamp` (initialPriority);
+//                                  with `redirectResponse`: the request moved on
+//                                  to a new URL (the demand is for the last one)
+//   Network.resourceChangedPriority  a set_priority (newPriority)
+//   Network.responseReceived       the MIME type, and Content-Length
+//   Network.loadingFinished        the size (encodedDataLength)
+//   Network.loadingFailed          with `canceled`: a cancel at its timestamp;
+//                                  otherwise the request failed: skipped
+//   Network.requestServedFromCache the browser's cache served it
+//
+// Other events are counted and ignored. Owners are frames (frameId) or, with
+// --owner-by loader, loaders (loaderId).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "demandflight/format/trace.h"
+#include "import_json.h"
+#include "import_sink.h"
+
+namespace dfl::format::import_detail {
+namespace {
+
+struct Req {
+  double t = 0;
+  std::uint64_t order = 0;  // Its first event's place in the log.
+  std::size_t line = 0;
+  std::string url, method, owner, type, mime;
+  std::int64_t priority = 2;
+  std::vector<std::pair<double, std::int64_t>> changes;
+  std::uint64_t size = 0;            // loadingFinished's encodedDataLength.
+  std::uint64_t content_length = 0;  // From the response's headers.
+  std::optional<double> cancel_t;
+  std::string failure;  // loadingFailed without `canceled`.
+  bool finished = false, cached = false;
+};
+
+}  // namespace
+
+std::vector<ImportOption> cdp_options() {
+  std::vector<ImportOption> out = {
+      {"owner-by", "who owns a request: frame (frameId) or loader (loaderId)", false, false,
+       "frame"},
+  };
+  for (ImportOption& o : browser_options("requests"))
+    out.push_back(std::move(o));
+  return out;
+}
+
+void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, std::ostream& out) {
+  const std::string owner_by = options.text_or("owner-by", "frame");
+  if (owner_by != "frame" && owner_by != "loader") {
+    throw std::invalid_argument("--owner-by: \"" + owner_by + "\" is not frame or loader");
+  }
+  const BrowserOptions browser = read_browser_options(options);
+  const std::string name = options.text_or("name", "imported");
+  const DemandModel model = read_demand_model(options);
+  options.check_all_read("cdp");
+  const std::string by_field = browser_priority_field(model, "cdp");
+  if (inputs.empty()) throw std::invalid_argument("no input file");
+
+  Sink sink("cdp", inputs, model);
+  // Request ids are unique within one browser session: one file's.
+  std::vector<Req> done;
+  std::uint64_t events = 0, ignored = 0, unknown_request = 0, order = 0;
+  for (const std::string& file : inputs) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw TraceError(file, 0, "-", "cannot be read");
+    std::unordered_map<std::string, Req> live;
+    std::uint64_t index = 0;
+
+    auto on_event = [&](json&& element, std::size_t line) {
+      const std::uint64_t i = index++;
+      const std::string where = "event " + std::to_string(i);
+      auto fail = [&](const std::string& field, const std::string& message) {
+        throw TraceError(file, line, field.empty() ? where : where + "." + field, message);
+      };
+      if (!element.is_object()) fail("", "an event must be an object");
+      json event;
+      // ChromeDriver's performance log: the event is JSON text in "message".
+      if (element.contains("message") && element["message"].is_string()) {
+        const std::string text = element["message"].get<std::string>();
+        event = json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (event.is_discarded()) fail("message", "not valid JSON text");
+        if (event.contains("message") && event["message"].is_object()) {
+          event = std::move(event["message"]);
+        }
+      } else {
+        event = std::move(element);
+      }
+      if (!event.is_object() || !event.contains("method") || !event["method"].is_string()) {
+        fail("method", "missing, or not a string");
+      }
+      ++events;
+      const std::string method = event["method"].get<std::string>();
+      if (method.rfind("Network.", 0) != 0) {
+        ++ignored;
+        return;
+      }
+      if (!event.contains("params") || !event["params"].is_object()) {
+        fail("params", "missing, or not an object");
+      }
+      const json& p = event["params"];
+      auto text = [&](const json& o, const char* key, const std::string& path) -> std::string {
+        if (!o.contains(key) || !o[key].is_string()) fail(path, "missing, or not a string");
+        return o[key].get<std::string>();
+      };
+      auto number = [&](const json& o, const char* key, const std::string& path) -> double {
+        if (!o.contains(key) || !o[key].is_number()) fail(path, "missing, or not a number");
+        const double v = o[key].get<double>();
+        if (!std::isfinite(v) || v < 0) fail(path, "not a number at least 0");
+        return v;
+      };
+      auto priority = [&](const json& o, const char* key, const std::string& path) {
+        const std::string level = text(o, key, path);
+        const auto value = chrome_priority(level);
+        if (!value) {
+          fail(path, "\"" + level + "\" is not VeryLow, Low, Medium, High or VeryHigh");
+        }
+        return *value;
+      };
+      const std::string id = text(p, "requestId", "params.requestId");
+
+      if (method == "Network.requestWillBeSent") {
+        if (!p.contains("request") || !p["request"].is_object()) {
+          fail("params.request", "missing, or not an object");
+        }
+        const json& request = p["request"];
+        const double t = number(p, "timestamp", "params.timestamp");
+        auto [it, fresh] = live.try_emplace(id);
+        Req& r = it->second;
+        if (!fresh) {
+          if (!p.contains("redirectResponse")) {
+            fail("params.requestId", "\"" + id + "\" was sent twice without a redirect");
+          }
+          sink.skip("redirect hop");
+          r = Req{};  // The demand is for the URL it was sent on to.
+        }
+        r.t = t;
+        r.order = order++;
+        r.line = line;
+        r.url = text(request, "url", "params.request.url");
+        if (const std::size_t hash = r.url.find('#'); hash != std::string::npos) r.url.resize(hash);
+        r.method = request.contains("method") && request["method"].is_string()
+                       ? request["method"].get<std::string>()
+                       : std::string("GET");
+        if (request.contains("initialPriority")) {
+          r.priority = priority(request, "initialPriority", "params.request.initialPriority");
+        }
+        const char* owner_key = owner_by == "frame" ? "frameId" : "loaderId";
+        r.owner = p.contains(owner_key) && p[owner_key].is_string()
+                      ? p[owner_key].get<std::string>()
+                      : std::string("no-") + owner_by;
+        if (p.contains("type") && p["type"].is_string()) r.type = p["type"].get<std::string>();
+        return;
+      }
+      auto it = live.find(id);
+      if (it == live.end()) {
+        // Its request was sent before the capture began.
+        ++unknown_request;
+        return;
+      }
+      Req& r = it->second;
+      if (method == "Network.resourceChangedPriority") {
+        const double t = std::max(number(p, "timestamp", "params.timestamp"), r.t);
+        const std::int64_t to = priority(p, "newPriority", "params.newPriority");
+        if (!r.changes.empty() && t < r.changes.back().first) {
+          fail("params.timestamp", "before this request's previous priority change");
+        }
+        r.changes.emplace_back(t, to);
+      } else if (method == "Network.responseReceived") {
+        if (p.contains("type") && p["type"].is_string()) r.type = p["type"].get<std::string>();
+        if (p.contains("response") && p["response"].is_object()) {
+          const json& response = p["response"];
+          if (response.contains("mimeType") && response["mimeType"].is_string()) {
+            r.mime = response["mimeType"].get<std::string>();
+            r.mime = r.mime.substr(0, r.mime.find(';'));
+          }
+          if (response.contains("fromDiskCache") && response["fromDiskCache"] == true) {
+            r.cached = true;
+          }
+          if (response.contains("headers") && response["headers"].is_object()) {
+            for (const auto& [header, value] : response["headers"].items()) {
+              std::string lower = header;
+              std::transform(lower.begin(), lower.end(), lower.begin(),
+                             [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+              if (lower == "content-length" && value.is_string()) {
+                try {
+                  r.content_length = std::stoull(value.get<std::string>());
+                } catch (const std::exception&) {
+                  // Not a number: as if absent.
+                }
+              }
+            }
+          }
+        }
+      } else if (method == "Network.requestServedFromCache") {
+        r.cached = true;
+      } else if (method == "Network.loadingFinished") {
+        r.finished = true;
+        r.size = static_cast<std::uint64_t>(
+            std::llround(number(p, "encodedDataLength", "params.encodedDataLength")));
+        done.push_back(std::move(r));
+        live.erase(it);
+      } else if (method == "Network.loadingFailed") {
+        const double t = std::max(number(p, "timestamp", "params.timestamp"), r.t);
+        if (p.contains("canceled") && p["canceled"] == true) {
+          r.cancel_t = t;
+        } else {
+          r.failure = p.contains("errorText") && p["errorText"].is_string()
+                          ? p["errorText"].get<std::string>()
+                          : std::string("unknown error");
+        }
+        done.push_back(std::move(r));
+        live.erase(it);
+      } else {
+        ++ignored;
+      }
+    };
+
+    // An array (of events or of performance log entries), or JSON Lines.
+    char first = 0;
+    while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
+    }
+    if (!in) throw TraceError(file, 1, "-", "is empty");
+    in.unget();
+    if (first == '[') {
+      stream_json_arrays(in, file, {{}}, [&](std::size_t, json&& e, std::size_t line) {
+        on_event(std::move(e), line);
+      });
+    } else {
+      std::string text;
+      for (std::size_t line = 1; std::getline(in, text); ++line) {
+        if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+        json e = json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (e.is_discarded()) {
+          throw TraceError(file, line, "-", "not valid JSON (one event a line, or one array)");
+        }
+        on_event(std::move(e), line);
+      }
+    }
+    // Requests still in flight when the capture ended.
+    for (auto& [id, r] : live)
+      done.push_back(std::move(r));
+  }
+
+  // The sizes that arrived, by URL, for requests cut short.
+  std::unordered_map<std::string, std::uint64_t> known_size;
+  for (const Req& r : done) {
+    if (r.finished && r.size > 0) known_size.try_emplace(r.url, r.size);
+  }
+  double start = std::numeric_limits<double>::infinity();
+  for (const Req& r : done)
+    start = std::min(start, r.t);
+  std::sort(done.begin(), done.end(),
+            [](const Req& a, const Req& b) { return a.t != b.t ? a.t < b.t : a.order < b.order; });
+  Request out_request;
+  std::uint64_t number = 0;
+  for (Req& r : done) {
+    ++number;
+    if (r.url.rfind("http://", 0) != 0 && r.url.rfind("https://", 0) != 0) {
+      sink.skip("not an http(s) URL");
+      continue;
+    }
+    if (!browser.is_download(r.method)) {
+      sink.skip("method " + r.method);
+      continue;
+    }
+    if (r.cached && browser.cached == "skip") {
+      sink.skip("served from the browser's cache");
+      continue;
+    }
+    if (!r.failure.empty()) {
+      sink.skip("failed: " + r.failure);
+      continue;
+    }
+    std::uint64_t size = r.finished ? r.size : 0;
+    if (size == 0) {
+      if (auto it = known_size.find(r.url); it != known_size.end()) {
+        size = it->second;
+      } else {
+        size = r.content_length;
+      }
+    }
+    if (size == 0) {
+      sink.skip(r.cancel_t   ? "cancelled before its size was known"
+                : r.finished ? "size 0"
+                             : "unfinished when the capture ended, size unknown");
+      continue;
+    }
+    out_request.t = r.t - start;
+    out_request.demand = "q" + std::to_string(number);
+    out_request.object = r.url;
+    out_request.origin = url_origin(r.url);
+    out_request.size = size;
+    out_request.priority = r.priority;
+    out_request.owner = r.owner;
+    out_request.priority_changes.clear();
+    for (const auto& [t, p] : r.changes)
+      out_request.priority_changes.emplace_back(t - start, p);
+    out_request.end = r.cancel_t ? std::optional<double>(*r.cancel_t - start) : std::nullopt;
+    out_request.priority_value = by_field == "type"     ? r.type
+                                 : by_field == "mime"   ? r.mime
+                                 : by_field == "method" ? r.method
+                                 : by_field == "host"   ? url_host(r.url)
+                                                        : std::string();
+    sink.request(out_request);
+  }
+  sink.count("events", events);
+  sink.count("events_ignored", ignored);
+  sink.count("events_of_requests_sent_before_the_capture", unknown_request);
+  sink.count("requests", done.size());
+  ojson used = options.as_json();
+  used["owner-by"] = owner_by;
+  used["cached"] = browser.cached;
+  used["methods"] = browser.methods;
+  used["start_timestamp"] = std::isfinite(start) ? start : 0.0;
+  sink.finish(name, std::move(used), out);
+}
+
+}  // namespace dfl::format::import_detail

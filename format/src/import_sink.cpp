@@ -1,0 +1,578 @@
+#include "import_sink.h"
+
+#include <algorithm>
+#include <boost/math/distributions/normal.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+#include "demandflight/format/trace.h"
+
+namespace dfl::format::import_detail {
+namespace {
+
+std::optional<double> parse_double(std::string_view text) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<std::int64_t> parse_int(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Splits `a=1,b=2` into its items; std::invalid_argument naming `option` for an
+// item without '='.
+std::vector<std::pair<std::string, std::string>> items(const std::string& option,
+                                                       const std::string& spec) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::size_t from = 0;
+  while (from <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', from), spec.size());
+    const std::string item = spec.substr(from, comma - from);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw std::invalid_argument("--" + option + ": \"" + item + "\" is not NAME=VALUE");
+    }
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    from = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+// --- Options -----------------------------------------------------------------------
+
+std::optional<std::string> OptionReader::text(const std::string& name) {
+  read_[name] = true;
+  auto it = options_.find(name);
+  if (it == options_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string OptionReader::text_or(const std::string& name, const std::string& fallback) {
+  return text(name).value_or(fallback);
+}
+
+std::optional<double> OptionReader::number(const std::string& name) {
+  const std::optional<std::string> t = text(name);
+  if (!t) return std::nullopt;
+  const std::optional<double> value = parse_double(*t);
+  if (!value) throw std::invalid_argument("--" + name + ": \"" + *t + "\" is not a number");
+  return value;
+}
+
+bool OptionReader::flag(const std::string& name) {
+  const std::optional<std::string> t = text(name);
+  if (!t || *t == "false") return false;
+  if (*t == "true") return true;
+  throw std::invalid_argument("--" + name + ": a flag is true or false, not \"" + *t + "\"");
+}
+
+void OptionReader::check_all_read(const std::string& format) const {
+  for (const auto& [name, value] : options_) {
+    if (!read_.count(name)) {
+      throw std::invalid_argument("--" + name + ": not an option of import " + format);
+    }
+  }
+}
+
+ojson OptionReader::as_json() const {
+  ojson out = ojson::object();
+  for (const auto& [name, value] : options_)
+    out[name] = value;
+  return out;
+}
+
+Abandon parse_abandon(const std::string& spec) {
+  Abandon a;
+  std::map<std::string, double> values;
+  bool has_p = false;
+  for (const auto& [name, value] : items("abandon", spec)) {
+    if (name == "dist") {
+      a.dist = value;
+      continue;
+    }
+    const std::optional<double> v = parse_double(value);
+    if (!v || *v < 0) {
+      throw std::invalid_argument("--abandon: " + name + "=" + value +
+                                  " is not a number at least 0");
+    }
+    if (name == "p") {
+      if (*v > 1) throw std::invalid_argument("--abandon: p=" + value + " is above 1");
+      a.p = *v;
+      has_p = true;
+    } else {
+      values[name] = *v;
+    }
+  }
+  if (!has_p) throw std::invalid_argument("--abandon: p=PROBABILITY is required");
+  auto take = [&](const char* name) {
+    auto it = values.find(name);
+    if (it == values.end()) {
+      throw std::invalid_argument("--abandon: dist=" + a.dist + " needs " + name);
+    }
+    const double v = it->second;
+    values.erase(it);
+    return v;
+  };
+  a.params = ojson{{"p", a.p}, {"dist", a.dist}};
+  if (a.dist == "exponential") {
+    a.a = take("mean_s");
+    a.params["mean_s"] = a.a;
+  } else if (a.dist == "lognormal") {
+    a.a = take("median_s");
+    a.b = take("sigma");
+    a.params["median_s"] = a.a;
+    a.params["sigma"] = a.b;
+  } else if (a.dist == "uniform") {
+    a.a = take("min_s");
+    a.b = take("max_s");
+    if (a.b < a.a) throw std::invalid_argument("--abandon: max_s is below min_s");
+    a.params["min_s"] = a.a;
+    a.params["max_s"] = a.b;
+  } else if (a.dist == "fixed") {
+    a.a = take("after_s");
+    a.params["after_s"] = a.a;
+  } else {
+    throw std::invalid_argument("--abandon: dist=" + a.dist +
+                                " is not exponential, lognormal, uniform or fixed");
+  }
+  if (!values.empty()) {
+    throw std::invalid_argument("--abandon: " + values.begin()->first + " is not a parameter of " +
+                                a.dist);
+  }
+  return a;
+}
+
+PriorityMap parse_priority_map(const std::string& field, const std::string& spec) {
+  PriorityMap m;
+  m.field = field;
+  for (const auto& [value, priority_text] : items("priority-map", spec)) {
+    const std::optional<std::int64_t> priority = parse_int(priority_text);
+    if (!priority) {
+      throw std::invalid_argument("--priority-map: " + value + "=" + priority_text +
+                                  ": the priority is not an integer");
+    }
+    if (value == "*") {
+      m.otherwise = *priority;
+    } else if (field == "size") {
+      const std::optional<double> bytes = parse_double(value);
+      if (!bytes || *bytes < 0) {
+        throw std::invalid_argument("--priority-map: \"" + value +
+                                    "\" is not a size in bytes (--priority-by size)");
+      }
+      m.by_size.emplace_back(*bytes, *priority);
+    } else {
+      m.by_value.emplace_back(value, *priority);
+    }
+  }
+  std::sort(m.by_size.begin(), m.by_size.end());
+  return m;
+}
+
+Deadlines parse_deadlines(const std::string& spec) {
+  Deadlines d;
+  auto seconds = [](const std::string& text) {
+    const std::optional<double> s = parse_double(text);
+    if (!s || *s <= 0) {
+      throw std::invalid_argument("--deadline: \"" + text +
+                                  "\" is not a number of seconds above 0");
+    }
+    return *s;
+  };
+  if (spec.find('=') == std::string::npos) {
+    d.all = seconds(spec);
+    return d;
+  }
+  for (const auto& [priority_text, s] : items("deadline", spec)) {
+    if (priority_text == "*") {
+      d.all = seconds(s);
+      continue;
+    }
+    const std::optional<std::int64_t> priority = parse_int(priority_text);
+    if (!priority) {
+      throw std::invalid_argument("--deadline: \"" + priority_text +
+                                  "\" is not a priority (an integer, or *)");
+    }
+    d.by_priority[*priority] = seconds(s);
+  }
+  return d;
+}
+
+DemandModel read_demand_model(OptionReader& options) {
+  DemandModel m;
+  if (const auto gap = options.number("sessions")) {
+    if (*gap <= 0) throw std::invalid_argument("--sessions: the idle gap must be above 0 s");
+    m.session_gap_s = gap;
+  }
+  if (const auto spec = options.text("abandon")) m.abandon = parse_abandon(*spec);
+  const auto by = options.text("priority-by");
+  const auto map = options.text("priority-map");
+  if (by.has_value() != map.has_value()) {
+    throw std::invalid_argument(by ? "--priority-by needs --priority-map"
+                                   : "--priority-map needs --priority-by");
+  }
+  if (by) m.priority_by = parse_priority_map(*by, *map);
+  if (const auto spec = options.text("deadline")) m.deadlines = parse_deadlines(*spec);
+  if (const auto seed = options.text("seed")) {
+    const std::optional<std::int64_t> s = parse_int(*seed);
+    if (!s || *s < 0) throw std::invalid_argument("--seed: \"" + *seed + "\" is not an integer");
+    m.seed = static_cast<std::uint64_t>(*s);
+  }
+  return m;
+}
+
+std::vector<ImportOption> shared_options() {
+  return {
+      {"sessions",
+       "group each owner's requests into sessions split by idle gaps of more than this many "
+       "seconds; a session is an owner (OWNER#N) that ends (end_owner) once idle that long",
+       false, false, ""},
+      {"abandon",
+       "abandon a demand with probability p after a drawn patience time: "
+       "p=P,dist=exponential,mean_s=M | dist=lognormal,median_s=M,sigma=S | "
+       "dist=uniform,min_s=A,max_s=B | dist=fixed,after_s=T (a log's own abandon time wins)",
+       false, false, ""},
+      {"priority-by",
+       "give priorities by this field's value (see --priority-map): a column (csv), type, mime, "
+       "method or host (har, cdp), or size (every format)",
+       false, false, ""},
+      {"priority-map",
+       "VALUE=PRIORITY,...,*=PRIORITY; for size, VALUEs are byte thresholds (the first at or "
+       "above the size applies)",
+       false, false, ""},
+      {"deadline", "a deadline (timeout_s) for every demand: SECONDS, or PRIORITY=SECONDS,...,*=S",
+       false, false, ""},
+      {"name", "the trace's name", false, false, "imported"},
+      {"seed", "the trace's seed, which also draws the demand model", false, false, "1"},
+  };
+}
+
+// --- The writer ------------------------------------------------------------------
+
+Sink::Sink(std::string format, std::vector<std::string> inputs, DemandModel model)
+    : format_(std::move(format)),
+      inputs_(std::move(inputs)),
+      model_(std::move(model)),
+      rng_(model_.seed),
+      body_(std::tmpfile(), &std::fclose) {
+  if (!body_) throw std::runtime_error("import: cannot create a temporary file");
+}
+
+Sink::~Sink() = default;
+
+void Sink::line(const ojson& record) {
+  const std::string text = record.dump();
+  if (std::fwrite(text.data(), 1, text.size(), body_.get()) != text.size() ||
+      std::fputc('\n', body_.get()) == EOF) {
+    throw std::runtime_error("import: writing the temporary file failed");
+  }
+}
+
+double Sink::draw() {
+  // 53 random bits, shifted off 0: the same numbers on every platform.
+  return (static_cast<double>(rng_() >> 11) + 0.5) * 0x1.0p-53;
+}
+
+double Sink::patience() {
+  const Abandon& a = *model_.abandon;
+  const double u = draw();
+  if (a.dist == "exponential") return -a.a * std::log1p(-u);
+  if (a.dist == "lognormal") {
+    return a.a * std::exp(a.b * boost::math::quantile(boost::math::normal(), u));
+  }
+  if (a.dist == "uniform") return a.a + (a.b - a.a) * u;
+  return a.a;  // fixed
+}
+
+void Sink::flush(double up_to) {
+  while (!pending_.empty() && pending_.top().t <= up_to) {
+    const Pending& p = pending_.top();
+    switch (p.kind) {
+      case Pending::cancel:
+        line(ojson{{"op", "cancel"}, {"t", p.t}, {"demand", p.who}});
+        break;
+      case Pending::set_priority:
+        line(
+            ojson{{"op", "set_priority"}, {"t", p.t}, {"demand", p.who}, {"priority", p.priority}});
+        break;
+      case Pending::end_owner:
+        line(ojson{{"op", "end_owner"}, {"t", p.t}, {"owner", p.who}});
+        break;
+    }
+    pending_.pop();
+  }
+}
+
+void Sink::close_sessions(double before) {
+  while (!closing_.empty() && closing_.top().first < before) {
+    const auto [closes, base] = closing_.top();
+    closing_.pop();
+    auto it = sessions_.find(base);
+    // Stale: the session went on after this entry was queued.
+    if (it == sessions_.end() || it->second.last_t + *model_.session_gap_s != closes) continue;
+    pending_.push(Pending{closes, seq_++, Pending::end_owner,
+                          base + "#" + std::to_string(it->second.number), 0});
+    ++owner_ends_;
+    sessions_.erase(it);
+  }
+}
+
+std::string Sink::owner_of(const std::string& base, double t) {
+  if (!model_.session_gap_s) return base;
+  auto [it, fresh] = sessions_.try_emplace(base);
+  Session& s = it->second;
+  if (fresh) {
+    s.number = ++session_numbers_[base];  // Numbered per owner over the whole log.
+    ++sessions_made_;
+  }
+  s.last_t = t;
+  closing_.emplace(t + *model_.session_gap_s, base);
+  return base + "#" + std::to_string(s.number);
+}
+
+std::int64_t Sink::mapped_priority(const Request& r) {
+  if (!model_.priority_by) return r.priority;
+  const PriorityMap& m = *model_.priority_by;
+  if (m.field == "size") {
+    for (const auto& [threshold, priority] : m.by_size) {
+      if (static_cast<double>(r.size) <= threshold) return priority;
+    }
+  } else {
+    for (const auto& [value, priority] : m.by_value) {
+      if (value == r.priority_value) return priority;
+    }
+  }
+  if (m.otherwise) return *m.otherwise;
+  ++unmapped_;
+  return r.priority;
+}
+
+void Sink::request(const Request& r) {
+  if (r.t < last_t_) throw std::logic_error("import: requests out of time order");
+  last_t_ = r.t;
+  if (model_.session_gap_s) close_sessions(r.t);
+  flush(r.t);
+
+  // An object whose size changed is a new revision of it.
+  auto [it, fresh] = artifacts_.try_emplace(r.object, Known{r.object, r.size, 1});
+  if (!fresh && it->second.size != r.size) {
+    ++size_changes_;
+    it->second.size = r.size;
+    ++it->second.revision;
+    it->second.id = r.object + "@" + std::to_string(it->second.revision);
+    fresh = true;
+  }
+  if (fresh) {
+    ++revisions_;
+    line(ojson{{"op", "artifact"},
+               {"id", it->second.id},
+               {"resource", r.object},
+               {"revision", "r" + std::to_string(it->second.revision)},
+               {"target", "import"},
+               {"generation", 0},
+               {"size", r.size},
+               {"origin", r.origin.empty() ? std::string("origin") : r.origin}});
+  }
+
+  const std::string owner = owner_of(r.owner.empty() ? std::string("log") : r.owner, r.t);
+  const std::int64_t priority = mapped_priority(r);
+  ojson subscribe{{"op", "subscribe"},         {"t", r.t},
+                  {"demand", r.demand},        {"owner", owner},
+                  {"artifact", it->second.id}, {"priority", priority}};
+  if (model_.deadlines) {
+    const Deadlines& d = *model_.deadlines;
+    auto by = d.by_priority.find(priority);
+    const std::optional<double> timeout =
+        by != d.by_priority.end() ? std::optional<double>(by->second) : d.all;
+    if (timeout) {
+      subscribe["timeout_s"] = *timeout;
+      ++deadlines_;
+    }
+  }
+  line(subscribe);
+  ++demands_;
+  ++by_priority_[priority];
+
+  double changed_at = r.t;
+  for (const auto& [t, p] : r.priority_changes) {
+    if (t < changed_at) throw std::logic_error("import: priority changes out of order");
+    changed_at = t;
+    pending_.push(Pending{t, seq_++, Pending::set_priority, r.demand, p});
+    ++set_priorities_;
+  }
+  // Drawn for every demand, so that one demand's draws do not depend on
+  // whether the log gave another an abandon time.
+  std::optional<double> end = r.end;
+  if (model_.abandon) {
+    const bool abandons = draw() < model_.abandon->p;
+    const double after = patience();
+    if (!end && abandons) {
+      end = r.t + after;
+      ++abandons_;
+    }
+  }
+  if (end) {
+    if (*end < changed_at) end = changed_at;  // A cancel comes after the demand's own changes.
+    pending_.push(Pending{*end, seq_++, Pending::cancel, r.demand, 0});
+    ++cancels_;
+  }
+}
+
+void Sink::finish(const std::string& name, ojson options, std::ostream& out) {
+  if (model_.session_gap_s) close_sessions(std::numeric_limits<double>::infinity());
+  flush(std::numeric_limits<double>::infinity());
+
+  ojson counts = ojson::object();
+  for (const auto& [what, n] : counts_)
+    counts[what] = n;
+  ojson skipped = ojson::object();
+  for (const auto& [why, n] : skipped_)
+    skipped[why] = n;
+  ojson priorities = ojson::object();
+  for (const auto& [p, n] : by_priority_)
+    priorities[std::to_string(p)] = n;
+  ojson model = ojson::object();
+  model["seed"] = model_.seed;
+  if (model_.session_gap_s) model["sessions"] = {{"gap_s", *model_.session_gap_s}};
+  if (model_.abandon) model["abandon"] = model_.abandon->params;
+  if (model_.priority_by) {
+    const PriorityMap& m = *model_.priority_by;
+    ojson map = ojson::object();
+    for (const auto& [v, p] : m.by_value)
+      map[v] = p;
+    for (const auto& [v, p] : m.by_size)
+      map["<=" + std::to_string(static_cast<std::uint64_t>(v))] = p;
+    if (m.otherwise) map["*"] = *m.otherwise;
+    model["priority_by"] = {{"field", m.field}, {"map", map}};
+  }
+  if (model_.deadlines) {
+    ojson d = ojson::object();
+    for (const auto& [p, s] : model_.deadlines->by_priority)
+      d[std::to_string(p)] = s;
+    if (model_.deadlines->all) d["*"] = *model_.deadlines->all;
+    model["deadline_s"] = d;
+  }
+
+  ojson x{{"format", format_}, {"inputs", inputs_}, {"options", std::move(options)}};
+  for (auto& [what, n] : counts.items())
+    x[what] = n;
+  x["demands"] = demands_;
+  x["artifacts"] = revisions_;
+  x["size_changes"] = size_changes_;
+  x["cancels"] = cancels_;
+  x["abandoned_by_model"] = abandons_;
+  x["set_priorities"] = set_priorities_;
+  x["sessions"] = sessions_made_;
+  x["owner_ends"] = owner_ends_;
+  x["deadlines"] = deadlines_;
+  x["priority_not_mapped"] = unmapped_;
+  x["demands_by_priority"] = priorities;
+  x["skipped"] = skipped;
+  x["demand_model"] = model;
+
+  ojson header{{"format", "demandflight-trace"},
+               {"version", 1},
+               {"name", name},
+               {"seed", model_.seed},
+               {"x-import", x}};
+  out << header.dump() << '\n';
+  std::rewind(body_.get());
+  char buffer[1 << 16];
+  for (;;) {
+    const std::size_t n = std::fread(buffer, 1, sizeof buffer, body_.get());
+    if (n == 0) break;
+    out.write(buffer, static_cast<std::streamsize>(n));
+  }
+  if (std::ferror(body_.get()))
+    throw std::runtime_error("import: reading the temporary file failed");
+  if (!out) throw std::runtime_error("import: writing the trace failed");
+}
+
+// --- Helpers -------------------------------------------------------------------------
+
+double seconds_per_unit(const std::string& unit) {
+  if (unit == "s") return 1;
+  if (unit == "ms") return 1e-3;
+  if (unit == "us") return 1e-6;
+  if (unit == "ns") return 1e-9;
+  throw std::invalid_argument("--time-unit: \"" + unit + "\" is not s, ms, us or ns");
+}
+
+bool BrowserOptions::is_download(const std::string& method) const {
+  return std::find(method_list.begin(), method_list.end(), method) != method_list.end();
+}
+
+std::vector<ImportOption> browser_options(const std::string& what) {
+  return {
+      {"cached",
+       what + " the browser served from its cache: skip them, or keep them as demands (demand)",
+       false, false, "skip"},
+      {"methods", "the request methods that are downloads (others are skipped)", false, false,
+       "GET"},
+  };
+}
+
+BrowserOptions read_browser_options(OptionReader& options) {
+  BrowserOptions b;
+  b.cached = options.text_or("cached", "skip");
+  if (b.cached != "skip" && b.cached != "demand") {
+    throw std::invalid_argument("--cached: \"" + b.cached + "\" is not skip or demand");
+  }
+  b.methods = options.text_or("methods", "GET");
+  for (std::size_t from = 0; from <= b.methods.size();) {
+    const std::size_t comma = std::min(b.methods.find(',', from), b.methods.size());
+    b.method_list.push_back(b.methods.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return b;
+}
+
+std::string browser_priority_field(const DemandModel& model, const std::string& format) {
+  if (!model.priority_by) return {};
+  const std::string& field = model.priority_by->field;
+  if (field != "type" && field != "mime" && field != "method" && field != "host" &&
+      field != "size") {
+    throw std::invalid_argument("--priority-by: " + format +
+                                " has the fields type, mime, method, host and size, not \"" +
+                                field + "\"");
+  }
+  return field;
+}
+
+std::optional<std::int64_t> chrome_priority(std::string_view name) {
+  if (name == "VeryLow") return 0;
+  if (name == "Low") return 1;
+  if (name == "Medium") return 2;
+  if (name == "High") return 3;
+  if (name == "VeryHigh") return 4;
+  return std::nullopt;
+}
+
+std::string url_origin(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return {};
+  const std::size_t end = url.find_first_of("/?#", scheme + 3);
+  return std::string(url.substr(0, end == std::string_view::npos ? url.size() : end));
+}
+
+std::string url_host(std::string_view url) {
+  const std::string origin = url_origin(url);
+  if (origin.empty()) return {};
+  std::string host = origin.substr(origin.find("://") + 3);
+  if (const std::size_t at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);
+  if (!host.empty() && host.front() == '[') return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.find(':'));
+}
+
+}  // namespace dfl::format::import_detail

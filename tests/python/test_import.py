@@ -1,0 +1,84 @@
+"""dfl.Trace.import_: every format from Python, with the CLI's options by their
+Python names, and errors that name the argument."""
+
+import json
+
+import pytest
+
+import demandflight as dfl
+
+HAR = {"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
+               "pages": [{"id": "p1", "startedDateTime": "2026-01-01T00:00:00Z", "title": "x"}],
+               "entries": [
+                   {"pageref": "p1", "startedDateTime": "2026-01-01T00:00:01.500Z", "time": 30,
+                    "_priority": "Low", "_resourceType": "image",
+                    "request": {"method": "GET", "url": "https://cdn.example.com/a.png"},
+                    "response": {"status": 200, "bodySize": 800, "content": {"size": 1000}}},
+                   {"pageref": "p1", "startedDateTime": "2026-01-01T00:00:01.000Z", "time": 10,
+                    "_priority": "VeryHigh", "_resourceType": "document",
+                    "request": {"method": "GET", "url": "https://example.com/"},
+                    "response": {"status": 200, "bodySize": 400, "content": {"size": 2000}}}]}}
+
+
+def test_a_har_capture_imports_with_options_by_their_python_names(tmp_path):
+    path = tmp_path / "page.har"
+    path.write_text(json.dumps(HAR))
+    trace = dfl.Trace.import_("har", path, size_from="body", priority_by="type",
+                              priority_map="document=3,*=0", deadline=5, name="page",
+                              out=tmp_path / "page.jsonl")
+    assert trace.name == "page" and trace.demands == 2
+    assert (tmp_path / "page.jsonl").read_text() == trace.text
+    x = trace.header()["x-import"]
+    assert x["format"] == "har" and x["entries"] == 2
+    assert x["options"]["size-from"] == "body"
+    records = [json.loads(line) for line in trace.text.splitlines()[1:]]
+    subs = [r for r in records if r["op"] == "subscribe"]
+    assert [(s["demand"], s["t"], s["priority"], s["timeout_s"]) for s in subs] == [
+        ("e2", 0.0, 3, 5.0), ("e1", 0.5, 0, 5.0)]
+    assert [r["size"] for r in records if r["op"] == "artifact"] == [400, 800]
+    result = dfl.simulate(trace)
+    assert list(result.demands.outcome) == ["succeeded", "succeeded"]
+
+
+def test_the_formats_and_their_options_are_listed():
+    assert dfl.import_formats() == ["csv", "oracle-general", "har", "cdp"]
+    options = dfl.import_options("cdp")
+    assert {"owner_by", "cached", "abandon", "sessions", "priority_by"} <= set(options.name)
+    assert not options[options.name == "abandon"].required.any()
+    csv = dfl.import_options("csv").set_index("name")
+    assert csv.loc["time", "required"] and csv.loc["no_header", "flag"]
+
+
+def test_bad_options_and_inputs_are_named(tmp_path):
+    path = tmp_path / "page.har"
+    path.write_text(json.dumps(HAR))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'owner_column'"):
+        dfl.Trace.import_("har", path, owner_column="x")
+    with pytest.raises(ValueError, match=r"^size_from: \"bytes\" is not content or body"):
+        dfl.Trace.import_("har", path, size_from="bytes")
+    with pytest.raises(ValueError, match=r"abandon: dist=lognormal needs median_s"):
+        dfl.Trace.import_("har", path, abandon="p=0.5,dist=lognormal")
+    with pytest.raises(ValueError, match="format must be one of"):
+        dfl.Trace.import_("pcap", path)
+    bad = json.loads(json.dumps(HAR))
+    bad["log"]["entries"][1]["_priority"] = "Urgent"
+    path.write_text(json.dumps(bad, indent=1))
+    with pytest.raises(dfl.TraceError, match=r"_priority: \"Urgent\"") as e:
+        dfl.Trace.import_("har", path, out=tmp_path / "never.jsonl")
+    assert e.value.field == "log.entries[1]._priority" and e.value.line > 1
+    assert not (tmp_path / "never.jsonl").exists(), "nothing written"
+    assert not list(tmp_path.glob("never.jsonl*"))
+
+
+def test_oracle_general_records_import_from_python(tmp_path):
+    import struct
+    path = tmp_path / "t.oracleGeneral"
+    path.write_bytes(b"".join(struct.pack("<IQIq", t, obj, size, -1)
+                              for t, obj, size in [(10, 1, 500), (11, 2, 700), (13, 1, 500)]))
+    trace = dfl.Trace.import_("oracle-general", path, abandon="p=1,dist=fixed,after_s=0.25")
+    records = [json.loads(line) for line in trace.text.splitlines()[1:]]
+    cancels = [(r["t"], r["demand"]) for r in records if r["op"] == "cancel"]
+    assert cancels == [(0.25, "r1"), (1.25, "r2"), (3.25, "r3")]
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(dfl.TraceError, match=r"record 3: -: truncated: 21 of its 24 bytes"):
+        dfl.Trace.import_("oracle-general", path)
