@@ -9,10 +9,16 @@
 //                                  to a new URL (the demand is for the last one)
 //   Network.resourceChangedPriority  a set_priority (newPriority)
 //   Network.responseReceived       the MIME type, and Content-Length
-//   Network.loadingFinished        the size (encodedDataLength)
+//   Network.loadingFinished        the size: its encodedDataLength less the
+//                                  response headers' (responseReceived's
+//                                  response.encodedDataLength)
 //   Network.loadingFailed          with `canceled`: a cancel at its timestamp;
 //                                  otherwise the request failed: skipped
 //   Network.requestServedFromCache the browser's cache served it
+//
+// A request still open when its frame's next document commits (that
+// document's response) is a cancel then: a navigation ends the old page's
+// loads, and Chromium does not always send loadingFailed for them.
 //
 // Other events are counted and ignored. Owners are frames (frameId) or, with
 // --owner-by loader, loaders (loaderId).
@@ -34,10 +40,12 @@ struct Req {
   double t = 0;
   std::uint64_t order = 0;  // Its first event's place in the log.
   std::size_t line = 0;
-  std::string url, method, owner, type, mime;
+  std::string url, method, owner, type, mime, frame, loader;
+  std::optional<double> response_t;  // When its response (headers) came.
   std::int64_t priority = 2;
   std::vector<std::pair<double, std::int64_t>> changes;
   std::uint64_t size = 0;            // loadingFinished's encodedDataLength.
+  std::uint64_t header_bytes = 0;    // The response's, before its body.
   std::uint64_t content_length = 0;  // From the response's headers.
   std::optional<double> cancel_t;
   std::string failure;  // loadingFailed without `canceled`.
@@ -71,11 +79,12 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
   Sink sink("cdp", inputs, model);
   // Request ids are unique within one browser session: one file's.
   std::vector<Req> done;
-  std::uint64_t events = 0, ignored = 0, unknown_request = 0, order = 0;
+  std::uint64_t events = 0, ignored = 0, unknown_request = 0, order = 0, navigated_away = 0;
   for (const std::string& file : inputs) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw TraceError(file, 0, "-", "cannot be read");
     std::unordered_map<std::string, Req> live;
+    const std::size_t file_begin = done.size();
     std::uint64_t index = 0;
 
     auto on_event = [&](json&& element, std::size_t line) {
@@ -161,6 +170,11 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
                       ? p[owner_key].get<std::string>()
                       : std::string("no-") + owner_by;
         if (p.contains("type") && p["type"].is_string()) r.type = p["type"].get<std::string>();
+        if (p.contains("frameId") && p["frameId"].is_string())
+          r.frame = p["frameId"].get<std::string>();
+        if (p.contains("loaderId") && p["loaderId"].is_string()) {
+          r.loader = p["loaderId"].get<std::string>();
+        }
         return;
       }
       auto it = live.find(id);
@@ -179,11 +193,19 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
         r.changes.emplace_back(t, to);
       } else if (method == "Network.responseReceived") {
         if (p.contains("type") && p["type"].is_string()) r.type = p["type"].get<std::string>();
+        if (p.contains("timestamp") && p["timestamp"].is_number()) {
+          r.response_t = p["timestamp"].get<double>();
+        }
         if (p.contains("response") && p["response"].is_object()) {
           const json& response = p["response"];
           if (response.contains("mimeType") && response["mimeType"].is_string()) {
             r.mime = response["mimeType"].get<std::string>();
             r.mime = r.mime.substr(0, r.mime.find(';'));
+          }
+          if (response.contains("encodedDataLength") && response["encodedDataLength"].is_number() &&
+              response["encodedDataLength"].get<double>() > 0) {
+            r.header_bytes =
+                static_cast<std::uint64_t>(response["encodedDataLength"].get<double>());
           }
           if (response.contains("fromDiskCache") && response["fromDiskCache"] == true) {
             r.cached = true;
@@ -248,15 +270,33 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
         on_event(std::move(e), line);
       }
     }
-    // Requests still in flight when the capture ended.
-    for (auto& [id, r] : live)
+    // Requests still in flight when the capture ended. A frame's navigation
+    // to a new document ends its old document's loads when the new one
+    // commits (its response): those still open then were cancelled (Chromium
+    // does not always report them as loadingFailed).
+    auto navigated_from = [](Req& r, const Req& next) {
+      if (next.type != "Document" || r.frame.empty() || next.frame != r.frame ||
+          next.loader == r.loader || next.t <= r.t) {
+        return;
+      }
+      const double at = std::max(next.response_t.value_or(next.t), r.t);
+      if (!r.cancel_t || at < *r.cancel_t) r.cancel_t = at;
+    };
+    for (auto& [id, r] : live) {
+      for (std::size_t i = file_begin; i < done.size(); ++i)
+        navigated_from(r, done[i]);
+      for (const auto& [other_id, other] : live)
+        navigated_from(r, other);
+      if (r.cancel_t) ++navigated_away;
       done.push_back(std::move(r));
+    }
   }
 
   // The sizes that arrived, by URL, for requests cut short.
   std::unordered_map<std::string, std::uint64_t> known_size;
   for (const Req& r : done) {
-    if (r.finished && r.size > 0) known_size.try_emplace(r.url, r.size);
+    if (r.finished && r.size > r.header_bytes)
+      known_size.try_emplace(r.url, r.size - r.header_bytes);
   }
   double start = std::numeric_limits<double>::infinity();
   for (const Req& r : done)
@@ -283,7 +323,8 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
       sink.skip("failed: " + r.failure);
       continue;
     }
-    std::uint64_t size = r.finished ? r.size : 0;
+    // The body's bytes on the wire: all that was received less the headers.
+    std::uint64_t size = r.finished && r.size > r.header_bytes ? r.size - r.header_bytes : 0;
     if (size == 0) {
       if (auto it = known_size.find(r.url); it != known_size.end()) {
         size = it->second;
@@ -319,6 +360,7 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
   sink.count("events_ignored", ignored);
   sink.count("events_of_requests_sent_before_the_capture", unknown_request);
   sink.count("requests", done.size());
+  sink.count("cancelled_by_navigation", navigated_away);
   ojson used = options.as_json();
   used["owner-by"] = owner_by;
   used["cached"] = browser.cached;

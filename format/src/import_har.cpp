@@ -1,10 +1,12 @@
 // har: HAR 1.2, what browsers export from their network panel. Each entry of
 // `log.entries` is a request: a demand at `startedDateTime`, for the artifact
 // its URL names, by the owner its `pageref` names. The entry's size is its
-// response's `content.size` (or `bodySize`, by --size-from). Chrome's extension
+// response's `content.size` (or `bodySize`, by --size-from); for an aborted
+// entry, that of its URL's entry that arrived, or its Content-Length header. Chrome's extension
 // fields are read where present: `_priority` (VeryLow .. VeryHigh: 0 .. 4),
-// `_resourceType`, `_fromCache`, `response._error`. An entry that failed or was
-// aborted (status 0, or an error) is a cancel at its end (start + `time`).
+// `_resourceType`, `_fromCache`, `response._error`, and Playwright's
+// `response._failureText`. An entry that failed or was aborted (status 0 or
+// -1, or an error) is a cancel at its end (start + `time`).
 #include <absl/time/time.h>
 
 #include <algorithm>
@@ -45,6 +47,7 @@ struct Entry {
   std::int64_t priority = 2;
   std::uint32_t url = 0, owner = 0, field = 0;
   bool failed = false;
+  bool unfinished = false;
 };
 
 std::string mime_of(const json& response) {
@@ -133,11 +136,12 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           }
           Entry entry;
           entry.start_us = absl::ToUnixMicros(when);
+          bool time_known = false;
           if (e.contains("time")) {
-            if (!e["time"].is_number() || e["time"].get<double>() < 0) {
-              fail("time", "not a number of milliseconds at least 0");
-            }
-            entry.time_ms = e["time"].get<double>();
+            if (!e["time"].is_number()) fail("time", "not a number of milliseconds");
+            // -1: not known (recorders write it for requests the capture cut short).
+            time_known = e["time"].get<double>() >= 0;
+            entry.time_ms = std::max(0.0, e["time"].get<double>());
           }
           entry.number = i + 1;
           entry.line = line;
@@ -159,10 +163,16 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           const double status = response.contains("status") && response["status"].is_number()
                                     ? response["status"].get<double>()
                                     : 0;
-          const bool error = (response.contains("_error") && response["_error"].is_string() &&
-                              !response["_error"].get<std::string>().empty()) ||
-                             (e.contains("_error") && e["_error"].is_string());
-          entry.failed = status == 0 || error;
+          // Chrome writes response._error, Playwright response._failureText.
+          auto said = [](const json& o, const char* key) {
+            return o.contains(key) && o[key].is_string() && !o[key].get<std::string>().empty();
+          };
+          const bool error =
+              said(response, "_error") || said(response, "_failureText") || said(e, "_error");
+          // No response, no error and no time: still running when the capture
+          // ended. A demand that was never withdrawn.
+          entry.unfinished = status <= 0 && !error && !time_known;
+          entry.failed = !entry.unfinished && (status <= 0 || error);
           if (!entry.failed && status >= 400) {
             sink.skip("HTTP error status");
             return;
@@ -184,6 +194,24 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           double size = size_of(size_from == "content");
           if (size <= 0) size = size_of(size_from != "content");
           if (size > 0) entry.size = static_cast<std::uint64_t>(std::llround(size));
+          // An aborted entry's response headers may still say how large it was.
+          if (entry.size == 0 && response.contains("headers") && response["headers"].is_array()) {
+            for (const json& h : response["headers"]) {
+              if (!h.is_object() || !h.contains("name") || !h["name"].is_string() ||
+                  !h.contains("value") || !h["value"].is_string()) {
+                continue;
+              }
+              std::string header = h["name"].get<std::string>();
+              std::transform(header.begin(), header.end(), header.begin(),
+                             [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+              if (header != "content-length") continue;
+              try {
+                entry.size = std::stoull(h["value"].get<std::string>());
+              } catch (const std::exception&) {
+                // Not a number: as if absent.
+              }
+            }
+          }
           if (e.contains("_priority") && e["_priority"].is_string()) {
             const auto p = chrome_priority(e["_priority"].get<std::string>());
             if (!p)
@@ -217,7 +245,7 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
   // A failed entry with no size of its own takes its URL's from an entry that arrived.
   std::unordered_map<std::uint32_t, std::uint64_t> known_size;
   for (const Entry& e : entries) {
-    if (!e.failed && e.size > 0) known_size.try_emplace(e.url, e.size);
+    if (!e.failed && !e.unfinished && e.size > 0) known_size.try_emplace(e.url, e.size);
   }
   std::int64_t start_us = std::numeric_limits<std::int64_t>::max();
   for (const Entry& e : entries)
@@ -227,11 +255,13 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
   Request r;
   for (const Entry& e : entries) {
     std::uint64_t size = e.size;
-    if (e.failed) {
+    if (e.failed || e.unfinished) {
       if (auto it = known_size.find(e.url); it != known_size.end()) size = it->second;
     }
     if (size == 0) {
-      sink.skip(e.failed ? "failed before its size was known" : "no size");
+      sink.skip(e.failed       ? "failed before its size was known"
+                : e.unfinished ? "unfinished when the capture ended, size unknown"
+                               : "no size");
       continue;
     }
     const std::string& url = urls[e.url];
@@ -248,6 +278,9 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
   }
   sink.count("entries", read);
   sink.count("pages", pages);
+  sink.count("unfinished_entries",
+             static_cast<std::uint64_t>(std::count_if(
+                 entries.begin(), entries.end(), [](const Entry& e) { return e.unfinished; })));
   sink.count("failed_entries",
              static_cast<std::uint64_t>(std::count_if(entries.begin(), entries.end(),
                                                       [](const Entry& e) { return e.failed; })));

@@ -60,7 +60,7 @@ TEST(DescribeCli, ABadTraceIsRefusedWithItsLineAndExitCode2) {
       "\n";
   const CliRun run = run_cli(bad, {"describe", "TRACE", "--json", "DIR/d.json"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("trace.jsonl:4: artifact:"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("trace.jsonl:3: artifact:"), std::string::npos) << run.err;
   EXPECT_TRUE(run.out.empty()) << run.out;
   // validate says the same.
   const CliRun validate = run_cli(bad, {"validate", "TRACE"});

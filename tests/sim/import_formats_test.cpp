@@ -161,7 +161,14 @@ const std::string kHar = R"({"log": {
      "response": {"status": 200, "bodySize": 4, "content": {"size": 4}}},
     {"startedDateTime": "2026-03-01T10:00:03.000Z", "time": 30,
      "request": {"method": "GET", "url": "http://other.example.org:8080/big.bin"},
-     "response": {"status": 200, "bodySize": 2000000, "content": {"size": -1}}}
+     "response": {"status": 200, "bodySize": 2000000, "content": {"size": -1}}},
+    {"startedDateTime": "2026-03-01T10:00:04.000Z", "time": -1,
+     "request": {"method": "GET", "url": "http://other.example.org:8080/big.bin"},
+     "response": {"status": -1, "bodySize": -1, "content": {"size": -1}}},
+    {"startedDateTime": "2026-03-01T10:00:04.500Z", "time": 20,
+     "request": {"method": "GET", "url": "https://cdn.example.com/late.css"},
+     "response": {"status": 200, "bodySize": -1, "_failureText": "net::ERR_ABORTED",
+                  "headers": [{"name": "Content-Length", "value": "4321"}], "content": {"size": -1}}}
   ]}})";
 
 TEST(ImportHar, EntriesAreDemandsByPageInTimeOrderAndAnAbortIsACancel) {
@@ -171,15 +178,17 @@ TEST(ImportHar, EntriesAreDemandsByPageInTimeOrderAndAnAbortIsACancel) {
   const json& x = t[0]["x-import"];
   EXPECT_EQ(t[0]["name"], "web");
   EXPECT_EQ(x["format"], "har");
-  EXPECT_EQ(x["entries"], 7);
+  EXPECT_EQ(x["entries"], 9);
   EXPECT_EQ(x["pages"], 2);
-  EXPECT_EQ(x["demands"], 4);
-  EXPECT_EQ(x["cancels"], 1);
+  EXPECT_EQ(x["demands"], 6);
+  EXPECT_EQ(x["cancels"], 2);
+  EXPECT_EQ(x["failed_entries"], 2);
+  EXPECT_EQ(x["unfinished_entries"], 1);
   EXPECT_EQ(x["skipped"], json::parse(R"({"method POST": 1, "not an http(s) URL": 1,
                                           "served from the browser's cache": 1})"));
   EXPECT_EQ(x["options"]["start"], "2026-03-01T10:00:00+00:00");
   const std::vector<json> subs = records_with(t, "subscribe");
-  ASSERT_EQ(subs.size(), 4u) << run.out;
+  ASSERT_EQ(subs.size(), 6u) << run.out;
   // In start order: the document (listed second) first.
   EXPECT_EQ(subs[0], json::parse(R"({"op":"subscribe","t":0.0,"demand":"e2","owner":"page_1",)"
                                  R"("artifact":"https://example.com/","priority":4})"));
@@ -194,17 +203,26 @@ TEST(ImportHar, EntriesAreDemandsByPageInTimeOrderAndAnAbortIsACancel) {
   EXPECT_EQ(subs[2]["priority"], 1);
   EXPECT_EQ(subs[3]["owner"], "no-page");
   EXPECT_EQ(subs[3]["priority"], 2) << "no _priority: Medium";
+  // Still running when the capture ended (time -1): a demand never withdrawn,
+  // its size from its URL's entry that arrived.
+  EXPECT_EQ(subs[4]["demand"], "e8");
+  EXPECT_EQ(subs[4]["artifact"], "http://other.example.org:8080/big.bin");
+  // Playwright's failure: a cancel at its end, its size from Content-Length.
+  EXPECT_EQ(subs[5]["demand"], "e9");
   const std::vector<json> artifacts = records_with(t, "artifact");
-  ASSERT_EQ(artifacts.size(), 3u);
+  ASSERT_EQ(artifacts.size(), 4u);
+  EXPECT_EQ(artifacts[3]["size"], 4321);
   EXPECT_EQ(artifacts[0]["size"], 15000) << "content.size by default";
   EXPECT_EQ(artifacts[0]["origin"], "https://example.com");
   EXPECT_EQ(artifacts[1]["size"], 3000);
   EXPECT_EQ(artifacts[2]["size"], 2000000) << "bodySize when content.size is unknown";
   EXPECT_EQ(artifacts[2]["origin"], "http://other.example.org:8080");
   const std::vector<json> cancels = records_with(t, "cancel");
-  ASSERT_EQ(cancels.size(), 1u);
+  ASSERT_EQ(cancels.size(), 2u);
   EXPECT_EQ(cancels[0]["demand"], "e4");
   EXPECT_NEAR(cancels[0]["t"].get<double>(), 2.15, 1e-9) << "start + time (50 ms)";
+  EXPECT_EQ(cancels[1]["demand"], "e9");
+  EXPECT_NEAR(cancels[1]["t"].get<double>(), 4.52, 1e-9);
 
   // Options: body sizes, cached entries kept, priorities by resource type.
   const CliRun body =
@@ -219,15 +237,16 @@ TEST(ImportHar, EntriesAreDemandsByPageInTimeOrderAndAnAbortIsACancel) {
   std::map<std::string, std::int64_t> priority_of;
   for (const json& s : records_with(b, "subscribe"))
     priority_of[s["demand"]] = s["priority"];
-  EXPECT_EQ(priority_of, (std::map<std::string, std::int64_t>{
-                             {"e1", 2}, {"e2", 3}, {"e3", 0}, {"e4", 2}, {"e7", 0}}));
+  EXPECT_EQ(priority_of,
+            (std::map<std::string, std::int64_t>{
+                {"e1", 2}, {"e2", 3}, {"e3", 0}, {"e4", 2}, {"e7", 0}, {"e8", 0}, {"e9", 0}}));
   EXPECT_EQ(b[0]["x-import"]["demand_model"]["priority_by"]["field"], "type");
 
   const CliRun sim = run_cli(run.out, {"sim", "TRACE", "--out", "OUT", "--quiet"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(sim.result["summary"]["outcomes"]["succeeded"].get<int>() +
                 sim.result["summary"]["outcomes"]["cancelled"].get<int>(),
-            4);
+            6);
 }
 
 TEST(ImportHar, BadInputIsNamedByLineAndField) {
@@ -267,7 +286,8 @@ const std::vector<std::string> kCdp = {
     R"({"method":"Network.resourceChangedPriority","params":{"requestId":"2","newPriority":"High","timestamp":100.7}})",
     R"({"method":"Network.responseReceived","params":{"requestId":"2","timestamp":100.75,"type":"Image","response":{"status":200,"mimeType":"image/jpeg","headers":{"content-length":"50000"}}}})",
     R"({"method":"Network.dataReceived","params":{"requestId":"2","timestamp":100.8,"dataLength":10,"encodedDataLength":10}})",
-    R"({"method":"Network.loadingFinished","params":{"requestId":"1","timestamp":100.9,"encodedDataLength":25000}})",
+    R"({"method":"Network.responseReceived","params":{"requestId":"1","timestamp":100.85,"type":"Document","response":{"status":200,"mimeType":"text/html","encodedDataLength":300,"headers":{}}}})",
+    R"({"method":"Network.loadingFinished","params":{"requestId":"1","timestamp":100.9,"encodedDataLength":25300}})",
     R"({"method":"Network.requestWillBeSent","params":{"requestId":"3","loaderId":"L2","frameId":"F2","timestamp":101.0,"type":"Script","request":{"url":"https://cdn.example.com/old.js","method":"GET","initialPriority":"Medium"}}})",
     R"({"method":"Network.requestWillBeSent","params":{"requestId":"3","loaderId":"L2","frameId":"F2","timestamp":101.2,"type":"Script","redirectResponse":{"status":301},"request":{"url":"https://cdn.example.com/new.js","method":"GET","initialPriority":"Medium"}}})",
     R"({"method":"Network.resourceChangedPriority","params":{"requestId":"2","newPriority":"Low","timestamp":101.3}})",
@@ -297,7 +317,7 @@ TEST(ImportCdp, RequestsPriorityChangesAndCancelsFromTheEventsInEveryShape) {
   const std::vector<json> t = lines_of(run.out);
   const json& x = t[0]["x-import"];
   EXPECT_EQ(x["format"], "cdp");
-  EXPECT_EQ(x["events"], 20);
+  EXPECT_EQ(x["events"], 21);
   EXPECT_EQ(x["events_ignored"], 2) << "dataReceived and Page.frameNavigated";
   EXPECT_EQ(x["events_of_requests_sent_before_the_capture"], 1);
   EXPECT_EQ(x["demands"], 4);
