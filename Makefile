@@ -8,7 +8,7 @@
 # make bench-scaling  the simulator from N to 10N demands per kind, model and policy
 # make asan   the engine tests under AddressSanitizer + UBSan
 # make tsan   the backend's tests (its threads) under ThreadSanitizer
-# make fuzz   the libFuzzer targets (trace reader, engine sequences), FUZZ_SECONDS each
+# make fuzz   the libFuzzer targets (trace reader, engine sequences, importers), FUZZ_SECONDS each
 # make soak   the backend fault soak for SOAK_SECONDS (default 300)
 # make test-engine-only  the engine built and tested alone (C++ standard library only)
 # make check-exhaustive  the core's exhaustive bounded check at its large scope, and
@@ -82,7 +82,7 @@ tsan: deps
 
 fuzz: deps
 	cmake --preset fuzz >/dev/null
-	cmake --build build/fuzz -j$(JOBS) --target trace_fuzz engine_fuzz
+	cmake --build build/fuzz -j$(JOBS) --target trace_fuzz engine_fuzz import_fuzz
 	/usr/bin/python3 tests/fuzz/run.py build/fuzz $(FUZZ_SECONDS)
 
 soak: deps

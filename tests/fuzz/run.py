@@ -6,7 +6,8 @@ usage: run.py BUILD_DIR SECONDS
 The trace fuzzer's seeds are the bundled scenarios, their first lines (a
 header alone, a header and the artifacts, ...) and a few broken variants; the
 engine fuzzer's are the same bytes (any bytes are a valid choice sequence).
-Corpora are kept in BUILD_DIR/fuzz-corpus/ between runs. Prints executions,
+The import fuzzer's are the bundled inputs of scenarios/imports/, whole and
+cut. Corpora are kept in BUILD_DIR/fuzz-corpus/ between runs. Prints executions,
 coverage and corpus size per target; exits non-zero if a target found a crash
 (its reproducer is in BUILD_DIR/fuzz-artifacts/).
 """
@@ -28,6 +29,21 @@ def seed(corpus: Path) -> None:
         if len(lines) <= 400:
             (corpus / f"{scenario.stem}.jsonl").write_text("".join(lines))
         (corpus / f"{scenario.stem}-cut.jsonl").write_text("".join(lines[:10])[:-7])
+
+
+def seed_imports(corpus: Path) -> None:
+    """The bundled import inputs, each behind the byte that picks its format, whole
+    or cut (a cut JSON document is bad input too), and a few small ones."""
+    corpus.mkdir(parents=True, exist_ok=True)
+    formats = {"cdn_log.csv": 0, "cdn_log.oracleGeneral.zst": 1, "browse.har": 2,
+               "browse.cdp.json": 3}
+    for name, number in formats.items():
+        data = (ROOT / "scenarios" / "imports" / name).read_bytes()
+        for cut in (300, 3000, 30000, 65000):
+            for model in (0, 4):
+                (corpus / f"{name}-{cut}-{model}").write_bytes(bytes([number | model]) + data[:cut])
+    (corpus / "csv-small").write_bytes(b"\x00" + b"1,a,10,u,\n2,b,20,v,2.5\n2,a,10,u,\n")
+    (corpus / "oracle-small").write_bytes(b"\x01" + bytes(24) + bytes([1] + [0] * 23))
 
 
 def run(binary: Path, corpus: Path, artifacts: Path, seconds: int, max_len: int) -> int:
@@ -52,9 +68,9 @@ def run(binary: Path, corpus: Path, artifacts: Path, seconds: int, max_len: int)
 def main() -> int:
     build, seconds = Path(sys.argv[1]), int(sys.argv[2])
     status = 0
-    for name, max_len in (("trace_fuzz", 65536), ("engine_fuzz", 4096)):
+    for name, max_len in (("trace_fuzz", 65536), ("engine_fuzz", 4096), ("import_fuzz", 65536)):
         corpus = build / "fuzz-corpus" / name
-        seed(corpus)
+        seed_imports(corpus) if name == "import_fuzz" else seed(corpus)
         status |= run(build / "tests" / "fuzz" / name, corpus, build / "fuzz-artifacts", seconds,
                       max_len)
     return 1 if status else 0

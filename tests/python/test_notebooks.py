@@ -14,6 +14,7 @@ FIGURES = {
     "policy_comparison": ["policy_pareto.png", "policy_regret.png", "policy_paired.png",
                           "policy_latency_by_served.png"],
     "sweep": ["sweep_best_policy.png"],
+    "imported_workloads": ["imported_workloads.png"],
 }
 
 
