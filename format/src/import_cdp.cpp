@@ -126,7 +126,9 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
       auto number = [&](const json& o, const char* key, const std::string& path) -> double {
         if (!o.contains(key) || !o[key].is_number()) fail(path, "missing, or not a number");
         const double v = o[key].get<double>();
-        if (!std::isfinite(v) || v < 0) fail(path, "not a number at least 0");
+        if (!std::isfinite(v) || v < 0 || v > kMaxImportSize) {
+          fail(path, "not a number from 0 to 2^53");
+        }
         return v;
       };
       auto priority = [&](const json& o, const char* key, const std::string& path) {
@@ -203,7 +205,8 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
             r.mime = r.mime.substr(0, r.mime.find(';'));
           }
           if (response.contains("encodedDataLength") && response["encodedDataLength"].is_number() &&
-              response["encodedDataLength"].get<double>() > 0) {
+              response["encodedDataLength"].get<double>() > 0 &&
+              response["encodedDataLength"].get<double>() <= kMaxImportSize) {
             r.header_bytes =
                 static_cast<std::uint64_t>(response["encodedDataLength"].get<double>());
           }
@@ -217,7 +220,8 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
                              [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
               if (lower == "content-length" && value.is_string()) {
                 try {
-                  r.content_length = std::stoull(value.get<std::string>());
+                  const std::uint64_t length = std::stoull(value.get<std::string>());
+                  if (static_cast<double>(length) <= kMaxImportSize) r.content_length = length;
                 } catch (const std::exception&) {
                   // Not a number: as if absent.
                 }

@@ -204,7 +204,7 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
       last_t = t;
       ++taken;
       const double bytes = number(kSize);
-      if (bytes < 0 || bytes != std::floor(bytes)) {
+      if (bytes < 0 || bytes != std::floor(bytes) || bytes > kMaxImportSize) {
         throw TraceError(file, first_line, *columns[kSize].name,
                          "\"" + field(kSize) + "\" is not a size in bytes");
       }
@@ -234,6 +234,13 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
       }
       if (columns[kOwner].name) r.owner = field(kOwner);
       if (columns[kOrigin].name) r.origin = field(kOrigin);
+      // Names go into JSON text: they must be UTF-8.
+      for (const int which : {kKey, kOwner, kOrigin}) {
+        const Column& c = columns[static_cast<std::size_t>(which)];
+        if (c.name && !valid_utf8(field(which))) {
+          throw TraceError(file, first_line, *c.name, "not valid UTF-8");
+        }
+      }
       if (columns[kPriorityBy].name) r.priority_value = field(kPriorityBy);
       r.demand = "r" + std::to_string(rows);
       sink.request(r);

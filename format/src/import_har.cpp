@@ -136,6 +136,10 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           }
           Entry entry;
           entry.start_us = absl::ToUnixMicros(when);
+          // Years 0 to 4000 or so: what a capture can hold, and no overflow below.
+          if (entry.start_us < -62'000'000'000'000'000 || entry.start_us > 64'000'000'000'000'000) {
+            fail("startedDateTime", "\"" + started + "\" is out of range");
+          }
           bool time_known = false;
           if (e.contains("time")) {
             if (!e["time"].is_number()) fail("time", "not a number of milliseconds");
@@ -193,6 +197,7 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           };
           double size = size_of(size_from == "content");
           if (size <= 0) size = size_of(size_from != "content");
+          if (size > kMaxImportSize) fail("response", "a size above 2^53 bytes");
           if (size > 0) entry.size = static_cast<std::uint64_t>(std::llround(size));
           // An aborted entry's response headers may still say how large it was.
           if (entry.size == 0 && response.contains("headers") && response["headers"].is_array()) {
@@ -206,7 +211,8 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
                              [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
               if (header != "content-length") continue;
               try {
-                entry.size = std::stoull(h["value"].get<std::string>());
+                const std::uint64_t length = std::stoull(h["value"].get<std::string>());
+                if (static_cast<double>(length) <= kMaxImportSize) entry.size = length;
               } catch (const std::exception&) {
                 // Not a number: as if absent.
               }

@@ -32,6 +32,23 @@ class CountingIterator {
   std::size_t* lines_ = nullptr;
 };
 
+// nlohmann's text without its "[json.exception.KIND.N] " tag and its "parse
+// error at line L, column C: " (the line is ours, counted above).
+std::string plain_message(const std::exception& e) {
+  std::string message = e.what();
+  if (message.rfind("[json.exception.", 0) == 0) {
+    if (const std::size_t tag = message.find("] "); tag != std::string::npos) {
+      message = message.substr(tag + 2);
+    }
+  }
+  if (message.rfind("parse error", 0) == 0) {
+    if (const std::size_t colon = message.find(": "); colon != std::string::npos) {
+      message = message.substr(colon + 2);
+    }
+  }
+  return message;
+}
+
 class Handler : public nlohmann::json_sax<json> {
  public:
   Handler(const std::string& file, const std::vector<std::vector<std::string>>& targets,
@@ -80,12 +97,7 @@ class Handler : public nlohmann::json_sax<json> {
   bool end_array() override { return end_container(); }
 
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    // nlohmann's text, without its "[json.exception...] parse error at line L, column C: ".
-    std::string message = e.what();
-    if (const std::size_t colon = message.find(": "); colon != std::string::npos) {
-      message = message.substr(colon + 2);
-    }
-    throw TraceError(file_, *newlines_ + 1, "-", "not valid JSON: " + message);
+    throw TraceError(file_, *newlines_ + 1, "-", "not valid JSON: " + plain_message(e));
   }
 
  private:
@@ -169,7 +181,12 @@ void stream_json_arrays(std::istream& in, const std::string& file,
                         const std::function<void(std::size_t, json&&, std::size_t)>& each) {
   std::size_t newlines = 0;
   Handler handler(file, targets, each, &newlines);
-  json::sax_parse(CountingIterator(in, &newlines), CountingIterator(), &handler);
+  try {
+    json::sax_parse(CountingIterator(in, &newlines), CountingIterator(), &handler);
+  } catch (const nlohmann::json::exception& e) {
+    // A number out of a double's range, and the like.
+    throw TraceError(file, newlines + 1, "-", "not valid JSON: " + plain_message(e));
+  }
 }
 
 std::string element_path(const std::string& array_path, std::size_t index,

@@ -167,7 +167,7 @@ PriorityMap parse_priority_map(const std::string& field, const std::string& spec
       m.otherwise = *priority;
     } else if (field == "size") {
       const std::optional<double> bytes = parse_double(value);
-      if (!bytes || *bytes < 0) {
+      if (!bytes || *bytes < 0 || *bytes > kMaxImportSize) {
         throw std::invalid_argument("--priority-map: \"" + value +
                                     "\" is not a size in bytes (--priority-by size)");
       }
@@ -500,6 +500,41 @@ void Sink::finish(const std::string& name, ojson options, std::ostream& out) {
 }
 
 // --- Helpers -------------------------------------------------------------------------
+
+bool valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;
+    std::uint32_t code = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      code = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      code = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      code = c & 0x07;
+    } else {
+      return false;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= text.size()) return false;
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      code = (code << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    static constexpr std::uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kMin[n] || (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) return false;
+    i += n + 1;
+  }
+  return true;
+}
 
 double seconds_per_unit(const std::string& unit) {
   if (unit == "s") return 1;

@@ -162,6 +162,13 @@ class Sink {
   std::map<std::int64_t, std::uint64_t> by_priority_;
 };
 
+// The largest size an import accepts, 2^53 bytes (8 PiB): sizes are read as
+// doubles from text, and every integer up to it is exact.
+inline constexpr double kMaxImportSize = 9007199254740992.0;
+
+// Whether `text` is valid UTF-8 (a trace is JSON text: its names must be).
+bool valid_utf8(std::string_view text);
+
 // Seconds per unit of a log's times: s, ms, us, ns (std::invalid_argument
 // naming --time-unit otherwise).
 double seconds_per_unit(const std::string& unit);

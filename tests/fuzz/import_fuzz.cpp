@@ -38,8 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   dfl::format::ImportOptions options;
   if (format == "csv") {
-    options = {{"time", "1"}, {"key", "2"}, {"size", "3"}, {"owner", "4"}, {"end", "5"},
-               {"no-header", "true"}};
+    options = {{"time", "1"},  {"key", "2"}, {"size", "3"},
+               {"owner", "4"}, {"end", "5"}, {"no-header", "true"}};
   }
   if (model) {
     options["abandon"] = "p=0.5,dist=lognormal,median_s=1,sigma=1";

@@ -265,6 +265,12 @@ TEST(ImportHar, BadInputIsNamedByLineAndField) {
        ":2: log.entries[0]._priority: \"Urgent\" is not VeryLow"},
       {"{\"log\": {\"entries\": [\n\n{\"startedDateTime\": tru}]}}", ":3: -: not valid JSON"},
       {"{\"entries\": []}", ":1: log.entries: missing or empty"},
+      {"{\"log\": {\"entries\": [\n{\"startedDateTime\": \"2026-01-01T00:00:00Z\", \"request\": "
+       "{\"url\": \"https://a/\"}, \"response\": {\"status\": 200, \"bodySize\": 1e999}}]}}",
+       ":2: -: not valid JSON"},
+      {"{\"log\": {\"entries\": [\n{\"startedDateTime\": \"2026-01-01T00:00:00Z\", \"request\": "
+       "{\"url\": \"https://a/\"}, \"response\": {\"status\": 200, \"bodySize\": 1e300}}]}}",
+       ":2: log.entries[0].response: a size above 2^53 bytes"},
   };
   for (const Case& c : cases) {
     const CliRun run = run_cli(c.har, {"import", "har", "TRACE"});

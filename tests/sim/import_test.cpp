@@ -23,13 +23,13 @@ TEST(ImportCsv, EachRowIsADemandAnAbandonTimeACancelAndANewSizeANewRevision) {
   const std::string log =
       "ts,obj,bytes,user,gone\n"
       "100,a,1000,u1,\n"
-      "100.5,b,2000,u2,101\n"   // Abandoned at 101: a cancel then, after later rows.
+      "100.5,b,2000,u2,101\n"  // Abandoned at 101: a cancel then, after later rows.
       "101,a,1000,u1,\n"
-      "102,a,1500,u3,103.5\n"   // a's size changed: a new revision.
-      "103,\"c,1\",0,u1,\n";    // Size 0: skipped, and counted.
-  const CliRun run = run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--key", "obj",
-                                   "--size", "bytes", "--owner", "user", "--end", "gone",
-                                   "--name", "mine"});
+      "102,a,1500,u3,103.5\n"  // a's size changed: a new revision.
+      "103,\"c,1\",0,u1,\n";   // Size 0: skipped, and counted.
+  const CliRun run =
+      run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--key", "obj", "--size", "bytes",
+                    "--owner", "user", "--end", "gone", "--name", "mine"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::vector<nlohmann::json> t = lines_of(run.out);
   ASSERT_EQ(t.size(), 10u) << run.out;
@@ -44,11 +44,14 @@ TEST(ImportCsv, EachRowIsADemandAnAbandonTimeACancelAndANewSizeANewRevision) {
   EXPECT_EQ(x["skipped"], nlohmann::json::parse(R"({"size 0": 1})"));
   EXPECT_EQ(x["options"]["start"], 100.0);
   EXPECT_EQ(x["options"]["end"], "gone");
-  EXPECT_EQ(t[1], nlohmann::json::parse(
-                      R"({"op":"artifact","id":"a","resource":"a","revision":"r1","target":"import",)"
-                      R"("generation":0,"size":1000,"origin":"origin"})"));
-  EXPECT_EQ(t[2], nlohmann::json::parse(
-                      R"({"op":"subscribe","t":0.0,"demand":"r1","owner":"u1","artifact":"a","priority":1})"));
+  EXPECT_EQ(t[1],
+            nlohmann::json::parse(
+                R"({"op":"artifact","id":"a","resource":"a","revision":"r1","target":"import",)"
+                R"("generation":0,"size":1000,"origin":"origin"})"));
+  EXPECT_EQ(
+      t[2],
+      nlohmann::json::parse(
+          R"({"op":"subscribe","t":0.0,"demand":"r1","owner":"u1","artifact":"a","priority":1})"));
   EXPECT_EQ(t[4]["t"], 0.5);
   EXPECT_EQ(t[5], nlohmann::json::parse(R"({"op":"cancel","t":1.0,"demand":"r2"})"))
       << "the cancel comes in time order, before the row at the same time";
@@ -73,9 +76,9 @@ TEST(ImportCsv, ColumnsByNumberQuotedFieldsAndTimeUnits) {
   const std::string log =
       "5000;\"x;\"\"y\"\"\nz\";300;2\r\n"
       "7500;w;10;0\r\n";
-  const CliRun run = run_cli(log, {"import", "csv", "TRACE", "--no-header", "--delimiter", ";",
-                                   "--time", "1", "--key", "2", "--size", "3", "--priority", "4",
-                                   "--time-unit", "ms", "--start", "0"});
+  const CliRun run = run_cli(
+      log, {"import", "csv", "TRACE", "--no-header", "--delimiter", ";", "--time", "1", "--key",
+            "2", "--size", "3", "--priority", "4", "--time-unit", "ms", "--start", "0"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::vector<nlohmann::json> t = lines_of(run.out);
   ASSERT_EQ(t.size(), 5u) << run.out;
@@ -89,8 +92,8 @@ TEST(ImportCsv, ColumnsByNumberQuotedFieldsAndTimeUnits) {
 }
 
 TEST(ImportCsv, BadInputIsNamedByFileLineAndFieldAndNothingIsWritten) {
-  const std::vector<std::string> args = {"import", "csv", "TRACE", "--time", "ts",
-                                         "--key",  "obj", "--size", "bytes", "--end", "gone"};
+  const std::vector<std::string> args = {"import", "csv",    "TRACE", "--time", "ts",  "--key",
+                                         "obj",    "--size", "bytes", "--end",  "gone"};
   struct Case {
     std::string log, message;
   };
@@ -102,12 +105,42 @@ TEST(ImportCsv, BadInputIsNamedByFileLineAndFieldAndNothingIsWritten) {
       {"ts,obj,bytes,gone\n1,a\n", ":2: bytes: missing: the row has 2 fields"},
       {"ts,obj,bytes,gone\n1,\"a,10,\n", ":2: -: a quoted field is not closed"},
       {"ts,object,bytes,gone\n1,a,10,\n", ":1: key: no column \"obj\""},
+      {"ts,obj,bytes,gone\n1,a,10,\n2,b\xff\xfe,10,\n", ":3: obj: not valid UTF-8"},
+      // Found by import_fuzz: a size past 2^64 was cast (undefined behaviour).
+      {"ts,obj,bytes,gone\n1,a,2e42,\n", ":2: bytes: \"2e42\" is not a size in bytes"},
   };
   for (const Case& c : cases) {
     const CliRun run = run_cli(c.log, args);
     EXPECT_EQ(run.exit_code, 2) << c.log;
     EXPECT_NE(run.err.find(c.message), std::string::npos) << c.log << "\n" << run.err;
     EXPECT_TRUE(run.out.empty()) << "nothing written: " << run.out;
+  }
+}
+
+}  // namespace
+}  // namespace dfl::testing
+
+namespace dfl::testing {
+namespace {
+
+TEST(ImportCsv, NamesInUtf8ImportAsTheyAre) {
+  // Two, three and four bytes a character.
+  const std::string log =
+      "ts,obj,bytes,user\n1,r\xc3\xa9sum\xc3\xa9 \xe2\x9c\x93,10,\xf0\x9f\x98\x80\n";
+  const CliRun run = run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--key", "obj",
+                                   "--size", "bytes", "--owner", "user"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<nlohmann::json> t = lines_of(run.out);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[1]["id"], "r\xc3\xa9sum\xc3\xa9 \xe2\x9c\x93");
+  EXPECT_EQ(t[2]["owner"], "\xf0\x9f\x98\x80");
+  // An overlong form and a surrogate are not UTF-8.
+  for (const std::string bad : {"\xc0\xaf", "\xed\xa0\x80"}) {
+    const CliRun refused =
+        run_cli("ts,obj,bytes\n1,x" + bad + ",10\n",
+                {"import", "csv", "TRACE", "--time", "ts", "--key", "obj", "--size", "bytes"});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find(":2: obj: not valid UTF-8"), std::string::npos) << refused.err;
   }
 }
 
