@@ -404,13 +404,6 @@ void Sink::request(const Request& r) {
   ++demands_;
   ++by_priority_[priority];
 
-  double changed_at = r.t;
-  for (const auto& [t, p] : r.priority_changes) {
-    if (t < changed_at) throw std::logic_error("import: priority changes out of order");
-    changed_at = t;
-    pending_.push(Pending{t, seq_++, Pending::set_priority, r.demand, p});
-    ++set_priorities_;
-  }
   // Drawn for every demand, so that one demand's draws do not depend on
   // whether the log gave another an abandon time.
   std::optional<double> end = r.end;
@@ -422,8 +415,20 @@ void Sink::request(const Request& r) {
       ++abandons_;
     }
   }
+  // The demand's priority changes up to its end (a change after it would do
+  // nothing: the demand has ended).
+  double changed_at = r.t;
+  for (const auto& [t, p] : r.priority_changes) {
+    if (t < changed_at) throw std::logic_error("import: priority changes out of order");
+    changed_at = t;
+    if (end && t > *end) {
+      ++changes_after_end_;
+      continue;
+    }
+    pending_.push(Pending{t, seq_++, Pending::set_priority, r.demand, p});
+    ++set_priorities_;
+  }
   if (end) {
-    if (*end < changed_at) end = changed_at;  // A cancel comes after the demand's own changes.
     pending_.push(Pending{*end, seq_++, Pending::cancel, r.demand, 0});
     ++cancels_;
   }
@@ -473,6 +478,7 @@ void Sink::finish(const std::string& name, ojson options, std::ostream& out) {
   x["cancels"] = cancels_;
   x["abandoned_by_model"] = abandons_;
   x["set_priorities"] = set_priorities_;
+  x["priority_changes_after_the_end"] = changes_after_end_;
   x["sessions"] = sessions_made_;
   x["owner_ends"] = owner_ends_;
   x["deadlines"] = deadlines_;

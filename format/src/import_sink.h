@@ -158,7 +158,7 @@ class Sink {
   std::map<std::string, std::uint64_t> counts_;
   std::uint64_t demands_ = 0, revisions_ = 0, size_changes_ = 0, cancels_ = 0, abandons_ = 0,
                 set_priorities_ = 0, sessions_made_ = 0, owner_ends_ = 0, unmapped_ = 0,
-                deadlines_ = 0;
+                deadlines_ = 0, changes_after_end_ = 0;
   std::map<std::int64_t, std::uint64_t> by_priority_;
 };
 

@@ -401,6 +401,34 @@ TEST(ImportCdp, ACancelledRequestTakesItsSizeFromAnotherOfItsUrlAndOwnersByLoade
       << "the size that arrived for its URL, before its own Content-Length";
 }
 
+TEST(ImportCdp, ANavigationCancelsTheOldDocumentsOpenRequestsAtItsCommit) {
+  // Frame F1 loads a page (loader L1) with an image that never finishes; at 101
+  // the frame navigates (loader L2), and its response commits the new document at
+  // 101.2. Chromium sent no loadingFailed for the image: it is cancelled then, and
+  // a priority change after that end is dropped.
+  const std::vector<std::string> events = {
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"1","loaderId":"L1","frameId":"F1","timestamp":100.0,"type":"Document","request":{"url":"https://a.example/","initialPriority":"VeryHigh"}}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"1","timestamp":100.2,"encodedDataLength":900}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"2","loaderId":"L1","frameId":"F1","timestamp":100.5,"type":"Image","request":{"url":"https://a.example/big.jpg","initialPriority":"Low"}}})",
+      R"({"method":"Network.responseReceived","params":{"requestId":"2","timestamp":100.6,"type":"Image","response":{"status":200,"headers":{"Content-Length":"800000"}}}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"9","loaderId":"L2","frameId":"F1","timestamp":101.0,"type":"Document","request":{"url":"https://a.example/next","initialPriority":"VeryHigh"}}})",
+      R"({"method":"Network.responseReceived","params":{"requestId":"9","timestamp":101.2,"type":"Document","response":{"status":200,"headers":{}}}})",
+      R"({"method":"Network.resourceChangedPriority","params":{"requestId":"2","newPriority":"High","timestamp":101.5}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"9","timestamp":101.3,"encodedDataLength":700}})",
+  };
+  const CliRun run = run_cli(as_array(events), {"import", "cdp", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<json> t = lines_of(run.out);
+  EXPECT_EQ(t[0]["x-import"]["cancelled_by_navigation"], 1);
+  EXPECT_EQ(t[0]["x-import"]["priority_changes_after_the_end"], 1);
+  EXPECT_EQ(records_with(t, "set_priority").size(), 0u);
+  const std::vector<json> cancels = records_with(t, "cancel");
+  ASSERT_EQ(cancels.size(), 1u);
+  EXPECT_EQ(cancels[0]["demand"], "q2");
+  EXPECT_NEAR(cancels[0]["t"].get<double>(), 1.2, 1e-9) << "at the new document's commit";
+  EXPECT_EQ(records_with(t, "subscribe").size(), 3u) << "both documents and the image";
+}
+
 TEST(ImportCdp, BadInputIsNamedByLineAndEvent) {
   std::vector<std::string> bad = kCdp;
   bad[2] =
