@@ -215,16 +215,9 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
           }
           if (response.contains("headers") && response["headers"].is_object()) {
             for (const auto& [header, value] : response["headers"].items()) {
-              std::string lower = header;
-              std::transform(lower.begin(), lower.end(), lower.begin(),
-                             [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-              if (lower == "content-length" && value.is_string()) {
-                try {
-                  const std::uint64_t length = std::stoull(value.get<std::string>());
-                  if (static_cast<double>(length) <= kMaxImportSize) r.content_length = length;
-                } catch (const std::exception&) {
-                  // Not a number: as if absent.
-                }
+              if (!value.is_string()) continue;
+              if (const auto length = content_length(header, value.get<std::string>())) {
+                r.content_length = *length;
               }
             }
           }

@@ -206,15 +206,9 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
                   !h.contains("value") || !h["value"].is_string()) {
                 continue;
               }
-              std::string header = h["name"].get<std::string>();
-              std::transform(header.begin(), header.end(), header.begin(),
-                             [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-              if (header != "content-length") continue;
-              try {
-                const std::uint64_t length = std::stoull(h["value"].get<std::string>());
-                if (static_cast<double>(length) <= kMaxImportSize) entry.size = length;
-              } catch (const std::exception&) {
-                // Not a number: as if absent.
+              if (const auto length =
+                      content_length(h["name"].get<std::string>(), h["value"].get<std::string>())) {
+                entry.size = *length;
               }
             }
           }

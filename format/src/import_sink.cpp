@@ -591,6 +591,20 @@ std::string browser_priority_field(const DemandModel& model, const std::string& 
   return field;
 }
 
+std::optional<std::uint64_t> content_length(std::string_view name, const std::string& value) {
+  static constexpr std::string_view kName = "content-length";
+  if (name.size() != kName.size()) return std::nullopt;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(name[i])) != kName[i]) return std::nullopt;
+  }
+  std::uint64_t length = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), length);
+  if (error != std::errc{} || end == value.data() || static_cast<double>(length) > kMaxImportSize) {
+    return std::nullopt;
+  }
+  return length;
+}
+
 std::optional<std::int64_t> chrome_priority(std::string_view name) {
   if (name == "VeryLow") return 0;
   if (name == "Low") return 1;

@@ -187,6 +187,10 @@ BrowserOptions read_browser_options(OptionReader& options);
 // The --priority-by field ("" when none): type, mime, method, host or size.
 std::string browser_priority_field(const DemandModel& model, const std::string& format);
 
+// A response header's bytes when it is `Content-Length` (any case) with a
+// number up to kMaxImportSize; otherwise nullopt, as if absent.
+std::optional<std::uint64_t> content_length(std::string_view name, const std::string& value);
+
 // Chrome's resource priorities (HAR `_priority`, CDP `initialPriority` and
 // `newPriority`): VeryLow 0, Low 1, Medium 2, High 3, VeryHigh 4.
 std::optional<std::int64_t> chrome_priority(std::string_view name);

@@ -100,4 +100,12 @@ const nlohmann::json& demand_record(const nlohmann::json& result, const std::str
   return none;
 }
 
+std::vector<nlohmann::json> lines_of(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 }  // namespace dfl::testing

@@ -38,4 +38,7 @@ const nlohmann::json& demand_record(const nlohmann::json& result, const std::str
 
 std::string read_file(const std::string& path);
 
+// Each line of JSON Lines text (a trace), parsed.
+std::vector<nlohmann::json> lines_of(const std::string& text);
+
 }  // namespace dfl::testing

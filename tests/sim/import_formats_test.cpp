@@ -19,14 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<json> lines_of(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    out.push_back(json::parse(line));
-  return out;
-}
-
 std::vector<json> records_with(const std::vector<json>& t, const std::string& op) {
   std::vector<json> out;
   for (std::size_t i = 1; i < t.size(); ++i) {

@@ -11,14 +11,6 @@
 namespace dfl::testing {
 namespace {
 
-std::vector<nlohmann::json> lines_of(const std::string& text) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 TEST(ImportCsv, EachRowIsADemandAnAbandonTimeACancelAndANewSizeANewRevision) {
   const std::string log =
       "ts,obj,bytes,user,gone\n"
