@@ -52,6 +52,91 @@ Usage usage() {
   return Usage{u.ru_minflt, u.ru_maxrss / 1024};
 }
 
+// sim --stream: the trace read as the simulation reaches it, the rows written
+// as they end. Outputs are written to NAME.partial and renamed when the run
+// is complete: a run stopped by a bad line leaves nothing behind.
+int run_streamed(const std::string& trace_path, const SimOptions& options,
+                 const std::string& out_path, const std::string& demands_csv,
+                 const std::string& tasks_csv, bool quiet, bool profile) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  std::vector<std::string> partials;
+  auto partial = [&](const std::string& path) {
+    if (path.empty()) return path;
+    partials.push_back(path);
+    return path + ".partial";
+  };
+  auto remove_partials = [&] {
+    for (const std::string& path : partials)
+      std::remove((path + ".partial").c_str());
+  };
+  try {
+    TraceStream stream(trace_path);
+    const Trace& trace = stream.trace();
+    Result head;
+    head.trace_name = trace.name;
+    head.model = std::string(to_string(options.model));
+    head.policy = options.policy;
+    head.seed = options.seed.value_or(trace.seed);
+    // The sinks: the result JSON and the CSV files, in one.
+    struct Sinks final : RowSink {
+      std::unique_ptr<ResultJsonWriter> json;
+      std::unique_ptr<CsvRowWriter> csv;
+      void demand(const DemandResult& d, std::string_view id) override {
+        if (json) json->demand(d, id);
+        if (csv) csv->demand(d, id);
+      }
+      void task(const TaskResult& t) override {
+        if (json) json->task(t);
+        if (csv) csv->task(t);
+      }
+    } sinks;
+    std::ofstream out;
+    if (!out_path.empty()) {
+      out.open(partial(out_path));
+      if (!out) {
+        std::fprintf(stderr, "demandflight sim: cannot write %s\n", out_path.c_str());
+        return 1;
+      }
+      sinks.json = std::make_unique<ResultJsonWriter>(out, head, trace);
+    }
+    if (!demands_csv.empty() || !tasks_csv.empty()) {
+      sinks.csv = std::make_unique<CsvRowWriter>(partial(demands_csv), partial(tasks_csv), trace,
+                                                 options.policy);
+    }
+    const Result result = cli::simulate_streamed(stream, options, sinks);
+    for (const std::string& warning : result.warnings)
+      std::fprintf(stderr, "demandflight sim: warning: %s\n", warning.c_str());
+    if (sinks.json) {
+      sinks.json->finish(result);
+      out.close();
+      if (!out) throw std::runtime_error("writing " + out_path + " failed");
+    }
+    if (sinks.csv) sinks.csv->finish();
+    for (const std::string& path : partials) {
+      if (std::rename((path + ".partial").c_str(), path.c_str()) != 0)
+        throw std::runtime_error("cannot rename " + path + ".partial to " + path);
+    }
+    if (!quiet) print_summary(result, trace, "simulated", stdout);
+    if (profile) {
+      std::fprintf(stderr,
+                   "profile: streamed %llu records in %.3f s (peak RSS %ld MB)\n",
+                   static_cast<unsigned long long>(stream.records_read()),
+                   std::chrono::duration<double>(clock::now() - t_start).count(),
+                   usage().peak_rss_mb);
+    }
+    return 0;
+  } catch (const TraceError& e) {
+    remove_partials();
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    remove_partials();
+    std::fprintf(stderr, "demandflight sim: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +200,17 @@ int main(int argc, char** argv) {
   sim->add_flag("--finalize-execs", options.finalize_execs,
                 "run every finalize stage as a SimGrid Exec (the same times, slower; for "
                 "checking the simulator's own sharing of the CPU and the disk)");
+  bool stream = false;
+  sim->add_flag("--stream", stream,
+                "read the trace as the simulation reaches it and write each row as it ends, for "
+                "traces too large to hold (memory follows what runs, not the trace's length; "
+                "the same result; not with --timeline, --decisions, --resample, lookahead or "
+                "oracle)");
+  std::string demands_csv, tasks_csv;
+  sim->add_option("--demands-csv", demands_csv,
+                  "also write the demand rows as CSV here (gzip when it ends in .gz)");
+  sim->add_option("--tasks-csv", tasks_csv,
+                  "also write the task rows as CSV here (gzip when it ends in .gz)");
   sim->add_flag("--quiet", quiet, "print nothing on success");
   bool profile = false;
   sim->add_flag("--profile", profile,
@@ -207,6 +303,20 @@ int main(int argc, char** argv) {
       }
     }
     cli::load_simulator();  // Before the clock: loading SimGrid is not simulating.
+    if (stream) {
+      if (!timeline_path.empty() || !options.decisions_path.empty() || resample_name != "none" ||
+          !streamable_policy(options.policy)) {
+        std::fprintf(stderr,
+                     "demandflight sim: --stream: %s needs the whole trace in memory (run "
+                     "without --stream)\n",
+                     !timeline_path.empty()               ? "--timeline"
+                     : !options.decisions_path.empty()    ? "--decisions"
+                     : resample_name != "none"            ? "--resample"
+                                                          : ("--policy " + options.policy).c_str());
+        return 2;
+      }
+      return run_streamed(trace_path, options, out_path, demands_csv, tasks_csv, quiet, profile);
+    }
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
     Trace read = read_trace(trace_path);
@@ -237,6 +347,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "demandflight sim: writing %s failed\n", out_path.c_str());
         return 1;
       }
+    }
+    if (!demands_csv.empty() || !tasks_csv.empty()) {
+      CsvRowWriter csv(demands_csv, tasks_csv, trace, result.policy);
+      for (const DemandResult& d : result.demands)
+        csv.demand(d, trace.demand_ids[d.demand]);
+      for (const TaskResult& t : result.tasks)
+        csv.task(t);
+      csv.finish();
     }
     if (!quiet) print_summary(result, trace, "simulated", stdout);
     if (profile) {

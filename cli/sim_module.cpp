@@ -25,14 +25,23 @@
 
 namespace {
 using SimulateFn = dfl::format::Result (*)(const dfl::format::Trace&, const dfl::sim::SimOptions&);
+using SimulateStreamedFn = dfl::format::Result (*)(dfl::format::TraceStream&,
+                                                   const dfl::sim::SimOptions&,
+                                                   dfl::format::RowSink&);
+// What the module offers.
+struct Entries {
+  SimulateFn simulate;
+  SimulateStreamedFn simulate_streamed;
+};
 }  // namespace
 
 #ifdef DFL_SIM_MODULE_ENTRY
 
 // Null unless `build_id` is this module's.
-extern "C" __attribute__((visibility("default"))) SimulateFn dfl_sim_simulate(
+extern "C" __attribute__((visibility("default"))) const Entries* dfl_sim_simulate(
     const char* build_id) {
-  return std::strcmp(build_id, DFL_BUILD_ID) == 0 ? &dfl::sim::simulate : nullptr;
+  static const Entries entries{&dfl::sim::simulate, &dfl::sim::simulate_streamed};
+  return std::strcmp(build_id, DFL_BUILD_ID) == 0 ? &entries : nullptr;
 }
 
 #else
@@ -41,8 +50,8 @@ namespace dfl::cli {
 
 namespace {
 
-SimulateFn simulate_fn() {
-  static SimulateFn fn = [] {
+const Entries& entries() {
+  static const Entries* fn = [] {
     std::error_code ec;
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (ec) throw std::runtime_error("cannot find this program (/proc/self/exe): " + ec.message());
@@ -53,21 +62,27 @@ SimulateFn simulate_fn() {
     }
     void* entry = ::dlsym(handle, "dfl_sim_simulate");
     if (entry == nullptr) throw std::runtime_error(module + " has no dfl_sim_simulate");
-    const SimulateFn found = reinterpret_cast<SimulateFn (*)(const char*)>(entry)(DFL_BUILD_ID);
+    const Entries* found =
+        reinterpret_cast<const Entries* (*)(const char*)>(entry)(DFL_BUILD_ID);
     if (found == nullptr) {
       throw std::runtime_error(module + " is from another build of demandflight (reinstall both)");
     }
     return found;
   }();
-  return fn;
+  return *fn;
 }
 
 }  // namespace
 
-void load_simulator() { simulate_fn(); }
+void load_simulator() { entries(); }
 
 format::Result simulate(const format::Trace& trace, const sim::SimOptions& options) {
-  return simulate_fn()(trace, options);
+  return entries().simulate(trace, options);
+}
+
+format::Result simulate_streamed(format::TraceStream& stream, const sim::SimOptions& options,
+                                 format::RowSink& rows) {
+  return entries().simulate_streamed(stream, options, rows);
 }
 
 }  // namespace dfl::cli

@@ -30,5 +30,7 @@ Subcommand add_describe_command(CLI::App& app);
 // the module's file when it cannot be loaded.
 void load_simulator();
 format::Result simulate(const format::Trace& trace, const sim::SimOptions& options);
+format::Result simulate_streamed(format::TraceStream& stream, const sim::SimOptions& options,
+                                 format::RowSink& rows);
 
 }  // namespace dfl::cli

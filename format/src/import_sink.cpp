@@ -358,6 +358,10 @@ std::int64_t Sink::mapped_priority(const Request& r) {
   return r.priority;
 }
 
+namespace {
+const std::string kDefaultOrigin = "origin";
+}  // namespace
+
 void Sink::request(const Request& r) {
   if (r.t < last_t_) throw std::logic_error("import: requests out of time order");
   last_t_ = r.t;
@@ -375,6 +379,9 @@ void Sink::request(const Request& r) {
   }
   if (fresh) {
     ++revisions_;
+    const std::string& origin = r.origin.empty() ? kDefaultOrigin : r.origin;
+    if (std::find(origins_.begin(), origins_.end(), origin) == origins_.end())
+      origins_.push_back(origin);  // A handful: a scan is enough.
     line(ojson{{"op", "artifact"},
                {"id", it->second.id},
                {"resource", r.object},
@@ -382,7 +389,7 @@ void Sink::request(const Request& r) {
                {"target", "import"},
                {"generation", 0},
                {"size", r.size},
-               {"origin", r.origin.empty() ? std::string("origin") : r.origin}});
+               {"origin", origin}});
   }
 
   const std::string owner = owner_of(r.owner.empty() ? std::string("log") : r.owner, r.t);
@@ -490,8 +497,14 @@ void Sink::finish(const std::string& name, ojson options, std::ostream& out) {
   ojson header{{"format", "demandflight-trace"},
                {"version", 1},
                {"name", name},
-               {"seed", model_.seed},
-               {"x-import", x}};
+               {"seed", model_.seed}};
+  if (!origins_.empty()) {
+    ojson origins = ojson::object();
+    for (const std::string& origin : origins_)
+      origins[origin] = ojson::object();  // The default link.
+    header["platform"] = {{"origins", origins}};
+  }
+  header["x-import"] = x;
   out << header.dump() << '\n';
   std::rewind(body_.get());
   char buffer[1 << 16];

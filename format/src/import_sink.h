@@ -156,6 +156,9 @@ class Sink {
   double last_t_ = 0;
   std::map<std::string, std::uint64_t> skipped_;
   std::map<std::string, std::uint64_t> counts_;
+  // Origins in the order artifacts first name them, declared in the header
+  // (a streamed run builds its platform before the first record).
+  std::vector<std::string> origins_;
   std::uint64_t demands_ = 0, revisions_ = 0, size_changes_ = 0, cancels_ = 0, abandons_ = 0,
                 set_priorities_ = 0, sessions_made_ = 0, owner_ends_ = 0, unmapped_ = 0,
                 deadlines_ = 0, changes_after_end_ = 0;

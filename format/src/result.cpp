@@ -7,7 +7,10 @@
 #include <string_view>
 #include <type_traits>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <ostream>
+#include <sstream>
+#include <stdexcept>
 
 namespace dfl::format {
 namespace {
@@ -190,99 +193,97 @@ std::string_view to_string(ServedBy served_by) {
   return "none";
 }
 
-// Streams one record per line, so a run of a million demands never builds a
-// million-element JSON tree in memory; each line is what nlohmann's dump()
-// gives for that record (ResultJson.* checks it).
-void write_result_json(const Result& result, const Trace& trace, std::ostream& out) {
+namespace {
+
+void write_demand_row(JsonOut& json, const DemandResult& d, std::string_view demand_id,
+                      const Trace& trace) {
+  json.key("demand").string(demand_id);
+  json.raw(",").key("owner").string(trace.owners[d.owner]);
+  json.raw(",").key("artifact").string(trace.artifacts[d.artifact].id);
+  json.raw(",").key("priority").number(d.priority);
+  json.raw(",").key("t_subscribe").number(d.t_subscribe);
+  json.raw(",").key("t_end");
+  if (d.ended) {
+    json.number(d.t_end);
+  } else {
+    json.raw("null");
+  }
+  json.raw(",").key("latency_s");
+  if (d.ended) {
+    json.number(d.t_end - d.t_subscribe);
+  } else {
+    json.raw("null");
+  }
+  json.raw(",").key("outcome");
+  if (d.ended) {
+    json.string(to_string(d.outcome));
+  } else {
+    json.raw("null");
+  }
+  json.raw(",").key("task");
+  if (d.task != 0) {
+    json.number(d.task - 1);
+  } else {
+    json.raw("null");
+  }
+  json.raw(",").key("served_by");
+  if (d.served_by != ServedBy::none) {
+    json.string(to_string(d.served_by));
+  } else {
+    json.raw("null");
+  }
+  json.raw("}");
+}
+
+void write_task_row(JsonOut& json, const TaskResult& t, std::string_view policy,
+                    const Trace& trace) {
+  json.key("artifact").string(trace.artifacts[t.artifact].id);
+  json.raw(",").key("t_start").number(t.t_start);
+  json.raw(",").key("t_first_start");
+  if (t.t_first_start) {
+    json.number(*t.t_first_start);
+  } else {
+    json.raw("null");
+  }
+  json.raw(",").key("t_end").number(t.t_end);
+  json.raw(",").key("outcome").string(to_string(t.outcome));
+  json.raw(",").key("attempts").number(t.attempts);
+  json.raw(",").key("bytes_transferred").number(t.bytes_transferred);
+  json.raw(",").key("installs").number(t.installs);
+  json.raw(",").key("priority_timeline").raw("[");
+  bool first_change = true;
+  for (const auto& [at, priority] : t.priority_timeline) {
+    json.raw(first_change ? "[" : ",[").number(at).raw(",");
+    if (priority) {
+      json.number(*priority);
+    } else {
+      json.raw("null");
+    }
+    json.raw("]");
+    first_change = false;
+  }
+  json.raw("],").key("orphan_decisions").raw("[");
+  bool first_decision = true;
+  for (const OrphanDecisionResult& o : t.orphan_decisions) {
+    json.raw(first_decision ? "{" : ",{").key("t").number(o.t);
+    json.raw(",").key("decision").string(to_string(o.decision));
+    json.raw(",").key("bytes_done").number(o.bytes_done);
+    json.raw(",").key("policy").string(policy).raw("}");
+    first_decision = false;
+  }
+  json.raw("]}");
+}
+
+void write_head(JsonOut& json, const Result& result) {
   ojson head{{"format", "demandflight-result"}, {"version", 1},
              {"trace", result.trace_name},      {"model", result.model},
              {"policy", result.policy},         {"seed", result.seed}};
   std::string text = head.dump();
   text.pop_back();  // Reopen the object.
-  JsonOut json(out);
   json.raw(text).raw(",\n\"demands\": [");
-  bool first = true;
-  for (const DemandResult& d : result.demands) {
-    json.raw(first ? "\n {" : ",\n {");
-    json.key("demand").string(trace.demand_ids[d.demand]);
-    json.raw(",").key("owner").string(trace.owners[d.owner]);
-    json.raw(",").key("artifact").string(trace.artifacts[d.artifact].id);
-    json.raw(",").key("priority").number(d.priority);
-    json.raw(",").key("t_subscribe").number(d.t_subscribe);
-    json.raw(",").key("t_end");
-    if (d.ended) {
-      json.number(d.t_end);
-    } else {
-      json.raw("null");
-    }
-    json.raw(",").key("latency_s");
-    if (d.ended) {
-      json.number(d.t_end - d.t_subscribe);
-    } else {
-      json.raw("null");
-    }
-    json.raw(",").key("outcome");
-    if (d.ended) {
-      json.string(to_string(d.outcome));
-    } else {
-      json.raw("null");
-    }
-    json.raw(",").key("task");
-    if (d.task != 0) {
-      json.number(d.task - 1);
-    } else {
-      json.raw("null");
-    }
-    json.raw(",").key("served_by");
-    if (d.served_by != ServedBy::none) {
-      json.string(to_string(d.served_by));
-    } else {
-      json.raw("null");
-    }
-    json.raw("}");
-    first = false;
-  }
-  json.raw("],\n\"tasks\": [");
-  first = true;
-  for (const TaskResult& t : result.tasks) {
-    json.raw(first ? "\n {" : ",\n {");
-    json.key("artifact").string(trace.artifacts[t.artifact].id);
-    json.raw(",").key("t_start").number(t.t_start);
-    json.raw(",").key("t_first_start");
-    if (t.t_first_start) {
-      json.number(*t.t_first_start);
-    } else {
-      json.raw("null");
-    }
-    json.raw(",").key("t_end").number(t.t_end);
-    json.raw(",").key("outcome").string(to_string(t.outcome));
-    json.raw(",").key("attempts").number(t.attempts);
-    json.raw(",").key("bytes_transferred").number(t.bytes_transferred);
-    json.raw(",").key("installs").number(t.installs);
-    json.raw(",").key("priority_timeline").raw("[");
-    bool first_change = true;
-    for (const auto& [at, priority] : t.priority_timeline) {
-      json.raw(first_change ? "[" : ",[").number(at).raw(",");
-      if (priority) {
-        json.number(*priority);
-      } else {
-        json.raw("null");
-      }
-      json.raw("]");
-      first_change = false;
-    }
-    json.raw("],").key("orphan_decisions").raw("[");
-    bool first_decision = true;
-    for (const OrphanDecisionResult& o : t.orphan_decisions) {
-      json.raw(first_decision ? "{" : ",{").key("t").number(o.t);
-      json.raw(",").key("decision").string(to_string(o.decision));
-      json.raw(",").key("bytes_done").number(o.bytes_done);
-      json.raw(",").key("policy").string(result.policy).raw("}");
-      first_decision = false;
-    }
-    json.raw("]}");
-    first = false;
-  }
+}
+
+void write_tail(JsonOut& json, const Result& result) {
   const Summary& s = result.summary;
   ojson outcomes;
   for (DemandOutcome o : {DemandOutcome::succeeded, DemandOutcome::failed, DemandOutcome::cancelled,
@@ -314,6 +315,96 @@ void write_result_json(const Result& result, const Trace& trace, std::ostream& o
   json.flush();
 }
 
+}  // namespace
+
+// Streams one record per line, so a run of a million demands never builds a
+// million-element JSON tree in memory; each line is what nlohmann's dump()
+// gives for that record (ResultJson.* checks it).
+void write_result_json(const Result& result, const Trace& trace, std::ostream& out) {
+  JsonOut json(out);
+  write_head(json, result);
+  bool first = true;
+  for (const DemandResult& d : result.demands) {
+    json.raw(first ? "\n {" : ",\n {");
+    write_demand_row(json, d, trace.demand_ids[d.demand], trace);
+    first = false;
+  }
+  json.raw("],\n\"tasks\": [");
+  first = true;
+  for (const TaskResult& t : result.tasks) {
+    json.raw(first ? "\n {" : ",\n {");
+    write_task_row(json, t, result.policy, trace);
+    first = false;
+  }
+  write_tail(json, result);
+}
+
+// --- ResultJsonWriter -----------------------------------------------------------------
+
+struct ResultJsonWriter::Impl {
+  Impl(std::ostream& out, std::string policy_name, const Trace& names)
+      : json(out), tasks_out(tasks_buffer), policy(std::move(policy_name)), trace(names) {}
+  JsonOut json;
+  // Task rows wait in a temporary file (they follow every demand row).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> tasks{std::tmpfile(), &std::fclose};
+  std::ostringstream tasks_buffer;
+  JsonOut tasks_out;
+  std::string policy;
+  const Trace& trace;
+  bool first_demand = true;
+  bool first_task = true;
+
+  void spill_tasks() {
+    const std::string text = tasks_buffer.str();
+    if (text.empty()) return;
+    if (std::fwrite(text.data(), 1, text.size(), tasks.get()) != text.size())
+      throw std::runtime_error("writing the task rows to a temporary file failed");
+    tasks_buffer.str({});
+  }
+};
+
+ResultJsonWriter::ResultJsonWriter(std::ostream& out, const Result& head, const Trace& trace)
+    : impl_(std::make_unique<Impl>(out, head.policy, trace)) {
+  if (!impl_->tasks) throw std::runtime_error("cannot create a temporary file for the task rows");
+  write_head(impl_->json, head);
+}
+
+ResultJsonWriter::~ResultJsonWriter() = default;
+
+void ResultJsonWriter::demand(const DemandResult& d, std::string_view demand_id) {
+  impl_->json.raw(impl_->first_demand ? "\n {" : ",\n {");
+  write_demand_row(impl_->json, d, demand_id, impl_->trace);
+  impl_->first_demand = false;
+}
+
+void ResultJsonWriter::task(const TaskResult& t) {
+  impl_->tasks_out.raw(impl_->first_task ? "\n {" : ",\n {");
+  write_task_row(impl_->tasks_out, t, impl_->policy, impl_->trace);
+  impl_->first_task = false;
+  if (impl_->tasks_buffer.tellp() >= (1 << 20)) {
+    impl_->tasks_out.flush();
+    impl_->spill_tasks();
+  }
+}
+
+void ResultJsonWriter::finish(const Result& result) {
+  impl_->tasks_out.flush();
+  impl_->spill_tasks();
+  JsonOut& json = impl_->json;
+  json.raw("],\n\"tasks\": [");
+  json.flush();
+  std::FILE* tasks = impl_->tasks.get();
+  std::rewind(tasks);
+  std::string buffer(1 << 20, '\0');
+  for (;;) {
+    const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), tasks);
+    if (n == 0) break;
+    json.raw(std::string_view(buffer.data(), n));
+  }
+  if (std::ferror(tasks)) throw std::runtime_error("reading the task rows back failed");
+  write_tail(json, result);
+}
+
 namespace {
 
 std::string bytes_text(std::uint64_t bytes) {
@@ -342,9 +433,9 @@ std::string seconds_text(const std::optional<double>& s) {
 
 void print_summary(const Result& r, const Trace& trace, const char* clock, std::FILE* out) {
   const Summary& s = r.summary;
-  std::fprintf(out, "%s: model=%s policy=%s seed=%llu, %zu demands, %zu tasks, %.3f s %s\n",
+  std::fprintf(out, "%s: model=%s policy=%s seed=%llu, %llu demands, %llu tasks, %.3f s %s\n",
                trace.name.c_str(), r.model.c_str(), r.policy.c_str(),
-               static_cast<unsigned long long>(r.seed), r.demands.size(), r.tasks.size(),
+               static_cast<unsigned long long>(r.seed), static_cast<unsigned long long>(r.demand_count()), static_cast<unsigned long long>(r.task_count()),
                s.makespan_s, clock);
   std::fprintf(out,
                "  outcomes   succeeded %llu  failed %llu  cancelled %llu  timed_out %llu  "

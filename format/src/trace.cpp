@@ -3,6 +3,7 @@
 // Every object is read through a FieldReader that remembers which fields were
 // used, so an unknown field (a typo) is an error unless it starts with "x-".
 #include "demandflight/format/trace.h"
+#include "stream_demand_ids.h"
 
 #include <absl/container/flat_hash_set.h>
 #include <simdjson.h>
@@ -452,40 +453,66 @@ class Reader {
   explicit Reader(std::string file, bool manifest = false) : manifest_(manifest) {
     trace_.file = std::move(file);
   }
+  // A streamed trace (TraceStream): records are handed out one by one, and
+  // demand ids go to `ids` instead of Trace::demand_ids.
+  Reader(std::string file, detail::StreamDemandIds& ids) : stream_ids_(&ids) {
+    trace_.file = std::move(file);
+  }
   // The id indices point into trace_: a copy would share them.
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
   Trace read(std::istream& in) {
-    std::string text;
-    std::size_t line = 0;
-    bool header_seen = false;
-    FlatObject flat;
-    FlatParser parser(flat);
-    while (std::getline(in, text)) {
-      ++line;
-      text.reserve(text.size() + simdjson::SIMDJSON_PADDING);              // For FlatParser.
-      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // Blank line.
-      // Errors: parse_error, and out_of_range for a number no double holds
-      // (found by trace_fuzz), in json::parse's words.
-      if (!parser.parse(text))
-        throw TraceError(trace_.file, line, "-", "not valid JSON: " + parser.error());
-      if (!parser.is_object()) throw TraceError(trace_.file, line, "-", "must be a JSON object");
-      if (!header_seen && !(manifest_ && flat.find("format") == nullptr)) {
-        header(json::parse(text), line);  // Once, with its nested objects.
-        header_seen = true;
-      } else {
-        record(flat, line);
-      }
+    while (read_line(in)) {
     }
     if (manifest_) {
-      if (trace_.artifacts.empty()) throw TraceError(trace_.file, line, "op", "no artifact lines");
+      if (trace_.artifacts.empty()) throw TraceError(trace_.file, line_, "op", "no artifact lines");
       return std::move(trace_);
     }
-    if (!header_seen) throw TraceError(trace_.file, 1, "format", "empty trace: no header line");
+    if (!header_seen_) throw TraceError(trace_.file, 1, "format", "empty trace: no header line");
     return std::move(trace_);
   }
 
+  // Streamed: the next timed record, or false at the end of the input. The
+  // first call reads the header (and fails if there is none).
+  bool next(std::istream& in, Record& out) {
+    streamed_ = &out;
+    have_streamed_ = false;
+    while (!have_streamed_ && read_line(in)) {
+    }
+    if (!header_seen_) throw TraceError(trace_.file, 1, "format", "empty trace: no header line");
+    return have_streamed_;
+  }
+  // Streamed: from now on an origin no header or artifact line has named
+  // cannot be added (the platform is built).
+  void seal_origins() { origins_sealed_ = true; }
+  const Trace& trace() const { return trace_; }
+  std::uint64_t records() const { return records_; }
+
+ private:
+  // Reads and handles one line; false at the end of the input.
+  bool read_line(std::istream& in) {
+    for (;;) {
+      if (!std::getline(in, text_)) return false;
+      ++line_;
+      text_.reserve(text_.size() + simdjson::SIMDJSON_PADDING);              // For FlatParser.
+      if (text_.find_first_not_of(" \t\r") != std::string::npos) break;  // Not blank.
+    }
+    // Errors: parse_error, and out_of_range for a number no double holds
+    // (found by trace_fuzz), in json::parse's words.
+    if (!parser_.parse(text_))
+      throw TraceError(trace_.file, line_, "-", "not valid JSON: " + parser_.error());
+    if (!parser_.is_object()) throw TraceError(trace_.file, line_, "-", "must be a JSON object");
+    if (!header_seen_ && !(manifest_ && flat_.find("format") == nullptr)) {
+      header(json::parse(text_), line_);  // Once, with its nested objects.
+      header_seen_ = true;
+    } else {
+      record(flat_, line_);
+    }
+    return true;
+  }
+
+ public:
  private:
   void header(const json& object, std::size_t line) {
     FieldReader<json> f(object, trace_.file, line, "");
@@ -592,7 +619,8 @@ class Reader {
       f.finish();
       return;
     }
-    if (trace_.records.size() >= defaults::max_records) f.fail("-", "too many records");
+    if (stream_ids_ == nullptr && trace_.records.size() >= defaults::max_records)
+      f.fail("-", "too many records");
     Record r;
     r.line = static_cast<std::uint32_t>(line);
     r.t = f.number("t", 0, kMaxTime);
@@ -603,12 +631,19 @@ class Reader {
     last_t_ = r.t;
     if (op == "subscribe") {
       r.op = Op::subscribe;
-      r.demand = static_cast<std::uint32_t>(trace_.demand_ids.size());
-      trace_.demand_ids.emplace_back(f.text("demand"));
-      if (!demands_.insert(r.demand)) {
-        std::string demand = std::move(trace_.demand_ids.back());
-        trace_.demand_ids.pop_back();
-        f.fail("demand", "demand id \"" + demand + "\" is already used");
+      if (stream_ids_ != nullptr) {
+        const std::string_view id = f.text("demand");
+        const auto index = stream_ids_->add(id);
+        if (!index) f.fail("demand", "demand id \"" + std::string(id) + "\" is already used");
+        r.demand = *index;
+      } else {
+        r.demand = static_cast<std::uint32_t>(trace_.demand_ids.size());
+        trace_.demand_ids.emplace_back(f.text("demand"));
+        if (!demands_.insert(r.demand)) {
+          std::string demand = std::move(trace_.demand_ids.back());
+          trace_.demand_ids.pop_back();
+          f.fail("demand", "demand id \"" + demand + "\" is already used");
+        }
       }
       r.owner = owner(f.text("owner"));
       r.artifact = artifact_ref(f, "artifact");
@@ -671,7 +706,13 @@ class Reader {
                        "\" (expected artifact, subscribe, cancel, set_priority, end_owner, fault)");
     }
     f.finish();
-    trace_.records.push_back(r);
+    ++records_;
+    if (streamed_ != nullptr) {
+      *streamed_ = r;
+      have_streamed_ = true;
+    } else {
+      trace_.records.push_back(r);
+    }
   }
 
   void artifact(FieldReader<FlatObject>& f) {
@@ -691,6 +732,12 @@ class Reader {
     } else if (origins_declared_) {
       f.fail("origin", "origin \"" + origin + "\" is not declared in platform.origins");
     } else {
+      if (origins_sealed_) {
+        f.fail("origin", "origin \"" + origin +
+                             "\" is first named after the first timed record: a streamed run "
+                             "builds its platform before that record; declare it in "
+                             "platform.origins or name it on an earlier artifact line");
+      }
       if (trace_.platform.origins.size() >= defaults::max_origins)
         f.fail("origin", "too many origins");
       a.origin = add_origin(
@@ -727,7 +774,7 @@ class Reader {
 
   std::uint32_t demand_ref(FieldReader<FlatObject>& f) {
     const std::string_view id = f.text("demand");
-    const auto index = demands_.find(id);
+    const auto index = stream_ids_ != nullptr ? stream_ids_->find(id) : demands_.find(id);
     if (!index) f.fail("demand", "unknown demand \"" + std::string(id) + "\"");
     return *index;
   }
@@ -742,6 +789,17 @@ class Reader {
 
   Trace trace_;
   bool manifest_ = false;
+  std::string text_;
+  std::size_t line_ = 0;
+  bool header_seen_ = false;
+  FlatObject flat_;
+  FlatParser parser_{flat_};
+  std::uint64_t records_ = 0;
+  // Streamed (TraceStream).
+  detail::StreamDemandIds* stream_ids_ = nullptr;
+  Record* streamed_ = nullptr;
+  bool have_streamed_ = false;
+  bool origins_sealed_ = false;
   bool origins_declared_ = false;
   double last_t_ = 0;
   std::unordered_map<std::string, std::uint32_t> origin_index_;  // A handful.
@@ -835,6 +893,44 @@ Trace read_manifest(const std::string& path) {
   if (!in) throw TraceError(path, 0, "-", "cannot open the file");
   return Reader(path, true).read(in);
 }
+
+struct TraceStream::Impl {
+  explicit Impl(const std::string& path) : reader(path, ids) {}
+  std::ifstream in;
+  detail::StreamDemandIds ids;
+  Reader reader;
+  Record pending;
+  bool has_pending = false;
+};
+
+TraceStream::TraceStream(const std::string& path) : impl_(std::make_unique<Impl>(path)) {
+  impl_->in.open(path);
+  if (!impl_->in) throw TraceError(path, 0, "-", "cannot open file");
+  impl_->has_pending = impl_->reader.next(impl_->in, impl_->pending);
+  impl_->reader.seal_origins();
+}
+
+TraceStream::~TraceStream() = default;
+
+const Trace& TraceStream::trace() const { return impl_->reader.trace(); }
+
+bool TraceStream::next(Record& record) {
+  if (impl_->has_pending) {
+    record = impl_->pending;
+    impl_->has_pending = false;
+    return true;
+  }
+  return impl_->reader.next(impl_->in, record);
+}
+
+const std::string& TraceStream::demand_id(std::uint32_t demand) const {
+  return impl_->ids.id(demand);
+}
+void TraceStream::demand_ended(std::uint32_t demand) { impl_->ids.ended(demand); }
+void TraceStream::demand_written(std::uint32_t demand) { impl_->ids.written(demand); }
+std::uint64_t TraceStream::demands_read() const { return impl_->ids.count(); }
+std::uint64_t TraceStream::records_read() const { return impl_->reader.records(); }
+std::size_t TraceStream::demand_ids_kept() const { return impl_->ids.kept(); }
 
 Trace read_trace(const std::string& path) {
   std::ifstream in(path);

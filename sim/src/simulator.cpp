@@ -129,8 +129,10 @@ struct KeyFaults {
 
 class Simulation {
  public:
-  Simulation(const Trace& trace, const SimOptions& options)
+  Simulation(const Trace& trace, const SimOptions& options, TraceStream* stream = nullptr,
+             RowSink* rows = nullptr)
       : trace_(trace),
+        stream_(stream),
         options_(options),
         recorder_(trace, std::string(to_string(options.model)), options.policy,
                   options.seed.value_or(trace.seed)),
@@ -145,20 +147,15 @@ class Simulation {
       auto it = transfers_.find(id.value);
       return it == transfers_.end() ? 0 : bytes_done(it->second);
     });
+    if (stream_ != nullptr) recorder_.stream_rows(*rows, *stream_);
   }
 
   Result run() {
     if (!options_.timeline_path.empty()) timeline_.enable();
     build_platform();
-    faults_.assign(recorder_.key_count(), KeyFaults{});
     handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
     subscribe_as_.reserve(trace_.artifacts.size());
-    for (std::uint32_t a = 0; a < trace_.artifacts.size(); ++a) {
-      const Artifact& artifact = trace_.artifacts[a];
-      subscribe_as_.push_back(SubscribeAs{recorder_.key_ref(recorder_.key_of_artifact(a)),
-                                          scheduler_.key_hash(artifact.key), artifact.size_bytes,
-                                          artifact.origin});
-    }
+    add_artifacts();
     if (!options_.transfer_log_path.empty()) {
       transfer_log_.open(options_.transfer_log_path);
       if (!transfer_log_) throw std::runtime_error("cannot write " + options_.transfer_log_path);
@@ -169,7 +166,15 @@ class Simulation {
       enter();
       on_completion(a);
     });
-    if (!trace_.records.empty()) {
+    if (stream_ != nullptr) {
+      has_next_ = stream_->next(next_);
+      if (has_next_) {
+        Timer::set(next_.t, [this] {
+          enter();
+          on_records_due();
+        });
+      }
+    } else if (!trace_.records.empty()) {
       Timer::set(trace_.records.front().t, [this] {
         enter();
         on_records_due();
@@ -255,8 +260,36 @@ class Simulation {
 
   // --- Trace records -------------------------------------------------------
 
+  // The artifacts read since the last call (a streamed trace's grow as it
+  // is read): what a subscribe of each passes, and their keys' faults.
+  void add_artifacts() {
+    recorder_.add_artifacts();
+    for (auto a = static_cast<std::uint32_t>(subscribe_as_.size()); a < trace_.artifacts.size();
+         ++a) {
+      const Artifact& artifact = trace_.artifacts[a];
+      subscribe_as_.push_back(SubscribeAs{recorder_.key_ref(recorder_.key_of_artifact(a)),
+                                          scheduler_.key_hash(artifact.key), artifact.size_bytes,
+                                          artifact.origin});
+    }
+    faults_.resize(recorder_.key_count(), KeyFaults{});
+  }
+
   void on_records_due() {
     const double t = now();
+    if (stream_ != nullptr) {
+      while (has_next_ && next_.t <= t) {
+        if (trace_.artifacts.size() != subscribe_as_.size()) add_artifacts();
+        apply(next_);
+        has_next_ = stream_->next(next_);
+      }
+      if (has_next_) {
+        Timer::set(next_.t, [this] {
+          enter();
+          on_records_due();
+        });
+      }
+      return;
+    }
     while (next_record_ < trace_.records.size() && trace_.records[next_record_].t <= t) {
       apply(trace_.records[next_record_++]);
     }
@@ -283,15 +316,40 @@ class Simulation {
         recorder_.before_subscribe(t, r);
         subscribing_key_ = recorder_.key_of_artifact(r.artifact);
         if (decisions_) decisions_->subscribed(subscribing_key_);
-        handle_of_demand_[r.demand] = scheduler_.subscribe(t, a.key, a.key_hash, o);
+        const DemandHandle handle = scheduler_.subscribe(t, a.key, a.key_hash, o);
+        if (stream_ != nullptr) {
+          live_handles_.emplace(r.demand, handle);  // Until its Deliver (drain, below).
+        } else {
+          handle_of_demand_[r.demand] = handle;
+        }
         timeline_.demand_started(r.owner, trace_.owners[r.owner], r.demand, t);
         break;
       }
       case Op::cancel:
-        scheduler_.cancel(t, handle_of_demand_[r.demand]);
+        if (stream_ != nullptr) {
+          // A demand that has ended is no longer known by handle here: it is
+          // ignored as the scheduler ignores a stale handle, and counted alike.
+          auto it = live_handles_.find(r.demand);
+          if (it == live_handles_.end()) {
+            ++stale_cancels_;
+          } else {
+            scheduler_.cancel(t, it->second);
+          }
+        } else {
+          scheduler_.cancel(t, handle_of_demand_[r.demand]);
+        }
         break;
       case Op::set_priority:
-        scheduler_.set_priority(t, handle_of_demand_[r.demand], r.priority);
+        if (stream_ != nullptr) {
+          auto it = live_handles_.find(r.demand);
+          if (it == live_handles_.end()) {
+            ++stale_priority_changes_;
+          } else {
+            scheduler_.set_priority(t, it->second, r.priority);
+          }
+        } else {
+          scheduler_.set_priority(t, handle_of_demand_[r.demand], r.priority);
+        }
         break;
       case Op::end_owner:
         scheduler_.end_owner(
@@ -444,6 +502,10 @@ class Simulation {
 
   void handle(Deliver& c) {
     const DemandResult& d = recorder_.on(now(), c);
+    if (stream_ != nullptr) {
+      live_handles_.erase(d.demand);
+      return;  // No timeline in a streamed run (and no demand ids to give it).
+    }
     timeline_.demand_ended(d.owner, d.demand, trace_.demand_ids[d.demand],
                            trace_.artifacts[d.artifact].id, d.t_subscribe, d.t_end,
                            to_string(c.outcome));
@@ -706,8 +768,8 @@ class Simulation {
   }
 
   Result finish() {
-    recorder_.ignored(scheduler_.stats().stale_cancels_ignored,
-                      scheduler_.stats().stale_priority_changes_ignored);
+    recorder_.ignored(scheduler_.stats().stale_cancels_ignored + stale_cancels_,
+                      scheduler_.stats().stale_priority_changes_ignored + stale_priority_changes_);
     for (std::string& w : setting_warnings(trace_, options_))
       recorder_.warn(std::move(w));
     Result result = recorder_.finish(now());
@@ -746,6 +808,14 @@ class Simulation {
   }
 
   const Trace& trace_;
+  TraceStream* stream_ = nullptr;  // A streamed run reads its records here.
+  Record next_;                    // Its next record,
+  bool has_next_ = false;          // if any.
+  // Its live demands' handles (a demand leaves at its terminal), and the
+  // cancels and set_priority records that came after their demand's end.
+  absl::flat_hash_map<std::uint32_t, DemandHandle> live_handles_;
+  std::uint64_t stale_cancels_ = 0;
+  std::uint64_t stale_priority_changes_ = 0;
   SimOptions options_;
   // The virtual time of what is being handled: SimGrid's clock in a callback
   // (enter), or the earlier time of a finalize that catch_up() finishes late.
@@ -827,6 +897,23 @@ std::vector<std::string> setting_warnings(const Trace& trace, const SimOptions& 
                   " = " + std::to_string(reachable) + " transfers run at once");
   }
   return out;
+}
+
+Result simulate_streamed(TraceStream& stream, const SimOptions& options, RowSink& rows) {
+  if (!options.timeline_path.empty()) throw std::invalid_argument("a streamed run writes no timeline");
+  if (!options.decisions_path.empty())
+    throw std::invalid_argument("a streamed run writes no decision log");
+  if (options.policy_object == nullptr && !streamable_policy(options.policy)) {
+    throw std::invalid_argument("policy " + options.policy +
+                                " reads the whole trace in advance: it cannot run streamed");
+  }
+  Simulation simulation(stream.trace(), options, &stream, &rows);
+  return simulation.run();
+}
+
+bool streamable_policy(std::string_view spec) {
+  const std::string_view name = spec.substr(0, spec.find(':'));
+  return name != "lookahead" && name != "oracle";
 }
 
 Result simulate(const Trace& trace, const SimOptions& options) {

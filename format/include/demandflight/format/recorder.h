@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,7 +43,6 @@ class ResultRecorder {
     // Tasks are made only by subscribes: no task table grows by copying
     // (pages are touched as tasks come; the rest is only address space).
     result_.tasks.reserve(trace.demand_ids.size());
-    result_index_of_demand_.assign(trace.demand_ids.size(), 0);
     // Aliases with one key share one key index (faults, orphan installs).
     key_of_artifact_.reserve(trace.artifacts.size());
     key_index_.reserve(trace.artifacts.size());  // No rehash: it would hash every key again.
@@ -61,7 +61,8 @@ class ResultRecorder {
     // index share these, so keys are compared by pointer and never copied.
     // The keys lie in one block that each KeyRef shares, so that an evicted
     // key maps back to its index by its address.
-    key_block_ = std::make_shared<ArtifactKey[]>(key_artifact_.size());
+    key_block_size_ = key_artifact_.size();
+    key_block_ = std::make_shared<ArtifactKey[]>(key_block_size_);
     key_refs_.reserve(key_artifact_.size());
     for (std::size_t k = 0; k < key_artifact_.size(); ++k) {
       key_block_[k] = trace.artifacts[key_artifact_[k]].key;
@@ -70,6 +71,38 @@ class ResultRecorder {
   }
   ResultRecorder(const ResultRecorder&) = delete;
   ResultRecorder& operator=(const ResultRecorder&) = delete;
+
+  // --- Streamed runs (sim --stream) --------------------------------------------
+  // Rows go to `sink` as they end, demands in subscribe order and tasks in
+  // start order, and are not kept: a row waits only while an earlier one is
+  // still running. Demand ids come from `stream`, which is told when a demand
+  // ends and when its row is written; latencies go to a LatencySpill. Call
+  // before the first subscribe.
+  void stream_rows(RowSink& sink, TraceStream& stream) {
+    sink_ = &sink;
+    stream_ = &stream;
+    latencies_ = std::make_unique<LatencySpill>();
+  }
+  bool streaming() const { return sink_ != nullptr; }
+
+  // The trace's artifacts read since the last call (a streamed trace's
+  // catalog grows as it is read): their keys get indices. A runtime calls it
+  // before a record naming a new artifact goes in.
+  void add_artifacts() {
+    for (std::size_t a = key_of_artifact_.size(); a < trace_.artifacts.size(); ++a) {
+      const ArtifactKey& key = trace_.artifacts[a].key;
+      auto [it, inserted] =
+          key_index_.try_emplace(key, static_cast<std::uint32_t>(key_index_.size()));
+      key_of_artifact_.push_back(it->second);
+      if (!inserted) continue;
+      key_size_.push_back(trace_.artifacts[a].size_bytes);
+      key_artifact_.push_back(static_cast<std::uint32_t>(a));
+      orphan_install_size_.push_back(0);
+      partial_pending_.push_back(0);
+      // Outside key_block_: charge_pending() finds it by key_index_.
+      key_refs_.emplace_back(std::make_shared<const ArtifactKey>(key));
+    }
+  }
 
   // --- Keys ------------------------------------------------------------------
   std::size_t key_count() const { return key_size_.size(); }
@@ -86,9 +119,17 @@ class ResultRecorder {
   // A subscribe of `r` at `t`, before its commands: the next DemandAttached,
   // or a Deliver of a handle not yet known, is this demand's.
   void before_subscribe(double t, const Record& r) {
-    result_index_of_demand_[r.demand] = static_cast<std::uint32_t>(result_.demands.size());
-    result_.demands.push_back(DemandResult{r.demand, r.owner, r.artifact, r.priority, t, 0,
-                                           DemandOutcome::failed, false});
+    // Rows are in subscribe order, and a demand's index is its subscribe's
+    // number: the row of demand d is row d.
+    const DemandResult row{r.demand, r.owner, r.artifact, r.priority, t, 0,
+                           DemandOutcome::failed, false};
+    if (r.demand != demand_base_ + rows_.size() + result_.demands.size())
+      throw std::logic_error("subscribes out of order");
+    if (streaming()) {
+      rows_.push_back(row);
+    } else {
+      result_.demands.push_back(row);
+    }
     creating_artifact_ = r.artifact;
     subscribing_ = r.demand;
     created_task_ = 0;
@@ -127,7 +168,7 @@ class ResultRecorder {
     if (subscribing_ == kNoDemand) throw std::logic_error("a demand attached outside a subscribe");
     if (c.demand.slot >= live_.size()) live_.resize(c.demand.slot + 1);
     live_[c.demand.slot] = LiveDemand{c.demand.generation, true, subscribing_};
-    DemandResult& d = result_.demands[result_index_of_demand_[subscribing_]];
+    DemandResult& d = demand_row(subscribing_);
     d.task = c.task.value;
     // A task at the orphan level (no TaskPriorityChanged has raised it yet) is
     // an orphan this demand re-attaches to.
@@ -146,14 +187,13 @@ class ResultRecorder {
     } else if (subscribing_ != kNoDemand) {
       demand = subscribing_;  // An immediate terminal: a cache hit or a refusal.
       subscribing_ = kNoDemand;
-      if (c.outcome == DemandOutcome::succeeded) {
-        result_.demands[result_index_of_demand_[demand]].served_by = ServedBy::cache;
-      }
+      if (c.outcome == DemandOutcome::succeeded) demand_row(demand).served_by = ServedBy::cache;
     } else {
       throw std::logic_error("delivery to an unknown demand");
     }
-    DemandResult& d = result_.demands[result_index_of_demand_[demand]];
+    DemandResult& d = demand_row(demand);
     if (d.ended) throw std::logic_error("a demand received a second terminal");
+    if (stream_ != nullptr) stream_->demand_ended(demand);
     d.ended = true;
     d.t_end = t;
     d.outcome = c.outcome;
@@ -177,18 +217,23 @@ class ResultRecorder {
   }
 
   const TaskResult& on(double t, const TaskCreated& c) {
-    if (c.task.value != result_.tasks.size() + 1) throw std::logic_error("task ids are not dense");
+    if (c.task.value != task_base_ + task_rows_.size() + result_.tasks.size())
+      throw std::logic_error("task ids are not dense");
     track(c.task).key = key_of_artifact_[creating_artifact_];
     created_task_ = c.task.value;
     TaskResult task;
     task.artifact = creating_artifact_;
     task.t_start = t;
+    if (streaming()) {
+      task_rows_.push_back(TaskRow{std::move(task), false});
+      return task_rows_.back().row;
+    }
     result_.tasks.push_back(std::move(task));
     return result_.tasks.back();
   }
 
   const TaskResult& on(double t, const TaskPriorityChanged& c) {
-    TaskResult& task = result_.tasks[c.task.value - 1];
+    TaskResult& task = task_row(c.task);
     TaskTrack& tracked = track(c.task);
     // The timeline is the effective priority's; an event may change only the
     // demanded one.
@@ -207,13 +252,14 @@ class ResultRecorder {
 
   void on(double t, const OrphanDecided& c) {
     if (!c.first_decision && c.decision == OrphanDecision::complete) return;
-    result_.tasks[c.task.value - 1].orphan_decisions.push_back(
+    task_row(c.task).orphan_decisions.push_back(
         OrphanDecisionResult{t, c.decision, c.bytes_done});
   }
 
   void on(double t, const TaskEnded& c) {
-    TaskResult& task = result_.tasks[c.task.value - 1];
+    TaskResult& task = task_row(c.task);
     TaskTrack& tracked = track(c.task);
+    if (streaming()) task_rows_[c.task.value - task_base_].ended = true;
     // Its last demands' terminals took it to the orphan level as it ended:
     // not a change it ran at (result.h).
     auto& timeline = task.priority_timeline;
@@ -243,7 +289,7 @@ class ResultRecorder {
   // A first attempt with an offset resumes the key's kept partial: its bytes
   // are used (unless this task is aborted in turn).
   void on(double t, const StartTransfer& c) {
-    if (c.attempt == 1) result_.tasks[c.task.value - 1].t_first_start = t;
+    if (c.attempt == 1) task_row(c.task).t_first_start = t;
     if (c.attempt != 1 || c.resume_offset_bytes == 0 || pending_partials_ == 0) return;
     TaskTrack& tracked = track(c.task);
     std::uint64_t& pending = partial_pending_[tracked.key];
@@ -266,7 +312,7 @@ class ResultRecorder {
   // After a batch of commands: priority pollution may have started or stopped.
   void after_commands(double t) {
     for (std::uint64_t id : touched_) {
-      if (track_slot_[id - 1] == kEndedTrack) continue;
+      if (track_ended(id)) continue;
       TaskTrack& task = track(TaskId{id});
       if (task.ended) continue;
       const bool polluted = task.effective && task.demanded && *task.effective > *task.demanded;
@@ -274,6 +320,7 @@ class ResultRecorder {
       if (!polluted) close_pollution(t, task);
     }
     touched_.clear();
+    if (streaming()) flush_rows();
   }
 
   // Records that did nothing (the engine's SchedulerStats counts them), and
@@ -293,7 +340,12 @@ class ResultRecorder {
       result_.summary.bytes_wasted += pending;
     for (std::uint64_t pending : partial_pending_)  // Kept, never resumed.
       result_.summary.bytes_wasted += pending;
-    compute_latencies(result_, latency_scratch_.get());
+    if (streaming()) {
+      flush_rows(/*all=*/true);
+      latencies_->finish(result_.summary);
+    } else {
+      compute_latencies(result_, latency_scratch_.get());
+    }
     return std::move(result_);
   }
 
@@ -340,7 +392,7 @@ class ResultRecorder {
     std::uint32_t index = 0;
     const ArtifactKey* p = key.get();
     const ArtifactKey* first = key_block_.get();
-    if (std::less_equal<>{}(first, p) && std::less<>{}(p, first + key_refs_.size())) {
+    if (std::less_equal<>{}(first, p) && std::less<>{}(p, first + key_block_size_)) {
       index = static_cast<std::uint32_t>(p - first);  // One of key_ref()'s.
     } else {
       auto it = key_index_.find(*key);
@@ -369,8 +421,13 @@ class ResultRecorder {
   // scratch one: nothing reads a task's figures any more (its bytes went into
   // the result at TaskEnded, as before).
   TaskTrack& track(TaskId task) {
-    if (task.value > track_slot_.size()) track_slot_.resize(task.value, kNoTrack);
-    std::uint32_t& slot = track_slot_[task.value - 1];
+    if (task.value < track_base_) {  // Ended, and its slot forgotten.
+      ended_scratch_ = TaskTrack{};
+      return ended_scratch_;
+    }
+    const std::uint64_t index = task.value - track_base_;
+    if (index >= track_slot_.size()) track_slot_.resize(index + 1, kNoTrack);
+    std::uint32_t& slot = track_slot_[index];
     if (slot == kNoTrack) {
       if (free_tracks_.empty()) {
         slot = static_cast<std::uint32_t>(tracks_.size());
@@ -388,9 +445,48 @@ class ResultRecorder {
   }
   // The task has ended: its track goes back to the pool.
   void release_track(TaskId task) {
-    std::uint32_t& slot = track_slot_[task.value - 1];
+    std::uint32_t& slot = track_slot_[task.value - track_base_];
     free_tracks_.push_back(slot);
     slot = kEndedTrack;
+    // The window starts at the oldest task that has not ended.
+    while (!track_slot_.empty() && track_slot_.front() == kEndedTrack) {
+      track_slot_.pop_front();
+      ++track_base_;
+    }
+  }
+  bool track_ended(std::uint64_t id) const {
+    return id < track_base_ || track_slot_[id - track_base_] == kEndedTrack;
+  }
+
+  // The row of a demand or task still being recorded.
+  DemandResult& demand_row(std::uint32_t demand) {
+    return streaming() ? rows_[demand - demand_base_] : result_.demands[demand];
+  }
+  TaskResult& task_row(TaskId task) {
+    if (!streaming()) return result_.tasks[task.value - 1];
+    if (task.value < task_base_) throw std::logic_error("a task written already changed");
+    return task_rows_[task.value - task_base_].row;
+  }
+
+  // Streamed: hands the rows that have ended, and every row before them has,
+  // to the sink (`all`: every row, at the end of the run).
+  void flush_rows(bool all = false) {
+    while (!rows_.empty() && (all || rows_.front().ended)) {
+      const DemandResult& d = rows_.front();
+      if (d.ended && d.outcome == DemandOutcome::succeeded)
+        latencies_->add(d.priority, d.t_end - d.t_subscribe);
+      sink_->demand(d, stream_->demand_id(d.demand));
+      stream_->demand_written(d.demand);
+      rows_.pop_front();
+      ++demand_base_;
+      ++result_.streamed_demands;
+    }
+    while (!task_rows_.empty() && (all || task_rows_.front().ended)) {
+      sink_->task(task_rows_.front().row);
+      task_rows_.pop_front();
+      ++task_base_;
+      ++result_.streamed_tasks;
+    }
   }
 
   LiveDemand* live(DemandHandle h) {
@@ -405,7 +501,8 @@ class ResultRecorder {
   std::vector<std::uint32_t> key_of_artifact_;
   std::vector<std::uint32_t> key_artifact_;  // First alias of each key.
   std::vector<std::uint64_t> key_size_;
-  std::shared_ptr<ArtifactKey[]> key_block_;  // By key index.
+  std::shared_ptr<ArtifactKey[]> key_block_;  // By key index: the trace's keys at the start
+  std::size_t key_block_size_ = 0;            // (a streamed trace's others are add_artifacts').
   std::vector<KeyRef> key_refs_;              // Sharing key_block_.
   // Room for every demand's latency (finish); not initialized, so that its
   // pages are untouched until finish() writes them.
@@ -415,7 +512,19 @@ class ResultRecorder {
   std::size_t pending_orphan_installs_ = 0;         // Keys with a non-zero entry above.
   std::vector<std::uint64_t> partial_pending_;      // Per key: kept partial not yet resumed.
   std::size_t pending_partials_ = 0;                // Keys with a non-zero entry above.
-  std::vector<std::uint32_t> result_index_of_demand_;
+  // Streamed runs: the rows not yet written (demand_base_ is the index of
+  // rows_.front(), task_base_ the TaskId of task_rows_.front()).
+  RowSink* sink_ = nullptr;
+  TraceStream* stream_ = nullptr;
+  std::unique_ptr<LatencySpill> latencies_;
+  std::deque<DemandResult> rows_;
+  std::uint64_t demand_base_ = 0;
+  struct TaskRow {
+    TaskResult row;
+    bool ended = false;
+  };
+  std::deque<TaskRow> task_rows_;
+  std::uint64_t task_base_ = 1;
   std::vector<LiveDemand> live_;
   std::uint32_t creating_artifact_ = 0;
   static constexpr std::uint32_t kNoDemand = 0xffffffff;
@@ -423,7 +532,10 @@ class ResultRecorder {
   std::uint64_t created_task_ = 0;         // and the task it made, if any.
   static constexpr std::uint32_t kNoTrack = 0xffffffff;     // Not tracked yet.
   static constexpr std::uint32_t kEndedTrack = 0xfffffffe;  // Ended: released.
-  std::vector<std::uint32_t> track_slot_;                   // By TaskId - 1: its slot in tracks_.
+  // By TaskId - track_base_: its slot in tracks_. Tasks before track_base_
+  // have all ended; so the window spans the tasks alive, not all tasks.
+  std::deque<std::uint32_t> track_slot_;
+  std::uint64_t track_base_ = 1;
   std::vector<TaskTrack> tracks_;                           // Live tasks' tracks, and free slots,
   std::vector<std::uint32_t> free_tracks_;                  // listed here.
   TaskTrack ended_scratch_;

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -111,6 +112,12 @@ struct Result {
   // What the policy says about its run, a JSON object written verbatim as
   // "policy_report" (the oracle's; empty: none).
   std::string policy_report_json;
+  // A streamed run (sim --stream) hands its rows to a RowSink as they end
+  // and keeps none: `demands` and `tasks` stay empty and these count them.
+  std::uint64_t streamed_demands = 0;
+  std::uint64_t streamed_tasks = 0;
+  std::uint64_t demand_count() const { return demands.size() + streamed_demands; }
+  std::uint64_t task_count() const { return tasks.size() + streamed_tasks; }
 };
 
 // Fills the latency fields of result.summary from result.demands.
@@ -124,6 +131,82 @@ Percentiles percentiles(std::vector<double> values);
 Percentiles percentiles(double* first, double* last);  // Reorders the values.
 
 void write_result_json(const Result& result, const Trace& trace, std::ostream& out);
+
+// Where a streamed run's rows go as they end: demands in subscribe order,
+// tasks in start order (recorder.h, ResultRecorder::stream_rows).
+class RowSink {
+ public:
+  virtual ~RowSink() = default;
+  virtual void demand(const DemandResult& d, std::string_view demand_id) = 0;
+  virtual void task(const TaskResult& t) = 0;
+};
+
+// write_result_json()'s bytes, written piece by piece for a run whose rows
+// are not kept: the head at once, each demand row as it comes, the task rows
+// into a temporary file (they follow every demand row in the document), and
+// at finish() the task rows and the summary. `head` gives the trace name,
+// model, policy and seed; `trace` the names (owners, artifacts), which must
+// be there when a row naming them comes.
+class ResultJsonWriter final : public RowSink {
+ public:
+  ResultJsonWriter(std::ostream& out, const Result& head, const Trace& trace);
+  ~ResultJsonWriter() override;
+  void demand(const DemandResult& d, std::string_view demand_id) override;
+  void task(const TaskResult& t) override;
+  // The summary, warnings and policy report of `result`; then the document is complete.
+  void finish(const Result& result);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A streamed run's rows as CSV, for pandas to read in chunks: one file of
+// demand rows and one of task rows (either path may be empty: not written),
+// gzip-compressed when the name ends in `.gz`. The columns are the result
+// JSON's fields, in its order; the task file starts with `task` (the index a
+// demand row's `task` names), and a task's priority_timeline and
+// orphan_decisions are JSON text in one column each. Empty fields are nulls.
+class CsvRowWriter final : public RowSink {
+ public:
+  CsvRowWriter(const std::string& demands_path, const std::string& tasks_path,
+               const Trace& trace, std::string policy);
+  ~CsvRowWriter() override;
+  void demand(const DemandResult& d, std::string_view demand_id) override;
+  void task(const TaskResult& t) override;
+  // Flushes and closes both files; throws std::runtime_error if that fails.
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Exact nearest-rank percentiles of values that need not fit in memory: the
+// latencies of a streamed run. Values go to a temporary file (12 bytes
+// each); finish() selects each rank by radix selection on the values' bits,
+// 16 bits per pass over the file (at most four passes, usually two or three),
+// and gives exactly what compute_latencies() gives for the same values.
+class LatencySpill {
+ public:
+  // `collect_at_most`: a rank's candidates are gathered and selected in
+  // memory once they are this few (tests make it small to exercise the
+  // passes).
+  explicit LatencySpill(std::uint64_t collect_at_most = std::uint64_t{1} << 22);
+  ~LatencySpill();
+  LatencySpill(const LatencySpill&) = delete;
+  LatencySpill& operator=(const LatencySpill&) = delete;
+  void add(Priority priority, double latency_s);
+  std::uint64_t size() const { return count_; }
+  // Fills latency_s and latency_s_by_priority.
+  void finish(Summary& summary);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::uint64_t count_ = 0;
+  std::uint64_t collect_at_most_;
+};
 
 // A compact, readable summary: outcomes, bytes, wasted, latency percentiles
 // overall and by priority, pollution. `clock` names the time ("simulated").

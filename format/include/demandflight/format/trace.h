@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -147,6 +148,46 @@ Trace read_trace(std::istream& in, const std::string& name_for_errors);
 // other records are checked like a trace's and otherwise ignored, so a whole
 // trace is a manifest of its artifacts. Throws TraceError.
 Trace read_manifest(const std::string& path);
+
+// A trace read while it is simulated (`sim --stream`), for traces too large
+// to hold: the header and the artifact lines before the first timed record
+// are read at once; then next() hands out the timed records one by one. Every
+// line is checked as read_trace() checks it, but a problem is found when its
+// line is reached (the caller stops there and writes nothing).
+//
+// trace() has the header, the platform (complete: an origin first named by
+// an artifact line after the first timed record is an error), and the
+// artifacts, owners and faults read so far; its records and demand_ids stay
+// empty. A record's demand is its subscribe's number (0, 1, 2, ... in
+// subscribe order, as read_trace numbers them); a cancel or set_priority of
+// a demand that has ended (demand_ended) carries kEndedDemand. A demand's id
+// stays until its row is written (demand_written), in subscribe order.
+// Memory grows with the artifacts, owners and faults, and with the demands
+// not yet written, but not with the records: ids of the form PREFIX<number>
+// (what `gen` and `import` write) are remembered as one bit each once written.
+class TraceStream {
+ public:
+  static constexpr std::uint32_t kEndedDemand = 0xffffffff;
+  // Throws TraceError (an unreadable file, a bad header or artifact line).
+  explicit TraceStream(const std::string& path);
+  ~TraceStream();
+  TraceStream(const TraceStream&) = delete;
+  TraceStream& operator=(const TraceStream&) = delete;
+
+  const Trace& trace() const;
+  // The next timed record; false at the end. Throws TraceError.
+  bool next(Record& record);
+  const std::string& demand_id(std::uint32_t demand) const;
+  void demand_ended(std::uint32_t demand);
+  void demand_written(std::uint32_t demand);
+  std::uint64_t demands_read() const;
+  std::uint64_t records_read() const;
+  std::size_t demand_ids_kept() const;  // Not yet written (for tests).
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 namespace detail {
 // For tests and trace_fuzz: a record line is read by simdjson, and by

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "demandflight/engine/config.h"
@@ -52,6 +53,20 @@ struct SimOptions {
 };
 
 format::Result simulate(const format::Trace& trace, const SimOptions& options);
+
+// A streamed run (`sim --stream`), for traces too large to hold: records are
+// read from `stream` as the simulation reaches their time, and each demand
+// and task row goes to `rows` as it ends (in the order simulate() lists
+// them), so that memory holds what is running, not what has been. The
+// summary is exact and the same as simulate()'s (latency percentiles
+// included: format::LatencySpill). The returned Result has no rows (its
+// streamed_demands and streamed_tasks count them). Throws
+// std::invalid_argument for what needs the whole trace: a timeline, a
+// decision log, and the hindsight policies (lookahead, oracle).
+format::Result simulate_streamed(format::TraceStream& stream, const SimOptions& options,
+                                 format::RowSink& rows);
+// Whether a policy spec can run streamed (not lookahead or oracle).
+bool streamable_policy(std::string_view spec);
 
 // Settings of `options` on `trace` that cannot take effect, in words (a
 // max_transfers above max_per_origin x the origins the artifacts use). The
