@@ -83,5 +83,46 @@ TEST(Latencies, MatchASortedReferenceOverallAndByPriority) {
   }
 }
 
+// A streamed run's percentiles (LatencySpill: radix selection over a file)
+// are the very values the in-memory selection gives, whatever the values'
+// spread: small thresholds force every pass, down to all 64 bits (ties),
+// and the values include zeros, tiny and huge numbers, and many priorities
+// (more than one batch of ranks).
+TEST(Latencies, ASpillFileGivesExactlyWhatMemoryGives) {
+  const std::uint64_t seed =
+      dfl::testing::random_test_seed("Latencies.ASpillFileGivesExactlyWhatMemoryGives");
+  std::mt19937_64 random(seed);
+  for (int round = 0; round < 30; ++round) {
+    const std::size_t n = round == 0 ? 0 : 1 + random() % 20000;
+    const int priorities = 1 + static_cast<int>(random() % (round % 5 == 0 ? 40 : 4));
+    const std::uint64_t collect = round % 3 == 0 ? 1 : round % 3 == 1 ? 64 : 1u << 22;
+    LatencySpill spill(collect);
+    std::vector<double> all;
+    std::map<Priority, std::vector<double>> by_priority;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto priority = static_cast<Priority>(random() % static_cast<unsigned>(priorities)) - 2;
+      double v = 0;
+      switch (random() % 5) {
+        case 0: v = static_cast<double>(random() % 8) / 4; break;  // Ties, zero.
+        case 1: v = std::ldexp(static_cast<double>(random() % 1000), -40); break;  // Tiny.
+        case 2: v = std::ldexp(static_cast<double>(random() % 1000), 30); break;   // Huge.
+        default: v = static_cast<double>(random()) / 1e15; break;
+      }
+      spill.add(priority, v);
+      all.push_back(v);
+      by_priority[priority].push_back(v);
+    }
+    Summary summary;
+    spill.finish(summary);
+    EXPECT_EQ(spill.size(), n);
+    expect_same(summary.latency_s, sorted_reference(all), "overall", seed);
+    ASSERT_EQ(summary.latency_s_by_priority.size(), by_priority.size()) << "seed " << seed;
+    for (const auto& [priority, values] : by_priority) {
+      expect_same(summary.latency_s_by_priority.at(priority), sorted_reference(values),
+                  "by priority", seed);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dfl::format
