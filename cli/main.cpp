@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -62,7 +63,11 @@ int run_streamed(const std::string& trace_path, const SimOptions& options,
   const auto t_start = clock::now();
   std::vector<std::string> partials;
   auto partial = [&](const std::string& path) {
-    if (path.empty()) return path;
+    std::error_code ec;
+    if (path.empty() || (std::filesystem::exists(path, ec) &&
+                         !std::filesystem::is_regular_file(path, ec))) {
+      return path;  // /dev/null, a pipe: written as it goes.
+    }
     partials.push_back(path);
     return path + ".partial";
   };
