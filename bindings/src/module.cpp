@@ -205,6 +205,13 @@ py::dict trace_to_dict(const format::Trace& t) {
 
 // --- One simulation ------------------------------------------------------------
 
+format::NetworkModel network_model_of(const std::string& name) {
+  if (name == "default") return format::NetworkModel::calibrated;
+  if (name == "cm02" || name == "CM02") return format::NetworkModel::cm02;
+  if (name == "lv08" || name == "LV08") return format::NetworkModel::lv08;
+  throw py::value_error("network_model must be \"default\", \"cm02\" or \"lv08\"");
+}
+
 // Runs the simulation in this process (once per process: SimGrid) and writes
 // the result JSON to `out_path`. Returns the printed summary.
 std::string simulate(const TracePtr& trace, const std::string& model, const py::object& policy,
@@ -227,17 +234,7 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   options.seed = seed;
   options.max_transfers = max_transfers;
   options.max_per_origin = max_per_origin;
-  if (network_model) {
-    if (*network_model == "default") {
-      options.network_model = format::NetworkModel::calibrated;
-    } else if (*network_model == "cm02" || *network_model == "CM02") {
-      options.network_model = format::NetworkModel::cm02;
-    } else if (*network_model == "lv08" || *network_model == "LV08") {
-      options.network_model = format::NetworkModel::lv08;
-    } else {
-      throw py::value_error("network_model must be \"default\", \"cm02\" or \"lv08\"");
-    }
-  }
+  if (network_model) options.network_model = network_model_of(*network_model);
   options.timeline_path = timeline_path;
   options.decisions_path = decisions_path;
   options.decision_horizon_s = decision_horizon_s;
@@ -266,6 +263,58 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   std::size_t size = 0;
   FILE* memory = ::open_memstream(&buffer, &size);
   format::print_summary(result, *ran, "simulated", memory);
+  std::fclose(memory);
+  std::string summary(buffer, size);
+  std::free(buffer);
+  return summary;
+}
+
+// A streamed run (sim --stream): the trace at `path` read as the simulation
+// reaches it, each row written to the CSV files as it ends, and the result
+// JSON without rows (its summary; the rows are in the CSV files) to
+// `out_path`. Returns the printed summary.
+std::string simulate_streamed(const std::string& path, const std::string& model,
+                              const py::object& policy, const std::string& policy_name,
+                              std::optional<std::uint64_t> seed,
+                              std::optional<std::uint32_t> max_transfers,
+                              std::optional<std::uint32_t> max_per_origin,
+                              std::optional<std::string> network_model,
+                              const std::string& out_path, const std::string& demands_csv,
+                              const std::string& tasks_csv) {
+  sim::SimOptions options;
+  options.model = model_of(model);
+  options.policy = policy_name;
+  if (!py::isinstance<py::str>(policy) && !policy.is_none()) {
+    options.policy_object = policy_from(policy);
+  } else {
+    sim::check_sim_policy(policy_name);
+    if (!sim::streamable_policy(policy_name)) {
+      throw py::value_error("policy: " + policy_name +
+                            " reads the whole trace in advance: it cannot run streamed");
+    }
+  }
+  options.seed = seed;
+  options.max_transfers = max_transfers;
+  options.max_per_origin = max_per_origin;
+  if (network_model) options.network_model = network_model_of(*network_model);
+  format::Result result;
+  std::optional<format::TraceStream> stream;
+  {
+    py::gil_scoped_release release;
+    stream.emplace(path);
+    format::CsvRowWriter rows(demands_csv, tasks_csv, stream->trace(), policy_name);
+    result = sim::simulate_streamed(*stream, options, rows);
+    rows.finish();
+    for (const std::string& warning : result.warnings)
+      std::fprintf(stderr, "demandflight: warning: %s\n", warning.c_str());
+    std::ofstream out(out_path);
+    format::write_result_json(result, stream->trace(), out);
+    if (!out) throw std::runtime_error("cannot write " + out_path);
+  }
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  FILE* memory = ::open_memstream(&buffer, &size);
+  format::print_summary(result, stream->trace(), "simulated", memory);
   std::fclose(memory);
   std::string summary(buffer, size);
   std::free(buffer);
@@ -613,6 +662,11 @@ PYBIND11_MODULE(_core, m) {
       "decision_horizon_s"_a = 60.0, "oracle_bases"_a = std::vector<std::string>{},
       "resample"_a = "none",
       "Runs one simulation in this process (once per process) and writes the result JSON.");
+  m.def("simulate_streamed", &simulate_streamed, "path"_a, "model"_a, "policy"_a,
+        "policy_name"_a, "seed"_a, "max_transfers"_a, "max_per_origin"_a, "network_model"_a,
+        "out"_a, "demands_csv"_a, "tasks_csv"_a,
+        "A streamed run (sim --stream) in this process: rows to the CSV files as they end, "
+        "the result JSON without rows to `out`.");
   m.def(
       "generate_trace",
       [](const std::string& spec, std::uint64_t seed) {

@@ -22,8 +22,11 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 class CsvFile {
  public:
   CsvFile(const std::string& path, std::string_view header) : path_(path) {
-    if (ends_with(path, ".gz")) {
-      gz_ = ::gzopen(path.c_str(), "wb6");
+    // NAME.gz.partial is a NAME.gz being written (sim --stream renames it at the end).
+    std::string_view name = path;
+    if (ends_with(name, ".partial")) name.remove_suffix(std::string_view(".partial").size());
+    if (ends_with(name, ".gz")) {
+      gz_ = ::gzopen(path.c_str(), "wb1");  // Fast: rows come by the million.
       if (gz_ == nullptr) throw std::runtime_error("cannot write " + path);
     } else {
       file_ = std::fopen(path.c_str(), "wb");

@@ -895,19 +895,31 @@ Trace read_manifest(const std::string& path) {
 }
 
 struct TraceStream::Impl {
-  explicit Impl(const std::string& path) : reader(path, ids) {}
-  std::ifstream in;
+  explicit Impl(const std::string& name) : reader(name, ids) {}
+  std::ifstream file;
+  std::istream* in = nullptr;
   detail::StreamDemandIds ids;
   Reader reader;
   Record pending;
   bool has_pending = false;
+
+  void start() {
+    has_pending = reader.next(*in, pending);
+    reader.seal_origins();
+  }
 };
 
 TraceStream::TraceStream(const std::string& path) : impl_(std::make_unique<Impl>(path)) {
-  impl_->in.open(path);
-  if (!impl_->in) throw TraceError(path, 0, "-", "cannot open file");
-  impl_->has_pending = impl_->reader.next(impl_->in, impl_->pending);
-  impl_->reader.seal_origins();
+  impl_->file.open(path);
+  if (!impl_->file) throw TraceError(path, 0, "-", "cannot open the file");
+  impl_->in = &impl_->file;
+  impl_->start();
+}
+
+TraceStream::TraceStream(std::istream& in, const std::string& name_for_errors)
+    : impl_(std::make_unique<Impl>(name_for_errors)) {
+  impl_->in = &in;
+  impl_->start();
 }
 
 TraceStream::~TraceStream() = default;
@@ -920,7 +932,7 @@ bool TraceStream::next(Record& record) {
     impl_->has_pending = false;
     return true;
   }
-  return impl_->reader.next(impl_->in, record);
+  return impl_->reader.next(*impl_->in, record);
 }
 
 const std::string& TraceStream::demand_id(std::uint32_t demand) const {

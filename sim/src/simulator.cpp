@@ -911,11 +911,6 @@ Result simulate_streamed(TraceStream& stream, const SimOptions& options, RowSink
   return simulation.run();
 }
 
-bool streamable_policy(std::string_view spec) {
-  const std::string_view name = spec.substr(0, spec.find(':'));
-  return name != "lookahead" && name != "oracle";
-}
-
 Result simulate(const Trace& trace, const SimOptions& options) {
   if (!options.timeline_path.empty()) {
     // Fail before running, not after an hour of simulation.

@@ -15,12 +15,12 @@ from ._compare import DEFAULT_WEIGHTS, compare, metrics, sweep
 from ._describe import Description, describe
 from ._engine import DemandHandle, Engine
 from ._policy import ArtifactKey, Decision, OrphanPolicy, OrphanView, policies
-from ._simulate import Result, SimulationError, simulate
+from ._simulate import Result, SimulationError, read_rows, simulate
 from ._trace import Trace, TraceBuilder, TraceError, import_formats, import_options
 
 __all__ = [
     "ArtifactKey", "DEFAULT_WEIGHTS", "Decision", "DemandHandle", "Description", "Engine",
     "OrphanPolicy", "OrphanView", "Result", "SimulationError", "Trace", "TraceBuilder",
     "TraceError", "compare", "describe", "import_formats", "import_options", "metrics", "policies",
-    "simulate", "sweep",
+    "read_rows", "simulate", "sweep",
 ]

@@ -31,6 +31,13 @@ def main() -> int:
     sys.stdout = sys.stderr
     try:
         from demandflight import _core
+        if job.get("stream"):
+            summary = _core.simulate_streamed(
+                job["path"], job["model"], job["policy"], job["policy_name"], job["seed"],
+                job["max_transfers"], job["max_per_origin"], job["network_model"], job["out"],
+                job["demands_csv"], job["tasks_csv"])
+            summary_out.write(summary)
+            return 0
         if job.get("path") is not None:
             parsed = _core.load_trace(job["path"])
         else:

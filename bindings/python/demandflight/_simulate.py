@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, Union
 
 
 from . import _core
@@ -92,9 +92,9 @@ def _raise_child_error(error: Dict[str, Any], stderr: str, returncode: int) -> N
                           f"{error.get('traceback', '')}")
 
 
-def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
+def _run(trace: Optional[Trace], model: str, policy: PolicyLike, seed: Optional[int],
          options: Dict[str, Any], out: str, timeline: str = "", decisions: str = "",
-         decision_horizon_s: float = 60.0) -> str:
+         decision_horizon_s: float = 60.0, stream: Optional[Dict[str, str]] = None) -> str:
     """Runs one simulation in a fresh Python process; returns the printed summary."""
     if isinstance(policy, str):
         _core.check_policy(policy)  # Bad input is refused here, before any process.
@@ -103,14 +103,19 @@ def _run(trace: Trace, model: str, policy: PolicyLike, seed: Optional[int],
         policy_name, policy_obj = str(getattr(policy, "name", type(policy).__name__)), policy
     else:
         raise TypeError("policy must be a policy name or an OrphanPolicy instance")
-    job = {"path": trace.path, "text": None if trace.path else trace.text, "name": trace.name,
+    if stream is not None:  # {"path", "demands_csv", "tasks_csv"}: a streamed run.
+        job = {"stream": True, **stream}
+    else:
+        job = {"path": trace.path, "text": None if trace.path else trace.text,
+               "name": trace.name}
+    job.update({
            "model": model, "policy": policy_obj, "policy_name": policy_name, "seed": seed,
            "max_transfers": options.get("max_transfers"),
            "max_per_origin": options.get("max_per_origin"),
            "network_model": options.get("network_model"), "out": out, "timeline": timeline,
            "decisions": decisions, "decision_horizon_s": decision_horizon_s,
            "oracle_bases": list(options.get("oracle_bases", [])),
-           "resample": options.get("resample", "none")}
+           "resample": options.get("resample", "none")})
     proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
                           capture_output=True, env=_child_env(), check=False)
     stderr = proc.stderr.decode(errors="replace")
@@ -148,7 +153,8 @@ class Result:
     """
 
     def __init__(self, raw: Dict[str, Any], summary_text: str, rerun: Any,
-                 policy_report: Any = None, decisions: Optional["pd.DataFrame"] = None) -> None:
+                 policy_report: Any = None, decisions: Optional["pd.DataFrame"] = None,
+                 rows: Optional[Dict[str, Any]] = None) -> None:
         import pandas as pd
 
         #: What a Python policy's ``report()`` returned at the end of the run (its own
@@ -158,8 +164,14 @@ class Result:
             else raw.get("policy_report")
         self.raw = raw
         self.summary: Dict[str, Any] = raw["summary"]
-        self.demands = pd.DataFrame(raw["demands"])
-        self.tasks = pd.DataFrame(raw["tasks"])
+        #: A streamed run's row files ({"demands": path, "tasks": path, "dir": the
+        #: temporary directory that holds them, if any}); None for a run in memory.
+        self._rows = rows
+        if rows is None:
+            self._demands: Optional[pd.DataFrame] = pd.DataFrame(raw["demands"])
+            self._tasks: Optional[pd.DataFrame] = pd.DataFrame(raw["tasks"])
+        else:
+            self._demands = self._tasks = None
         self.summary_text = summary_text
         self.decisions = decisions
         self._rerun = rerun
@@ -192,6 +204,41 @@ class Result:
                    decisions=None if decisions is None else _read_decisions(decisions))
 
     @property
+    def demands(self) -> "pd.DataFrame":
+        """One row per subscribe, in subscribe order (a streamed run's are read from its
+        CSV file on first use: see :meth:`demand_chunks` for runs too large for memory)."""
+        if self._demands is None:
+            self._demands = _concat(self.demand_chunks())
+        return self._demands
+
+    @property
+    def tasks(self) -> "pd.DataFrame":
+        """One row per physical task, in start order (see :attr:`demands`)."""
+        if self._tasks is None:
+            self._tasks = _concat(self.task_chunks())
+        return self._tasks
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the run was streamed (``simulate(..., stream=True)``)."""
+        return self._rows is not None
+
+    def demand_chunks(self, chunksize: int = 1_000_000) -> Iterator["pd.DataFrame"]:
+        """The demand rows in DataFrames of at most ``chunksize`` rows, read lazily from a
+        streamed run's CSV file (one chunk of everything for a run in memory)."""
+        return self._chunks("demands", chunksize)
+
+    def task_chunks(self, chunksize: int = 1_000_000) -> Iterator["pd.DataFrame"]:
+        """The task rows in chunks, as :meth:`demand_chunks`."""
+        return self._chunks("tasks", chunksize)
+
+    def _chunks(self, which: str, chunksize: int) -> Iterator["pd.DataFrame"]:
+        if self._rows is None:
+            frame = self._demands if which == "demands" else self._tasks
+            return iter([frame])
+        return read_rows(self._rows[which], chunksize=chunksize)
+
+    @property
     def warnings(self) -> list:
         """Settings of the run that could not take effect, in words (also on stderr)."""
         return list(self.raw.get("warnings", []))
@@ -213,15 +260,17 @@ class Result:
 
     def __repr__(self) -> str:
         s = self.summary
+        demands = sum(s["outcomes"].values()) if self.streamed else len(self.demands)
         return (f"Result({self.raw['trace']!r}, model={self.model!r}, policy={self.policy!r}, "
-                f"{len(self.demands)} demands, {s['bytes_transferred']} bytes, "
+                f"{demands} demands, {s['bytes_transferred']} bytes, "
                 f"{s['bytes_wasted']} wasted)")
 
 
 def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "always-abort",
              seed: Optional[int] = None, decisions: bool = False,
              decision_horizon_s: float = 60.0, oracle_bases: Sequence[str] = (),
-             resample: str = "none", **overrides: Any) -> Result:
+             resample: str = "none", stream: bool = False,
+             rows_dir: Optional[Union[str, os.PathLike]] = None, **overrides: Any) -> Result:
     """Simulates ``trace`` on SimGrid and returns its :class:`Result`.
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
@@ -246,10 +295,26 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     ``Result.decisions``: every answer of the orphan policy with the view it answered and
     whether the key came back within ``decision_horizon_s`` seconds.
 
+    ``stream=True`` runs a trace too large for memory as ``demandflight sim --stream``
+    does: ``trace`` is a path (not read here), the child reads it as the simulation goes
+    and writes each row as it ends to ``demands.csv.gz`` and ``tasks.csv.gz`` in
+    ``rows_dir`` (default: a temporary directory that lives as long as the Result).
+    The summary is exact and the same as a run in memory; read the rows with
+    :meth:`Result.demand_chunks` or :func:`read_rows`. Only the simulator's overrides
+    (``max_transfers``, ``max_per_origin``, ``network_model``) apply, and not
+    ``decisions``, ``resample``, lookahead or the oracle (they need the whole trace).
+
     Each call runs in a fresh process (SimGrid allows one simulation per process), so a
     notebook may call it any number of times. Raises :class:`TraceError` for a bad trace
     and ``ValueError`` for a bad model or policy.
     """
+    if not isinstance(stream, bool):
+        raise TypeError(f"stream must be True or False, not {stream!r}")
+    if rows_dir is not None and not stream:
+        raise ValueError("rows_dir: only a streamed run (stream=True) writes row files")
+    if stream:
+        return _simulate_streamed(trace, model, policy, seed, decisions, resample, rows_dir,
+                                  overrides)
     trace = as_trace(trace)
     unknown = sorted(set(overrides) - set(OVERRIDE_KEYS))
     if unknown:
@@ -300,3 +365,146 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
                  os.path.join(again, "result.json"), path)
 
     return Result(raw, text, rerun, report, decision_frame)
+
+
+def _simulate_streamed(trace: TraceLike, model: str, policy: PolicyLike, seed: Optional[int],
+                       decisions: bool, resample: str,
+                       rows_dir: Optional[Union[str, os.PathLike]],
+                       overrides: Dict[str, Any]) -> Result:
+    """simulate(..., stream=True)."""
+    if decisions:
+        raise ValueError("decisions: a streamed run writes no decision log (it needs the "
+                         "whole trace); run without stream=True")
+    if resample != "none":
+        raise ValueError("resample: a streamed run cannot resample (it needs the whole "
+                         "trace); run without stream=True")
+    for key in overrides:
+        if key not in OVERRIDE_KEYS:
+            raise TypeError(f"unknown override {key!r} (known: {', '.join(OVERRIDE_KEYS)})")
+        if key not in _OPTION_KEYS:
+            raise ValueError(f"{key}: a streamed run does not rewrite the trace header; "
+                             f"set it in the file, or run without stream=True")
+    if model not in _core.MODELS:
+        raise ValueError(f"model must be {', '.join(_core.MODELS)}, not {model!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be an integer >= 0 or None, not {seed!r}")
+    if isinstance(policy, str):
+        name = policy.split(":", 1)[0]
+        if name in ("lookahead", "oracle"):
+            raise ValueError(f"policy: {name} reads the whole trace in advance; run without "
+                             "stream=True")
+    for key in ("max_transfers", "max_per_origin"):
+        value = overrides.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or
+                                  not 1 <= value <= 100_000):
+            raise ValueError(f"{key} must be an integer from 1 to 100000, not {value!r}")
+    network = overrides.get("network_model")
+    if network is not None and network not in ("default", "cm02", "lv08"):
+        raise ValueError(f"network_model must be 'default', 'cm02' or 'lv08', not {network!r}")
+    keep: Any = None
+    if rows_dir is None:
+        keep = tempfile.TemporaryDirectory(prefix="dfl-rows-")
+        directory = keep.name
+    else:
+        directory = os.fspath(rows_dir)
+        os.makedirs(directory, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
+        path: Optional[str]
+        if isinstance(trace, Trace):
+            path = trace.path
+            if path is None:  # A trace in memory: a file for the child to stream.
+                path = os.path.join(work, "trace.jsonl")
+                Path(path).write_text(trace.text)
+        else:
+            path = os.fspath(trace)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"trace: no such file: {path}")
+        rows = {"demands": os.path.join(directory, "demands.csv.gz"),
+                "tasks": os.path.join(directory, "tasks.csv.gz")}
+        out = os.path.join(work, "result.json")
+        text = _run(None, model, policy, seed, dict(overrides), out,
+                    stream={"path": path, "demands_csv": rows["demands"],
+                            "tasks_csv": rows["tasks"]})
+        raw = json.loads(Path(out).read_text())
+
+    def no_rerun(_: str) -> None:
+        raise ValueError("timeline: a streamed run writes no timeline; run without "
+                         "stream=True")
+
+    return Result(raw, text, no_rerun, rows={**rows, "dir": keep})
+
+
+def _concat(chunks: Iterator["pd.DataFrame"]) -> "pd.DataFrame":
+    import pandas as pd
+
+    frames = list(chunks)
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def read_rows(path: Union[str, os.PathLike], chunksize: int = 1_000_000,
+              section: str = "demands") -> Iterator["pd.DataFrame"]:
+    """A run's rows in DataFrames of at most ``chunksize`` rows, read lazily: from a CSV
+    file of ``demandflight sim --demands-csv`` or ``--tasks-csv`` (plain or ``.gz``), or
+    from the ``section`` ("demands" or "tasks") of a result JSON (one row per line, so
+    it is read line by line too). Nulls are NaN (numbers) or None. A task's
+    ``priority_timeline`` and ``orphan_decisions`` are lists in a JSON result and JSON
+    text in a CSV file. Raises ``ValueError`` naming the file and line for what is not
+    such a file."""
+    import pandas as pd
+
+    if isinstance(chunksize, bool) or not isinstance(chunksize, int) or chunksize < 1:
+        raise ValueError(f"chunksize must be a positive integer, not {chunksize!r}")
+    if section not in ("demands", "tasks"):
+        raise ValueError(f"section must be 'demands' or 'tasks', not {section!r}")
+    name = os.fspath(path)
+    if name.endswith(".csv") or name.endswith(".csv.gz"):
+        def csv_chunks() -> Iterator["pd.DataFrame"]:
+            try:
+                reader = pd.read_csv(name, chunksize=chunksize, keep_default_na=False,
+                                     na_values=[""], dtype={"demand": str, "owner": str,
+                                                            "artifact": str})
+                with reader:
+                    yield from reader
+            except (pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
+                raise ValueError(f"{name}: not a demandflight row file: {e}") from None
+        return csv_chunks()
+    return _json_rows(name, section, chunksize)
+
+
+def _json_rows(name: str, section: str, chunksize: int) -> Iterator["pd.DataFrame"]:
+    import pandas as pd
+
+    opener = f'"{section}": ['
+    with open(name, encoding="utf-8") as f:
+        first = f.readline()
+        if '"demandflight-result"' not in first:
+            raise ValueError(f"{name}:1: format: not a demandflight result")
+        inside = opener in first  # write_result_json puts "demands": [ on line 1.
+        rows = []
+        yielded = False
+        for number, line in enumerate(f, 2):
+            text = line.strip()
+            if not inside:
+                if text.startswith(opener) or text.endswith(opener):
+                    inside = True
+                continue
+            if not text.startswith("{"):
+                break  # "tasks": [ or the summary: the section is over.
+            last = text.endswith("}],")
+            text = text[:-2] if last else text.rstrip(",")
+            try:
+                rows.append(json.loads(text))
+            except ValueError as e:
+                raise ValueError(f"{name}:{number}: not a result row: {e}") from None
+            if len(rows) == chunksize:
+                yield pd.DataFrame(rows)
+                yielded = True
+                rows = []
+            if last:
+                break
+        if not inside:
+            raise ValueError(f"{name}: {section}: missing")
+        if rows or not yielded:
+            yield pd.DataFrame(rows)

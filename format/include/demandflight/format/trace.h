@@ -170,6 +170,8 @@ class TraceStream {
   static constexpr std::uint32_t kEndedDemand = 0xffffffff;
   // Throws TraceError (an unreadable file, a bad header or artifact line).
   explicit TraceStream(const std::string& path);
+  // From `in` (which must outlive this), named `name_for_errors` in errors.
+  TraceStream(std::istream& in, const std::string& name_for_errors);
   ~TraceStream();
   TraceStream(const TraceStream&) = delete;
   TraceStream& operator=(const TraceStream&) = delete;

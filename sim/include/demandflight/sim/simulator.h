@@ -65,8 +65,12 @@ format::Result simulate(const format::Trace& trace, const SimOptions& options);
 // decision log, and the hindsight policies (lookahead, oracle).
 format::Result simulate_streamed(format::TraceStream& stream, const SimOptions& options,
                                  format::RowSink& rows);
-// Whether a policy spec can run streamed (not lookahead or oracle).
-bool streamable_policy(std::string_view spec);
+// Whether a policy spec can run streamed (not lookahead or oracle). Inline:
+// the CLI asks before it loads the simulator's module.
+inline bool streamable_policy(std::string_view spec) {
+  const std::string_view name = spec.substr(0, spec.find(':'));
+  return name != "lookahead" && name != "oracle";
+}
 
 // Settings of `options` on `trace` that cannot take effect, in words (a
 // max_transfers above max_per_origin x the origins the artifacts use). The

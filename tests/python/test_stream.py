@@ -1,0 +1,107 @@
+"""dfl.simulate(..., stream=True) and dfl.read_rows: a trace run as `demandflight sim
+--stream` runs it gives the in-memory run's summary and rows; rows are read in chunks
+from the CSV files and from a result JSON; what a streamed run cannot do is refused,
+naming the argument."""
+
+import subprocess
+
+import pandas as pd
+import pytest
+
+import demandflight as dfl
+from demandflight import _core
+
+COLUMNS = ["demand", "owner", "artifact", "priority", "t_subscribe", "t_end", "latency_s",
+           "outcome", "task", "served_by"]
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stream") / "churn.jsonl"
+    path.write_text(_core.generate_trace("gen:session_churn:demands=3000", 11))
+    return path
+
+
+def same_rows(got: pd.DataFrame, want: pd.DataFrame, columns) -> None:
+    assert len(got) == len(want)
+    for column in columns:
+        a, b = got[column], want[column]
+        if pd.api.types.is_numeric_dtype(b) or b.isna().all():
+            pd.testing.assert_series_equal(a.astype(float), b.astype(float),
+                                           check_names=False)
+        else:
+            assert list(a.where(a.notna(), None)) == list(b.where(b.notna(), None)), column
+
+
+def test_a_streamed_run_gives_the_in_memory_result(trace_path, tmp_path):
+    whole = dfl.simulate(str(trace_path), policy="keep-partial")
+    streamed = dfl.simulate(str(trace_path), policy="keep-partial", stream=True,
+                            rows_dir=tmp_path / "rows")
+    assert streamed.streamed and not whole.streamed
+    assert streamed.summary == whole.summary
+    assert (tmp_path / "rows" / "demands.csv.gz").exists()
+    same_rows(streamed.demands, whole.demands, COLUMNS)
+    same_rows(streamed.tasks, whole.tasks,
+              ["artifact", "t_start", "t_first_start", "t_end", "outcome", "attempts",
+               "bytes_transferred", "installs"])
+    assert whole.summary["outcomes"]["cancelled"] + whole.summary["outcomes"]["owner_ended"] > 0
+    # In chunks: every row once, in order.
+    chunks = list(streamed.demand_chunks(chunksize=700))
+    assert len(chunks) == -(-len(whole.demands) // 700)
+    assert all(len(c) <= 700 for c in chunks)
+    same_rows(pd.concat(chunks, ignore_index=True), whole.demands, COLUMNS)
+    assert "demands" in repr(streamed)
+
+
+def test_read_rows_reads_a_result_json_and_csv_files_in_chunks(trace_path, tmp_path, cli):
+    out = tmp_path / "result.json"
+    subprocess.run([cli, "sim", str(trace_path), "--quiet", "--stream", "--out", str(out),
+                    "--demands-csv", str(tmp_path / "d.csv"), "--tasks-csv",
+                    str(tmp_path / "t.csv.gz")], check=True)
+    loaded = dfl.Result.load(out)
+    json_chunks = list(dfl.read_rows(out, chunksize=1000))
+    assert len(json_chunks) == 3
+    same_rows(pd.concat(json_chunks, ignore_index=True), loaded.demands, COLUMNS)
+    tasks = pd.concat(dfl.read_rows(out, section="tasks", chunksize=500), ignore_index=True)
+    assert list(tasks["priority_timeline"]) == list(loaded.tasks["priority_timeline"])
+    same_rows(pd.concat(dfl.read_rows(tmp_path / "d.csv", chunksize=999)), loaded.demands,
+              COLUMNS)
+    csv_tasks = pd.concat(dfl.read_rows(tmp_path / "t.csv.gz"), ignore_index=True)
+    assert list(csv_tasks["task"]) == list(range(len(loaded.tasks)))
+    same_rows(csv_tasks, loaded.tasks, ["artifact", "t_end", "outcome", "bytes_transferred"])
+
+
+def test_what_a_streamed_run_cannot_do_is_refused_by_name(trace_path, tmp_path):
+    with pytest.raises(ValueError, match="decisions"):
+        dfl.simulate(str(trace_path), stream=True, decisions=True)
+    with pytest.raises(ValueError, match="resample"):
+        dfl.simulate(str(trace_path), stream=True, resample="owners")
+    with pytest.raises(ValueError, match="cache_bytes"):
+        dfl.simulate(str(trace_path), stream=True, cache_bytes=10)
+    with pytest.raises(ValueError, match="policy"):
+        dfl.simulate(str(trace_path), stream=True, policy="oracle")
+    with pytest.raises(ValueError, match="max_transfers"):
+        dfl.simulate(str(trace_path), stream=True, max_transfers=0)
+    with pytest.raises(ValueError, match="rows_dir"):
+        dfl.simulate(str(trace_path), rows_dir=tmp_path)
+    with pytest.raises(TypeError, match="stream"):
+        dfl.simulate(str(trace_path), stream="yes")
+    with pytest.raises(FileNotFoundError, match="trace"):
+        dfl.simulate(str(tmp_path / "missing.jsonl"), stream=True)
+    with pytest.raises(ValueError, match="chunksize"):
+        next(dfl.read_rows(tmp_path / "x.csv", chunksize=0))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format":"something-else"}\n')
+    with pytest.raises(ValueError, match="bad.json:1: format"):
+        next(dfl.read_rows(bad))
+
+
+def test_a_bad_line_is_a_trace_error_with_its_line(trace_path, tmp_path):
+    lines = trace_path.read_text().splitlines()
+    lines.insert(len(lines) // 2, '{"op":"cancel","t":1e9,"demand":"nobody"}')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(dfl.TraceError) as e:
+        dfl.simulate(str(bad), stream=True, rows_dir=tmp_path / "rows")
+    assert e.value.line == len(lines) // 2 + 1
+    assert e.value.field == "demand"
