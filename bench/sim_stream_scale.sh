@@ -23,7 +23,7 @@ trap 'rm -f "$work"/trace.jsonl "$work"/log.csv "$work"/demands.csv.gz' EXIT
 
 measure() {  # LABEL CMD... -> "seconds peak_MB" of the command
   /usr/bin/time -f "%e %M" -o "$work/time" "$@" > /dev/null
-  awk '{ printf "%.1f %.0f", $1, $2 / 1024 }' "$work/time"
+  awk '{ printf "%.1f %.0f\n", $1, $2 / 1024 }' "$work/time"
 }
 
 echo "| input | requests | trace lines | prepare, s | prepare peak, MB | sim --stream, s | peak, MB | in memory, s | peak, MB |"
