@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string_view>
 #include <type_traits>
@@ -166,6 +168,9 @@ class JsonOut {
 
   void flush() {
     out_.write(text_.data(), static_cast<std::streamsize>(text_.size()));
+    // At once, not after an hour of simulation (a full disk, a closed pipe).
+    if (!out_) throw std::runtime_error(std::string("writing the result failed: ") +
+                                        std::strerror(errno));
     text_.clear();
   }
 

@@ -219,6 +219,28 @@ TEST(SimStream, ABadLineStopsTheRunAndLeavesNothing) {
     EXPECT_FALSE(std::filesystem::exists(run.dir + file)) << file;
 }
 
+// A device, not a file: written as the run goes, never replaced by a renamed
+// NAME.partial. A write that fails (a full disk: /dev/full) stops the run at
+// once with the reason, in both modes.
+TEST(SimStream, WritesToDevicesInPlaceAndStopsWhenAWriteFails) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  const std::string trace = generated("session_churn", 3, 300);
+  for (const bool stream : {true, false}) {
+    std::vector<std::string> args = {"sim", "TRACE", "--quiet", "--out", "/dev/full"};
+    if (stream) args.push_back("--stream");
+    const CliRun run = run_cli(trace, args);
+    EXPECT_EQ(run.exit_code, 1) << "stream " << stream;
+    EXPECT_NE(run.err.find("writing the result failed: No space left on device"),
+              std::string::npos)
+        << run.err;
+  }
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
+  EXPECT_FALSE(std::filesystem::exists("/dev/full.partial"));
+  const CliRun ok = run_cli(trace, {"sim", "TRACE", "--quiet", "--stream", "--out", "/dev/null"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
 TEST(SimStream, RefusesWhatNeedsTheWholeTrace) {
   const std::string trace = generated("session_churn", 3, 100);
   for (const std::vector<std::string>& args :
