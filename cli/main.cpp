@@ -57,16 +57,19 @@ Usage usage() {
 // as they end. Outputs are written to NAME.partial and renamed when the run
 // is complete: a run stopped by a bad line leaves nothing behind.
 int run_streamed(const std::string& trace_path, const SimOptions& options,
-                 const std::string& out_path, const std::string& demands_csv,
-                 const std::string& tasks_csv, bool quiet, bool profile) {
+                 std::string out_path, std::string demands_csv, std::string tasks_csv,
+                 bool quiet, bool profile) {
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   std::vector<std::string> partials;
-  auto partial = [&](const std::string& path) {
+  auto partial = [&](std::string& path) {
     std::error_code ec;
     if (path.empty() || (std::filesystem::exists(path, ec) &&
                          !std::filesystem::is_regular_file(path, ec))) {
       return path;  // /dev/null, a pipe: written as it goes.
+    }
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) {
+      path = std::filesystem::canonical(path).string();  // Replace the file, not the link.
     }
     partials.push_back(path);
     return path + ".partial";

@@ -167,10 +167,13 @@ class JsonOut {
   }
 
   void flush() {
+    errno = 0;
     out_.write(text_.data(), static_cast<std::streamsize>(text_.size()));
     // At once, not after an hour of simulation (a full disk, a closed pipe).
-    if (!out_) throw std::runtime_error(std::string("writing the result failed: ") +
-                                        std::strerror(errno));
+    if (!out_) {
+      throw std::runtime_error(std::string("writing the result failed: ") +
+                               (errno != 0 ? std::strerror(errno) : "the stream failed"));
+    }
     text_.clear();
   }
 

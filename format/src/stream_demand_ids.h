@@ -8,7 +8,8 @@
 // counts: a later subscribe may not reuse it, and a later cancel of it is a
 // cancel of an ended demand, not of an unknown one. Ids of the form
 // PREFIX<decimal> with one prefix (what `demandflight gen` and `import` write:
-// d1, d2, ...) are remembered as one bit each; any other id keeps its string.
+// d1, d2, ...) are remembered as one bit each, from the first number seen and
+// for 2^31 numbers on (a 256 MB bitmap at most); any other id keeps its string.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ class SeenIds {
   std::optional<std::uint64_t> number(std::string_view id) const;
   std::string prefix_;
   bool has_prefix_ = false;
+  std::uint64_t base_ = 0;  // The first number seen: bit i is number base_ + i.
   std::vector<std::uint64_t> bits_;
   absl::flat_hash_set<std::string> others_;
 };

@@ -6,7 +6,8 @@
 
 namespace dfl::format::detail {
 namespace {
-// Ids numbered up to this (a 256 MB bitmap at most) are bits; others strings.
+// Ids numbered from the first number seen to this many more (a 256 MB bitmap
+// at most) are bits; others strings.
 constexpr std::uint64_t kMaxNumbered = std::uint64_t{1} << 31;
 
 std::size_t digits_from(std::string_view id) {
@@ -23,9 +24,11 @@ std::optional<std::uint64_t> SeenIds::number(std::string_view id) const {
   if (digits.size() > 10 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
   std::uint64_t n = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (error != std::errc{} || end != digits.data() + digits.size() || n >= kMaxNumbered)
+  if (error != std::errc{} || end != digits.data() + digits.size() || n < base_ ||
+      n - base_ >= kMaxNumbered) {
     return std::nullopt;
-  return n;
+  }
+  return n - base_;  // The bit's index.
 }
 
 bool SeenIds::contains(std::string_view id) const {
@@ -36,14 +39,20 @@ bool SeenIds::contains(std::string_view id) const {
 void SeenIds::insert(std::string_view id) {
   if (!has_prefix_) {
     const std::size_t split = digits_from(id);
-    if (split < id.size()) {  // The first id with a number sets the prefix.
+    const std::string_view digits = id.substr(split);
+    std::uint64_t first = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), first);
+    if (!digits.empty() && error == std::errc{} && end == digits.data() + digits.size()) {
+      // The first id with a number sets the prefix and where the bitmap starts.
       prefix_ = std::string(id.substr(0, split));
+      base_ = first;
       has_prefix_ = true;
     }
   }
   if (auto n = number(id)) {
     const std::size_t word = *n / 64;
-    if (word >= bits_.size()) bits_.resize(std::max(word + 1, bits_.size() * 2), 0);
+    if (word >= bits_.size())
+      bits_.resize(std::min(std::max(word + 1, bits_.size() * 2), kMaxNumbered / 64), 0);
     bits_[word] |= std::uint64_t{1} << (*n % 64);
     return;
   }

@@ -160,6 +160,32 @@ TEST_F(TraceStreamTest, IdsOfAnyFormAreKnownToo) {
   }
 }
 
+TEST_F(TraceStreamTest, NumberedIdsAreBitsFromTheFirstNumberOn) {
+  // Request logs number from wherever they start: the bitmap starts there too,
+  // and a number below it is an id like any other.
+  std::string text = kHeader + artifact("a");
+  for (const char* id : {"req1500000000", "req1500000001", "req3", "req1500000002"})
+    text += R"({"op":"subscribe","t":1,"demand":")" + std::string(id) +
+            R"(","owner":"o","artifact":"a","priority":0})" + "\n";
+  text += R"({"op":"cancel","t":2,"demand":"req3"})" "\n";
+  text += R"({"op":"cancel","t":2,"demand":"req1500000001"})" "\n";
+  text += R"({"op":"subscribe","t":3,"demand":"req1500000002","owner":"o","artifact":"a","priority":0})"
+          "\n";
+  TraceStream stream(write(text));
+  Record r;
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(stream.next(r));
+    stream.demand_ended(i);
+    stream.demand_written(i);
+  }
+  EXPECT_EQ(stream.demand_ids_kept(), 0u);
+  ASSERT_TRUE(stream.next(r));
+  EXPECT_EQ(r.demand, TraceStream::kEndedDemand);
+  ASSERT_TRUE(stream.next(r));
+  EXPECT_EQ(r.demand, TraceStream::kEndedDemand);
+  EXPECT_THROW(stream.next(r), TraceError);  // Reused.
+}
+
 TEST_F(TraceStreamTest, AnOriginNamedAfterTheFirstRecordIsAnErrorAtItsLine) {
   std::string text = kHeader + artifact("a") +
                      R"({"op":"subscribe","t":1,"demand":"d1","owner":"o","artifact":"a","priority":0})"

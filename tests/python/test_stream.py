@@ -105,3 +105,27 @@ def test_a_bad_line_is_a_trace_error_with_its_line(trace_path, tmp_path):
         dfl.simulate(str(bad), stream=True, rows_dir=tmp_path / "rows")
     assert e.value.line == len(lines) // 2 + 1
     assert e.value.field == "demand"
+
+
+class CountingPolicy(dfl.OrphanPolicy):
+    """Completes every orphan, and says how many it saw."""
+    name = "counting"
+
+    def __init__(self):
+        super().__init__()
+        self.decisions = 0
+
+    def decide(self, view):
+        self.decisions += 1
+        return "complete"
+
+    def report(self):
+        return {"decisions": self.decisions}
+
+
+def test_a_python_policy_runs_streamed_and_reports(trace_path):
+    whole = dfl.simulate(str(trace_path), policy=CountingPolicy())
+    streamed = dfl.simulate(str(trace_path), policy=CountingPolicy(), stream=True)
+    assert streamed.summary == whole.summary
+    assert streamed.policy_report == whole.policy_report
+    assert streamed.policy_report["decisions"] > 0

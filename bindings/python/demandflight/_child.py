@@ -36,6 +36,7 @@ def main() -> int:
                 job["path"], job["model"], job["policy"], job["policy_name"], job["seed"],
                 job["max_transfers"], job["max_per_origin"], job["network_model"], job["out"],
                 job["demands_csv"], job["tasks_csv"])
+            write_report(job)
             summary_out.write(summary)
             return 0
         if job.get("path") is not None:
@@ -47,15 +48,20 @@ def main() -> int:
                                  job["network_model"], job["out"], job["timeline"],
                                  job.get("decisions", ""), job.get("decision_horizon_s", 60.0),
                                  job.get("oracle_bases", []), job.get("resample", "none"))
-        report = getattr(job["policy"], "report", None)
-        if callable(report):  # A Python policy's own figures come back with the result.
-            with open(job["out"] + ".report", "wb") as f:
-                pickle.dump(report(), f)
+        write_report(job)
         summary_out.write(summary)
         return 0
     except BaseException as e:  # Reported to the parent, which raises it again.
         report_error(job, e)
         return 1
+
+
+def write_report(job) -> None:
+    """A Python policy's own figures (its report()) come back with the result."""
+    report = getattr(job["policy"], "report", None)
+    if callable(report):
+        with open(job["out"] + ".report", "wb") as f:
+            pickle.dump(report(), f)
 
 
 def report_error(job, e: BaseException) -> None:

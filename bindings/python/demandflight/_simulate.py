@@ -426,12 +426,16 @@ def _simulate_streamed(trace: TraceLike, model: str, policy: PolicyLike, seed: O
                     stream={"path": path, "demands_csv": rows["demands"],
                             "tasks_csv": rows["tasks"]})
         raw = json.loads(Path(out).read_text())
+        report = None
+        if os.path.exists(out + ".report"):
+            with open(out + ".report", "rb") as f:
+                report = pickle.load(f)
 
     def no_rerun(_: str) -> None:
         raise ValueError("timeline: a streamed run writes no timeline; run without "
                          "stream=True")
 
-    return Result(raw, text, no_rerun, rows={**rows, "dir": keep})
+    return Result(raw, text, no_rerun, report, rows={**rows, "dir": keep})
 
 
 def _concat(chunks: Iterator["pd.DataFrame"]) -> "pd.DataFrame":
@@ -481,7 +485,7 @@ def _json_rows(name: str, section: str, chunksize: int) -> Iterator["pd.DataFram
         first = f.readline()
         if '"demandflight-result"' not in first:
             raise ValueError(f"{name}:1: format: not a demandflight result")
-        inside = opener in first  # write_result_json puts "demands": [ on line 1.
+        inside = opener in first  # write_result_json puts it on line 2.
         rows = []
         yielded = False
         for number, line in enumerate(f, 2):

@@ -192,7 +192,7 @@ class LatencySpill {
   // `collect_at_most`: a rank's candidates are gathered and selected in
   // memory once they are this few (tests make it small to exercise the
   // passes).
-  explicit LatencySpill(std::uint64_t collect_at_most = std::uint64_t{1} << 22);
+  explicit LatencySpill(std::uint64_t collect_at_most = std::uint64_t{1} << 20);
   ~LatencySpill();
   LatencySpill(const LatencySpill&) = delete;
   LatencySpill& operator=(const LatencySpill&) = delete;
