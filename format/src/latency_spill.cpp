@@ -27,13 +27,13 @@
 namespace dfl::format {
 namespace {
 
-#pragma pack(push, 1)
+// A value with its priority; 12 bytes in the file (copied in and out of the
+// byte buffers: a packed struct would be read misaligned).
 struct Entry {
   double value;
   std::int32_t priority;
 };
-#pragma pack(pop)
-static_assert(sizeof(Entry) == 12);
+constexpr std::size_t kEntryBytes = sizeof(double) + sizeof(std::int32_t);
 
 // Unsigned order = numeric order (NaN excepted, which latencies never are).
 std::uint64_t order_key(double value) {
@@ -66,25 +66,39 @@ constexpr std::size_t kTargetsPerPass = 48;                       // 12 MB of hi
 
 struct LatencySpill::Impl {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file{std::tmpfile(), &std::fclose};
-  std::vector<Entry> buffer;
+  static constexpr std::size_t kChunk = 1 << 16;  // Entries per write and read.
+  std::vector<char> buffer = std::vector<char>(kChunk * kEntryBytes);
+  std::size_t buffered = 0;  // Entries in buffer.
   std::map<Priority, std::uint64_t> count_by_priority;
 
+  void add(const Entry& e) {
+    char* at = buffer.data() + buffered * kEntryBytes;
+    std::memcpy(at, &e.value, sizeof e.value);
+    std::memcpy(at + sizeof e.value, &e.priority, sizeof e.priority);
+    if (++buffered == kChunk) flush();
+  }
+
   void flush() {
-    if (buffer.empty()) return;
-    if (std::fwrite(buffer.data(), sizeof(Entry), buffer.size(), file.get()) != buffer.size())
+    if (buffered == 0) return;
+    if (std::fwrite(buffer.data(), kEntryBytes, buffered, file.get()) != buffered)
       throw std::runtime_error("writing latencies to a temporary file failed");
-    buffer.clear();
+    buffered = 0;
   }
 
   template <class F>
   void each(F&& f) {
     std::rewind(file.get());
-    std::vector<Entry> chunk(1 << 16);
+    std::vector<char> chunk(kChunk * kEntryBytes);
     for (;;) {
-      const std::size_t n = std::fread(chunk.data(), sizeof(Entry), chunk.size(), file.get());
-      for (std::size_t i = 0; i < n; ++i)
-        f(chunk[i]);
-      if (n < chunk.size()) break;
+      const std::size_t n = std::fread(chunk.data(), kEntryBytes, kChunk, file.get());
+      for (std::size_t i = 0; i < n; ++i) {
+        Entry e;
+        std::memcpy(&e.value, chunk.data() + i * kEntryBytes, sizeof e.value);
+        std::memcpy(&e.priority, chunk.data() + i * kEntryBytes + sizeof e.value,
+                    sizeof e.priority);
+        f(e);
+      }
+      if (n < kChunk) break;
     }
     if (std::ferror(file.get())) throw std::runtime_error("reading latencies back failed");
   }
@@ -147,16 +161,14 @@ struct LatencySpill::Impl {
 LatencySpill::LatencySpill(std::uint64_t collect_at_most)
     : impl_(std::make_unique<Impl>()), collect_at_most_(collect_at_most) {
   if (!impl_->file) throw std::runtime_error("cannot create a temporary file for latencies");
-  impl_->buffer.reserve(1 << 16);
 }
 
 LatencySpill::~LatencySpill() = default;
 
 void LatencySpill::add(Priority priority, double latency_s) {
-  impl_->buffer.push_back(Entry{latency_s, priority});
+  impl_->add(Entry{latency_s, priority});
   ++impl_->count_by_priority[priority];
   ++count_;
-  if (impl_->buffer.size() == impl_->buffer.capacity()) impl_->flush();
 }
 
 void LatencySpill::finish(Summary& summary) {

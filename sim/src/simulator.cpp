@@ -24,6 +24,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <exception>
 #include <array>
 #include <cmath>
 #include <fstream>
@@ -163,6 +164,7 @@ class Simulation {
     }
 
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
+      if (stopped_) return;
       enter();
       on_completion(a);
     });
@@ -170,6 +172,7 @@ class Simulation {
       has_next_ = stream_->next(next_);
       if (has_next_) {
         Timer::set(next_.t, [this] {
+          if (stopped_) return;
           enter();
           on_records_due();
         });
@@ -181,6 +184,7 @@ class Simulation {
       });
     }
     engine_->run();
+    if (failure_) std::rethrow_exception(failure_);  // A bad line stopped a streamed run.
     enter();
     // Finalizes still on a stage when SimGrid has nothing left to do.
     catch_up(std::numeric_limits<double>::infinity());
@@ -260,6 +264,16 @@ class Simulation {
 
   // --- Trace records -------------------------------------------------------
 
+  // A streamed run met a bad line (`failure`): nothing more happens. Every
+  // callback returns at once from now on, so that SimGrid runs out of events
+  // (the transfers under way finish on their own, the timers fire empty) and
+  // run() returns normally and throws the failure: unwinding out of SimGrid's
+  // engine mid-run would destroy activities it still runs.
+  void stop(std::exception_ptr failure) {
+    stopped_ = true;
+    failure_ = std::move(failure);
+  }
+
   // The artifacts read since the last call (a streamed trace's grow as it
   // is read): what a subscribe of each passes, and their keys' faults.
   void add_artifacts() {
@@ -280,10 +294,16 @@ class Simulation {
       while (has_next_ && next_.t <= t) {
         if (trace_.artifacts.size() != subscribe_as_.size()) add_artifacts();
         apply(next_);
-        has_next_ = stream_->next(next_);
+        try {
+          has_next_ = stream_->next(next_);
+        } catch (...) {
+          stop(std::current_exception());
+          return;
+        }
       }
       if (has_next_) {
         Timer::set(next_.t, [this] {
+          if (stopped_) return;
           enter();
           on_records_due();
         });
@@ -447,6 +467,7 @@ class Simulation {
           2 * (trace_.platform.origins[origin].latency_s + trace_.platform.client_latency_s);
       transfers_.emplace(id, std::move(transfer));
       Timer::set(now() + rtt, [this, id] {
+        if (stopped_) return;
         enter();
         if (transfers_.contains(id))
           end_transfer(id, TransferStatus::retryable_error, 0, "refused");
@@ -692,6 +713,7 @@ class Simulation {
     wake_at_ = std::max(at, clock_);
     wake_ = Timer::set(wake_at_, [this] {
       wake_ = nullptr;  // SimGrid frees it.
+      if (stopped_) return;
       enter();          // Catches up: the leaving happens there.
       arm_wake();
     });
@@ -760,6 +782,7 @@ class Simulation {
     if (!armed_.empty() && *armed_.begin() <= at) return;  // An earlier timer will re-arm.
     armed_.insert(at);
     Timer::set(at, [this, at] {
+      if (stopped_) return;
       enter();
       armed_.erase(armed_.find(at));
       scheduler_.on_timer(now());
@@ -816,6 +839,8 @@ class Simulation {
   absl::flat_hash_map<std::uint32_t, DemandHandle> live_handles_;
   std::uint64_t stale_cancels_ = 0;
   std::uint64_t stale_priority_changes_ = 0;
+  bool stopped_ = false;         // See stop().
+  std::exception_ptr failure_;
   SimOptions options_;
   // The virtual time of what is being handled: SimGrid's clock in a callback
   // (enter), or the earlier time of a finalize that catch_up() finishes late.

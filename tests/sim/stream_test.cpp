@@ -215,6 +215,8 @@ TEST(SimStream, ABadLineStopsTheRunAndLeavesNothing) {
   EXPECT_NE(run.err.find("trace.jsonl:" + std::to_string(line) + ": t: goes backwards"),
             std::string::npos)
       << run.err;
+  // Only the error: the simulation stopped cleanly, nothing of SimGrid's on stderr.
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
   for (const char* file : {"/result.json", "/result.json.partial", "/d.csv", "/d.csv.partial"})
     EXPECT_FALSE(std::filesystem::exists(run.dir + file)) << file;
 }
