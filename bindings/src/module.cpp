@@ -212,17 +212,12 @@ format::NetworkModel network_model_of(const std::string& name) {
   throw py::value_error("network_model must be \"default\", \"cm02\" or \"lv08\"");
 }
 
-// Runs the simulation in this process (once per process: SimGrid) and writes
-// the result JSON to `out_path`. Returns the printed summary.
-std::string simulate(const TracePtr& trace, const std::string& model, const py::object& policy,
-                     const std::string& policy_name, std::optional<std::uint64_t> seed,
-                     std::optional<std::uint32_t> max_transfers,
-                     std::optional<std::uint32_t> max_per_origin,
-                     std::optional<std::string> network_model, const std::string& out_path,
-                     const std::string& timeline_path, const std::string& decisions_path,
-                     double decision_horizon_s, const std::vector<std::string>& oracle_bases,
-                     const std::string& resample) {
-  const format::Resample how = format::parse_resample(resample);
+// The options both kinds of run take from Python.
+sim::SimOptions sim_options(const std::string& model, const py::object& policy,
+                            const std::string& policy_name, std::optional<std::uint64_t> seed,
+                            std::optional<std::uint32_t> max_transfers,
+                            std::optional<std::uint32_t> max_per_origin,
+                            const std::optional<std::string>& network_model) {
   sim::SimOptions options;
   options.model = model_of(model);
   options.policy = policy_name;
@@ -235,6 +230,34 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
   options.max_transfers = max_transfers;
   options.max_per_origin = max_per_origin;
   if (network_model) options.network_model = network_model_of(*network_model);
+  return options;
+}
+
+// What `demandflight sim` prints for `result`.
+std::string summary_text(const format::Result& result, const format::Trace& trace) {
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  FILE* memory = ::open_memstream(&buffer, &size);
+  format::print_summary(result, trace, "simulated", memory);
+  std::fclose(memory);
+  std::string summary(buffer, size);
+  std::free(buffer);
+  return summary;
+}
+
+// Runs the simulation in this process (once per process: SimGrid) and writes
+// the result JSON to `out_path`. Returns the printed summary.
+std::string simulate(const TracePtr& trace, const std::string& model, const py::object& policy,
+                     const std::string& policy_name, std::optional<std::uint64_t> seed,
+                     std::optional<std::uint32_t> max_transfers,
+                     std::optional<std::uint32_t> max_per_origin,
+                     std::optional<std::string> network_model, const std::string& out_path,
+                     const std::string& timeline_path, const std::string& decisions_path,
+                     double decision_horizon_s, const std::vector<std::string>& oracle_bases,
+                     const std::string& resample) {
+  const format::Resample how = format::parse_resample(resample);
+  sim::SimOptions options = sim_options(model, policy, policy_name, seed, max_transfers,
+                                        max_per_origin, network_model);
   options.timeline_path = timeline_path;
   options.decisions_path = decisions_path;
   options.decision_horizon_s = decision_horizon_s;
@@ -259,14 +282,7 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
     format::write_result_json(result, *ran, out);
     if (!out) throw std::runtime_error("cannot write " + out_path);
   }
-  char* buffer = nullptr;
-  std::size_t size = 0;
-  FILE* memory = ::open_memstream(&buffer, &size);
-  format::print_summary(result, *ran, "simulated", memory);
-  std::fclose(memory);
-  std::string summary(buffer, size);
-  std::free(buffer);
-  return summary;
+  return summary_text(result, *ran);
 }
 
 // A streamed run (sim --stream): the trace at `path` read as the simulation
@@ -281,22 +297,12 @@ std::string simulate_streamed(const std::string& path, const std::string& model,
                               std::optional<std::string> network_model,
                               const std::string& out_path, const std::string& demands_csv,
                               const std::string& tasks_csv) {
-  sim::SimOptions options;
-  options.model = model_of(model);
-  options.policy = policy_name;
-  if (!py::isinstance<py::str>(policy) && !policy.is_none()) {
-    options.policy_object = policy_from(policy);
-  } else {
-    sim::check_sim_policy(policy_name);
-    if (!sim::streamable_policy(policy_name)) {
-      throw py::value_error("policy: " + policy_name +
-                            " reads the whole trace in advance: it cannot run streamed");
-    }
+  const sim::SimOptions options = sim_options(model, policy, policy_name, seed, max_transfers,
+                                              max_per_origin, network_model);
+  if (!options.policy_object && !sim::streamable_policy(policy_name)) {
+    throw py::value_error("policy: " + policy_name +
+                          " reads the whole trace in advance: it cannot run streamed");
   }
-  options.seed = seed;
-  options.max_transfers = max_transfers;
-  options.max_per_origin = max_per_origin;
-  if (network_model) options.network_model = network_model_of(*network_model);
   format::Result result;
   std::optional<format::TraceStream> stream;
   {
@@ -311,14 +317,7 @@ std::string simulate_streamed(const std::string& path, const std::string& model,
     format::write_result_json(result, stream->trace(), out);
     if (!out) throw std::runtime_error("cannot write " + out_path);
   }
-  char* buffer = nullptr;
-  std::size_t size = 0;
-  FILE* memory = ::open_memstream(&buffer, &size);
-  format::print_summary(result, stream->trace(), "simulated", memory);
-  std::fclose(memory);
-  std::string summary(buffer, size);
-  std::free(buffer);
-  return summary;
+  return summary_text(result, stream->trace());
 }
 
 // The cost score's weights from a dict; ValueError "weights: ..." naming a bad one.

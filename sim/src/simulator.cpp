@@ -170,18 +170,9 @@ class Simulation {
     });
     if (stream_ != nullptr) {
       has_next_ = stream_->next(next_);
-      if (has_next_) {
-        Timer::set(next_.t, [this] {
-          if (stopped_) return;
-          enter();
-          on_records_due();
-        });
-      }
+      if (has_next_) wake_for_records(next_.t);
     } else if (!trace_.records.empty()) {
-      Timer::set(trace_.records.front().t, [this] {
-        enter();
-        on_records_due();
-      });
+      wake_for_records(trace_.records.front().t);
     }
     engine_->run();
     if (failure_) std::rethrow_exception(failure_);  // A bad line stopped a streamed run.
@@ -288,6 +279,15 @@ class Simulation {
     faults_.resize(recorder_.key_count(), KeyFaults{});
   }
 
+  // At `at`, the records due then go in.
+  void wake_for_records(double at) {
+    Timer::set(at, [this] {
+      if (stopped_) return;
+      enter();
+      on_records_due();
+    });
+  }
+
   void on_records_due() {
     const double t = now();
     if (stream_ != nullptr) {
@@ -301,23 +301,14 @@ class Simulation {
           return;
         }
       }
-      if (has_next_) {
-        Timer::set(next_.t, [this] {
-          if (stopped_) return;
-          enter();
-          on_records_due();
-        });
-      }
+      if (has_next_) wake_for_records(next_.t);
       return;
     }
     while (next_record_ < trace_.records.size() && trace_.records[next_record_].t <= t) {
       apply(trace_.records[next_record_++]);
     }
     if (next_record_ < trace_.records.size()) {
-      Timer::set(trace_.records[next_record_].t, [this] {
-        enter();
-        on_records_due();
-      });
+      wake_for_records(trace_.records[next_record_].t);
     }
   }
 
@@ -346,29 +337,17 @@ class Simulation {
         break;
       }
       case Op::cancel:
-        if (stream_ != nullptr) {
-          // A demand that has ended is no longer known by handle here: it is
-          // ignored as the scheduler ignores a stale handle, and counted alike.
-          auto it = live_handles_.find(r.demand);
-          if (it == live_handles_.end()) {
-            ++stale_cancels_;
-          } else {
-            scheduler_.cancel(t, it->second);
-          }
+        if (const auto handle = handle_of(r.demand)) {
+          scheduler_.cancel(t, *handle);
         } else {
-          scheduler_.cancel(t, handle_of_demand_[r.demand]);
+          ++stale_cancels_;
         }
         break;
       case Op::set_priority:
-        if (stream_ != nullptr) {
-          auto it = live_handles_.find(r.demand);
-          if (it == live_handles_.end()) {
-            ++stale_priority_changes_;
-          } else {
-            scheduler_.set_priority(t, it->second, r.priority);
-          }
+        if (const auto handle = handle_of(r.demand)) {
+          scheduler_.set_priority(t, *handle, r.priority);
         } else {
-          scheduler_.set_priority(t, handle_of_demand_[r.demand], r.priority);
+          ++stale_priority_changes_;
         }
         break;
       case Op::end_owner:
@@ -381,6 +360,16 @@ class Simulation {
         break;
     }
     drain();
+  }
+
+  // A demand's handle; none when a streamed run's demand has ended (it no
+  // longer knows the handle): the record is then ignored as the scheduler
+  // ignores a stale handle, and counted alike.
+  std::optional<DemandHandle> handle_of(std::uint32_t demand) const {
+    if (stream_ == nullptr) return handle_of_demand_[demand];
+    auto it = live_handles_.find(demand);
+    if (it == live_handles_.end()) return std::nullopt;
+    return it->second;
   }
 
   void inject(const Record& r) {
