@@ -177,8 +177,9 @@ int main(int argc, char** argv) {
   sim->add_option("--network-model", network,
                   "default (CM02 calibrated on the real backend: a round trip per transfer, 95.6% "
                   "of the link rate) | cm02 (exact: size/bw + latency) | lv08 (SimGrid's own "
-                  "default); overrides platform.network_model")
-      ->check(CLI::IsMember({"default", "cm02", "lv08"}));
+                  "default) | tcp (default + TCP state per kept-alive connection: handshakes, "
+                  "slow start) | ns3 (packet-level TCP, slow); overrides platform.network_model")
+      ->check(CLI::IsMember(format::network_model_names()));
   sim->add_option("--cfg", options.simgrid_config,
                   "a SimGrid setting KEY:VALUE applied after the model's (repeatable), e.g. "
                   "network/latency-factor:2")
@@ -290,9 +291,7 @@ int main(int argc, char** argv) {
     if (*transfers_option) options.max_transfers = max_transfers;
     if (*per_origin_option) options.max_per_origin = max_per_origin;
     if (!network.empty()) {  // Otherwise platform.network_model decides.
-      options.network_model = network == "cm02"   ? NetworkModel::cm02
-                              : network == "lv08" ? NetworkModel::lv08
-                                                  : NetworkModel::calibrated;
+      options.network_model = *format::parse_network_model(network);  // Checked by the option.
     }
     options.timeline_path = timeline_path;
     options.transfer_log_path = transfer_log_path;

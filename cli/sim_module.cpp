@@ -56,6 +56,7 @@ const Entries& entries() {
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (ec) throw std::runtime_error("cannot find this program (/proc/self/exe): " + ec.message());
     const std::string module = (exe.parent_path() / "libdemandflight_simgrid.so").string();
+    sim::prepare_ns3_environment();  // Before ns-3 is loaded with the module.
     void* handle = ::dlopen(module.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       throw std::runtime_error("cannot load the simulator (" + module + "): " + ::dlerror());

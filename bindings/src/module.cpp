@@ -206,10 +206,9 @@ py::dict trace_to_dict(const format::Trace& t) {
 // --- One simulation ------------------------------------------------------------
 
 format::NetworkModel network_model_of(const std::string& name) {
-  if (name == "default") return format::NetworkModel::calibrated;
-  if (name == "cm02" || name == "CM02") return format::NetworkModel::cm02;
-  if (name == "lv08" || name == "LV08") return format::NetworkModel::lv08;
-  throw py::value_error("network_model must be \"default\", \"cm02\" or \"lv08\"");
+  if (auto model = format::parse_network_model(name)) return *model;
+  throw py::value_error("network_model must be one of " + format::network_model_names_text() +
+                        ", not \"" + name + "\"");
 }
 
 // The options both kinds of run take from Python.
@@ -602,6 +601,8 @@ PYBIND11_MODULE(_core, m) {
       .def("to_dict", [](const format::Trace& t) { return trace_to_dict(t); });
 
   m.attr("MODELS") = py::cast(model_names());
+  m.attr("NETWORK_MODELS") = py::cast(format::network_model_names());
+  m.attr("NS3_ATTRIBUTE_DEFAULTS") = sim::kNs3AttributeDefaults;
   {
     py::dict weights;
     for (const auto& [name, value] : format::weight_values(format::Weights{}))

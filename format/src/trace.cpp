@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -549,15 +550,9 @@ class Reader {
       p.hash_Bps = bandwidth(pf, "hash_Bps", p.hash_Bps);
       if (pf.has("network_model")) {
         const std::string model = pf.string("network_model");
-        if (model == "CM02") {
-          p.network_model = NetworkModel::cm02;
-        } else if (model == "LV08") {
-          p.network_model = NetworkModel::lv08;
-        } else if (model != "default") {
-          pf.fail("network_model",
-                  "must be \"default\" (CM02 calibrated on the real backend), \"CM02\" or "
-                  "\"LV08\"");
-        }
+        const std::optional<NetworkModel> parsed = parse_network_model(model);
+        if (!parsed) pf.fail("network_model", "must be one of " + network_model_names_text());
+        p.network_model = *parsed;
       }
       if (pf.has("origins")) {
         const json& origins = pf.raw("origins");
@@ -809,6 +804,48 @@ class Reader {
 };
 
 }  // namespace
+
+std::string_view to_string(NetworkModel model) {
+  switch (model) {
+    case NetworkModel::calibrated:
+      return "default";
+    case NetworkModel::cm02:
+      return "cm02";
+    case NetworkModel::lv08:
+      return "lv08";
+    case NetworkModel::tcp:
+      return "tcp";
+    case NetworkModel::ns3:
+      return "ns3";
+  }
+  return "unknown";
+}
+
+std::optional<NetworkModel> parse_network_model(std::string_view name) {
+  std::string lower;
+  for (const char c : name) {
+    if (c != '-') lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (const NetworkModel model : {NetworkModel::calibrated, NetworkModel::cm02,
+                                   NetworkModel::lv08, NetworkModel::tcp, NetworkModel::ns3}) {
+    if (lower == to_string(model)) return model;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& network_model_names() {
+  static const std::vector<std::string> names{"default", "cm02", "lv08", "tcp", "ns3"};
+  return names;
+}
+
+std::string network_model_names_text() {
+  std::string text;
+  for (const std::string& name : network_model_names()) {
+    if (!text.empty()) text += ", ";
+    text += name;
+  }
+  return text;
+}
 
 TraceError::TraceError(std::string file, std::size_t line, std::string field,
                        const std::string& message)

@@ -13,6 +13,7 @@ std::vector<std::string> simgrid_settings(format::NetworkModel model) {
   namespace defaults = format::defaults;
   switch (model) {
     case NetworkModel::calibrated:
+    case NetworkModel::tcp:  // The same links; the connections add their delays (tcp_connections.h).
       // Calibration: docs/testing.md, "Fidelity" (bench/fidelity.py against the backend).
       return {"network/model:CM02", "network/crosstraffic:0",
               "network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor),
@@ -21,6 +22,10 @@ std::vector<std::string> simgrid_settings(format::NetworkModel model) {
       return {"network/model:CM02", "network/crosstraffic:0"};
     case NetworkModel::lv08:
       break;
+    case NetworkModel::ns3:
+      // TCP as ns-3 ships it (CUBIC, SimGrid's 1000-byte segments), no seed:
+      // the same trace gives the same packets.
+      return {"network/model:ns-3"};
   }
   return {};
 }

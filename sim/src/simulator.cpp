@@ -27,6 +27,7 @@
 #include <exception>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -45,6 +46,7 @@
 #include "demandflight/format/recorder.h"
 #include "demandflight/format/score.h"
 #include "demandflight/sim/simulator.h"
+#include "demandflight/sim/tcp_connections.h"
 #include "decision_log.h"
 #include "timeline.h"
 
@@ -65,6 +67,10 @@ struct Transfer {
   bool retryable = true;
   double started_s = 0;
   int slot = -1;  // Timeline lane.
+  // The tcp network model: on a connection of the pool (TcpConnections), and
+  // still in its handshake or slow-start delay (no comm yet).
+  bool on_connection = false;
+  bool connecting = false;
 };
 
 struct Finalize {
@@ -214,10 +220,15 @@ class Simulation {
     static char arg0[] = "demandflight";
     static char arg1[] = "--log=root.thresh:critical";
     static char* argv[] = {arg0, arg1, nullptr};
+    const NetworkModel network = options_.network_model.value_or(trace_.platform.network_model);
+    if (network == NetworkModel::ns3 && std::getenv("NS_ATTRIBUTE_DEFAULT") == nullptr) {
+      throw std::invalid_argument(
+          "the ns3 network model needs NS_ATTRIBUTE_DEFAULT in the environment before SimGrid is "
+          "loaded (demandflight and Python set it; a program linking the simulator calls "
+          "dfl::sim::prepare_ns3_environment() first thing in main)");
+    }
     engine_ = std::make_unique<sg4::Engine>(&argc, argv);
-    for (const std::string& setting :
-         simgrid_settings(options_.network_model.value_or(trace_.platform.network_model)))
-      engine_->set_config(setting);
+    for (const std::string& setting : simgrid_settings(network)) engine_->set_config(setting);
     for (const std::string& setting : options_.simgrid_config)
       engine_->set_config(setting);
     const Platform& p = trace_.platform;
@@ -231,6 +242,16 @@ class Simulation {
     auto* client_link = zone->create_link("client-link", p.client_bandwidth_Bps);
     client_link->set_latency(p.client_latency_s);
     client_link->seal();
+    // ns-3 builds its nodes and point-to-point links from the routes of one
+    // link only: each origin's link to a gateway, and the client's link from
+    // it (ns-3's own routing then finds origin -> gateway -> client). It
+    // ignores the two-link routes, which the flow models use.
+    simgrid::kernel::routing::NetPoint* gateway = nullptr;
+    if (network == NetworkModel::ns3) {
+      gateway = zone->create_router("gateway");
+      zone->add_route(client_->get_netpoint(), gateway, nullptr, nullptr,
+                      {sg4::LinkInRoute(client_link)}, true);
+    }
     for (const OriginSpec& origin : p.origins) {
       sg4::Host* host = zone->create_host("origin-" + origin.name, 1e9);
       auto* link = zone->create_link("link-" + origin.name, origin.bandwidth_Bps);
@@ -238,10 +259,24 @@ class Simulation {
       link->seal();
       zone->add_route(host->get_netpoint(), client_->get_netpoint(), nullptr, nullptr,
                       {sg4::LinkInRoute(link), sg4::LinkInRoute(client_link)}, true);
+      if (gateway != nullptr) {
+        zone->add_route(host->get_netpoint(), gateway, nullptr, nullptr, {sg4::LinkInRoute(link)},
+                        true);
+      }
       origin_hosts_.push_back(host);
       origin_down_until_.push_back(-1);
     }
     zone->seal();
+    ns3_ = network == NetworkModel::ns3;
+    // ns-3 fills its routing tables when it hears that the platform is made,
+    // which SimGrid announces after loading an XML platform, but not after
+    // one built in code: it is announced here.
+    if (ns3_) sg4::Engine::on_platform_created();
+    if (network == NetworkModel::tcp) {
+      tcp_ = std::make_unique<TcpConnections>(
+          static_cast<std::uint32_t>(p.origins.size()),
+          options_.max_per_origin.value_or(trace_.scheduler.max_per_origin));
+    }
   }
 
   // Virtual time stands still inside a callback: it is read once as SimGrid
@@ -391,8 +426,10 @@ class Simulation {
         // Running transfers from that origin fail now, with what they received.
         std::vector<std::uint64_t> victims;
         for (const auto& [id, transfer] : transfers_) {
-          if (transfer.origin == fault.origin && transfer.comm) victims.push_back(id);
+          if (transfer.origin == fault.origin && (transfer.comm || transfer.connecting))
+            victims.push_back(id);
         }
+        if (tcp_) tcp_->close_all(fault.origin);
         std::sort(victims.begin(), victims.end());  // Deterministic order.
         for (std::uint64_t id : victims) {
           Transfer& transfer = transfers_.at(id);
@@ -452,8 +489,7 @@ class Simulation {
     const std::uint64_t id = c.transfer.value;
     if (origin_down_until_[origin] > now()) {
       // A refused connection: fails after one round trip, nothing received.
-      const double rtt =
-          2 * (trace_.platform.origins[origin].latency_s + trace_.platform.client_latency_s);
+      const double rtt = round_trip_s(origin);
       transfers_.emplace(id, std::move(transfer));
       Timer::set(now() + rtt, [this, id] {
         if (stopped_) return;
@@ -464,15 +500,63 @@ class Simulation {
       });
       return;
     }
-    if (logging()) {
-      transfer_log_ << "T " << now() << ' ' << id << ' ' << origin << ' ' << transfer.payload
-                    << '\n';
+    if (tcp_) {
+      // The share this transfer gets as it starts, at the rate the default
+      // model moves payload (its bandwidth factor).
+      const Platform& p = trace_.platform;
+      const double share =
+          defaults::calibrated_bandwidth_factor *
+          std::min(p.origins[origin].bandwidth_Bps / (tcp_->busy(origin) + 1.0),
+                   p.client_bandwidth_Bps / (tcp_->busy_total() + 1.0));
+      const TcpConnections::Start start = tcp_->start(
+          id, origin, now(), static_cast<double>(transfer.payload), round_trip_s(origin), share);
+      transfer.on_connection = true;
+      if (start.delay_s > 0) {
+        transfer.connecting = true;
+        transfers_.emplace(id, std::move(transfer));
+        Timer::set(now() + start.delay_s, [this, id] {
+          if (stopped_) return;
+          enter();
+          auto it = transfers_.find(id);
+          if (it == transfers_.end() || !it->second.connecting) return;  // Aborted meanwhile.
+          it->second.connecting = false;
+          start_comm(id, it->second);
+        });
+        return;
+      }
     }
-    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[origin], client_);
+    start_comm(id, transfers_.emplace(id, std::move(transfer)).first->second);
+  }
+
+  // The transfer's bytes flow from now on, at the network model's rate.
+  void start_comm(std::uint64_t id, Transfer& transfer) {
+    if (logging()) {
+      transfer_log_ << "T " << now() << ' ' << id << ' ' << transfer.origin << ' '
+                    << transfer.payload << '\n';
+    }
+    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin], client_);
     transfer.comm->set_payload_size(transfer.payload);
     tag(*transfer.comm, Tag::transfer, id);
-    auto& stored = transfers_.emplace(id, std::move(transfer)).first->second;
-    stored.comm->start();
+    transfer.comm->start();
+    ++comms_running_;
+    if (ns3_ && !heartbeat_armed_) heartbeat();
+  }
+
+  // SimGrid advances ns-3 only up to its next event of another kind, and not
+  // at all when there is none: while comms run under ns-3, a timer every
+  // simulated second gives it one (a comm's end still stops ns-3 at once, so
+  // the times do not depend on it).
+  void heartbeat() {
+    heartbeat_armed_ = true;
+    Timer::set(clock_ + 1.0, [this] {
+      heartbeat_armed_ = false;
+      clock_ = sg4::Engine::get_clock();
+      if (!stopped_ && comms_running_ > 0) heartbeat();
+    });
+  }
+
+  double round_trip_s(std::uint32_t origin) const {
+    return 2 * (trace_.platform.origins[origin].latency_s + trace_.platform.client_latency_s);
   }
 
   void handle(AbortTransfer& c) {
@@ -485,6 +569,8 @@ class Simulation {
     recorder_.attempt_aborted(c.task, done);
     cancel_comm(c.transfer.value, transfer);
     transfer.comm = nullptr;  // Kept alive by cancelled_ until its reports.
+    // libcurl closes a connection whose response it stops reading.
+    if (transfer.on_connection) tcp_->finish(c.transfer.value, transfer.origin, now(), false);
     recorder_.transfer_bytes(transfer.task, done);
     timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
                              "aborted");
@@ -567,7 +653,17 @@ class Simulation {
     if (logging()) transfer_log_ << "A " << now() << ' ' << id << '\n';
     sg4::Comm* raw = transfer.comm.get();
     tag(*raw, Tag::cancelled, 0);
-    cancelled_.emplace(raw, CancelledComm{transfer.comm, 0});
+    if (ns3_) {
+      // SimGrid cannot cancel an ns-3 flow (its action leaves the socket
+      // running and then finishes a destroyed action): the comm is left to
+      // end on its own, reported once, and nothing reads it meanwhile.
+      cancelled_.emplace(raw, CancelledComm{std::move(transfer.comm), 0, 1});
+      transfer.comm = nullptr;
+      return;
+    }
+    cancelled_.emplace(raw, CancelledComm{std::move(transfer.comm), 0, 2});
+    transfer.comm = nullptr;
+    --comms_running_;
     raw->cancel();
   }
 
@@ -589,7 +685,8 @@ class Simulation {
     const std::uint64_t id = data >> 2;
     if (kind == Tag::cancelled) {
       auto it = cancelled_.find(&activity);
-      if (it != cancelled_.end() && ++it->second.reports >= 2) {
+      if (it != cancelled_.end() && ++it->second.reports >= it->second.last_report) {
+        if (ns3_) --comms_running_;
         retire(std::move(it->second.comm));
         cancelled_.erase(it);
       }
@@ -745,7 +842,11 @@ class Simulation {
 
   void end_transfer(std::uint64_t id, TransferStatus status, std::uint64_t bytes, const char* how) {
     Transfer& transfer = transfers_.at(id);
+    if (transfer.comm) --comms_running_;
     retire(std::move(transfer.comm));
+    // A complete response leaves its connection for the next transfer.
+    if (transfer.on_connection)
+      tcp_->finish(id, transfer.origin, now(), status == TransferStatus::ok && !transfer.fails);
     recorder_.transfer_bytes(transfer.task, bytes);
     timeline_.transfer_ended(transfer.slot, artifact_name(transfer.key), transfer.started_s, now(),
                              how);
@@ -846,6 +947,10 @@ class Simulation {
   sg4::Host* disk_ = nullptr;
   std::vector<sg4::Host*> origin_hosts_;
   std::vector<double> origin_down_until_;
+  std::unique_ptr<TcpConnections> tcp_;  // The tcp network model's connection pools.
+  bool ns3_ = false;                     // The ns3 network model (heartbeat()).
+  bool heartbeat_armed_ = false;
+  std::uint64_t comms_running_ = 0;
 
   std::vector<KeyFaults> faults_;  // By key index.
 
@@ -868,6 +973,7 @@ class Simulation {
   struct CancelledComm {
     sg4::CommPtr comm;
     int reports = 0;
+    int last_report = 2;  // CANCELED then FAILED; an ns-3 comm left to end: FINISHED.
   };
   absl::flat_hash_map<const sg4::Activity*, CancelledComm> cancelled_;
   std::vector<sg4::ActivityPtr> graveyard_;

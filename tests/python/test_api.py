@@ -173,6 +173,24 @@ def test_bad_traces_raise_the_clis_file_line_field_message(tmp_path, cli):
          .subscribe(1, "d1", "o", "a").cancel(0.5, "d1").build())
 
 
+def test_every_network_model_runs_from_python_as_from_the_cli(scenarios, cli, tmp_path):
+    """ns3 needs ns-3's defaults in the child's environment before SimGrid loads."""
+    trace = scenarios / "three_callers.jsonl"
+    ends = {}
+    for model in ("default", "tcp", "ns3"):
+        result = dfl.simulate(trace, network_model=model)
+        out = tmp_path / f"{model}.json"
+        subprocess.run([cli, "sim", str(trace), "--network-model", model, "--out", str(out),
+                        "--quiet"], check=True)
+        assert result.raw == json.loads(out.read_text()), model
+        ends[model] = result.summary["makespan_s"]
+    # Handshakes and slow start make the tcp model's run longer than the default's.
+    assert ends["tcp"] > ends["default"]
+    with pytest.raises(ValueError, match="network_model: must be one of default, cm02, lv08, "
+                                         "tcp, ns3"):
+        dfl.simulate(trace, network_model="ns4")
+
+
 def test_bad_models_and_policies_are_value_errors(scenarios):
     trace = scenarios / "three_callers.jsonl"
     with pytest.raises(ValueError, match="model"):

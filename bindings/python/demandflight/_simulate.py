@@ -44,6 +44,8 @@ def _child_env() -> Dict[str, str]:
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([package_root] + paths)
+    # ns-3 reads its defaults as SimGrid is loaded (the ns3 network model).
+    env.setdefault("NS_ATTRIBUTE_DEFAULT", _core.NS3_ATTRIBUTE_DEFAULTS)
     return env
 
 
@@ -276,7 +278,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
     :class:`OrphanPolicy` instance. ``overrides`` change the trace's header or the
     simulator: ``max_transfers``, ``max_per_origin``, ``network_model`` ("default":
-    CM02 calibrated on the real backend, "cm02": exact, "lv08": SimGrid's own),
+    CM02 calibrated on the real backend, "cm02": exact, "lv08": SimGrid's own, "tcp": the
+    default plus TCP state per kept-alive connection, "ns3": packet-level TCP, slow),
     ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``, ``disk_write_Bps``,
     ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``,
     ``retry_jitter``.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "demandflight/engine/artifact_key.h"
@@ -62,10 +63,30 @@ enum class NetworkModel : std::uint8_t {
   // connections, bandwidth x0.97, ACK cross-traffic). Measured 3-4x too slow
   // for the backend, whose connections are kept alive.
   lv08,
+  // The default plus TCP state per connection (sim/src/tcp_connections.cpp): per
+  // origin a pool of kept-alive connections, as the backend keeps them; a new
+  // connection pays its handshake, a connection idle for longer than its
+  // retransmission timeout restarts slow start, and a transfer's first round
+  // trips run at the slow-start window until it reaches the transfer's share.
+  tcp,
+  // ns-3, the packet-level simulator SimGrid is built with (network/model:ns-3):
+  // TCP (CUBIC) with its handshake, slow start, congestion control and drop-tail
+  // queues on every link. Each transfer is a new TCP connection. The reference
+  // for the flow models, about a thousand times slower.
+  ns3,
 };
 
+// "default", "cm02", "lv08", "tcp" or "ns3"; parse_network_model also takes
+// the trace header's spellings ("CM02", "LV08", "TCP", "ns-3": case does not
+// matter), and returns nullopt for any other name.
+std::string_view to_string(NetworkModel model);
+std::optional<NetworkModel> parse_network_model(std::string_view name);
+// "default, cm02, lv08, tcp, ns3": for help texts and errors.
+const std::vector<std::string>& network_model_names();
+std::string network_model_names_text();
+
 struct Platform {
-  // platform.network_model: "default", "CM02" or "LV08" (an added optional field).
+  // platform.network_model: a name parse_network_model takes (an optional field).
   NetworkModel network_model = NetworkModel::calibrated;
   double client_bandwidth_Bps = 0;
   double client_latency_s = 0;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,29 @@ inline bool streamable_policy(std::string_view spec) {
 // max_transfers above max_per_origin x the origins the artifacts use). The
 // simulator puts them into Result::warnings; the CLI prints them on stderr.
 std::vector<std::string> setting_warnings(const format::Trace& trace, const SimOptions& options);
+
+// ns-3's TCP sockets keep 128 KiB buffers, which cap a transfer at 128 KiB per
+// round trip (a lone 10 MB transfer took 8 s instead of 1.2 s on a 10 MB/s,
+// 100 ms path); Linux grows them up to tcp_wmem's and tcp_rmem's maxima (4 MiB
+// and 6 MiB), so that its transfers are limited by the congestion window and
+// the link. SimGrid offers no setting for them, and ns-3 reads its attribute
+// defaults from the environment (NS_ATTRIBUTE_DEFAULT) once, as SimGrid's
+// library is loaded: the ns3 network model needs this set before then.
+// SimGrid's glue also closes the receiving socket as soon as the sender has
+// buffered a flow's last byte; a receiver that still holds out-of-order data
+// (after a loss) then resets the connection and SimGrid aborts ("total_bytes
+// is not sent_bytes"). So the send buffer stays at 1 MiB (a lone flow's window
+// up to 1 MiB per round trip: every bundled scenario's bandwidth-delay product
+// is below it) and the links' queues are deep enough never to drop: ns-3 here
+// models slow start, the window, fair sharing and queueing delay, not loss.
+inline constexpr const char* kNs3AttributeDefaults =
+    "ns3::TcpSocket::SndBufSize=1048576;ns3::TcpSocket::RcvBufSize=6291456;"
+    "ns3::DropTailQueue<Packet>::MaxSize=100000p";
+// Sets NS_ATTRIBUTE_DEFAULT to kNs3AttributeDefaults unless it is set. Inline:
+// the CLI calls it before it loads the simulator's module.
+inline void prepare_ns3_environment() {
+  ::setenv("NS_ATTRIBUTE_DEFAULT", kNs3AttributeDefaults, /*overwrite=*/0);
+}
 
 // The SimGrid settings (KEY:VALUE, for Engine::set_config) that make `model`;
 // none for lv08, SimGrid's own default.

@@ -1,0 +1,104 @@
+// TCP connection state for the flow model (`--network-model tcp`).
+//
+// A flow model (CM02) moves every transfer at its fair share of the links
+// from its first byte. A real transfer does not: on a new connection it first
+// pays the TCP handshake, and its first round trips are limited by the
+// congestion window (slow start: 10 segments, doubling per round trip) until
+// the window covers the share's bandwidth-delay product. A kept-alive
+// connection keeps its window, unless it was idle for longer than its
+// retransmission timeout: Linux then halves the window once per timeout
+// elapsed, down to the initial window (`tcp_slow_start_after_idle`,
+// tcp_cwnd_restart()).
+//
+// TcpConnections keeps, per origin, the pool of connections the backend keeps
+// (libcurl reuses the first idle connection in the order they were opened and
+// closes one that is aborted mid-body or fails), and says for each transfer
+// the delay to add before its bytes flow at the flow model's rate: a closed
+// form of the size, the round trip, the window and the share (slow_start()).
+// The simulator delays the start of the transfer's comm by that much, so that
+// the link is left to the others meanwhile, as a window-limited flow leaves it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dfl::sim {
+
+struct TcpSettings {
+  double segment_bytes = 1448;          // MSS of a 1500-byte MTU with timestamps.
+  double initial_window_segments = 10;  // RFC 6928, Linux's default.
+  double rto_min_s = 0.2;               // Linux TCP_RTO_MIN.
+  double handshake_round_trips = 1;     // SYN, SYN-ACK (the request rides the ACK).
+  double max_idle_s = 118;              // libcurl closes a connection idle this long.
+
+  double initial_window_bytes() const { return segment_bytes * initial_window_segments; }
+  // Linux's retransmission timeout once the round trip is known: the
+  // smoothed RTT plus its variance, the variance floored at TCP_RTO_MIN.
+  double rto_s(double rtt_s) const { return rtt_s + rto_min_s; }
+};
+
+struct SlowStart {
+  double delay_s = 0;        // Time beyond bytes / share.
+  double window_bytes = 0;   // The congestion window when the transfer ends.
+  int window_limited_rounds = 0;
+};
+
+// A transfer of `bytes` that starts with a congestion window of `window_bytes`
+// on a path of round trip `rtt_s`, whose share of the links is `share_Bps`.
+// Each round trip sends one window; while the window is below the share's
+// bandwidth-delay product the round trip is only partly used, and the rest
+// of it is the delay: the sum over those rounds of (rtt - window / share),
+// except the round in which the last byte goes out. The window doubles each
+// round (no loss: slow start ends when the share is reached, and a transfer
+// that outgrows it keeps the window it needed).
+SlowStart slow_start(double bytes, double window_bytes, double rtt_s, double share_Bps);
+
+// The window after `idle_s` without sending (tcp_cwnd_restart(): halved once
+// for each full retransmission timeout after the first, never below the
+// initial window; unchanged if idle for less than one timeout).
+double window_after_idle(double window_bytes, double idle_s, double rto_s,
+                         double initial_window_bytes);
+
+class TcpConnections {
+ public:
+  struct Start {
+    double delay_s = 0;  // Handshake plus slow start, before the bytes flow.
+    bool new_connection = false;
+    double handshake_s = 0;
+    double slow_start_s = 0;
+  };
+
+  TcpConnections(std::uint32_t origins, std::uint32_t max_per_origin, TcpSettings settings = {});
+
+  // A transfer `transfer` of `bytes` from `origin` starts at `now_s` on a path
+  // of round trip `rtt_s` with a share of `share_Bps`: it takes an idle
+  // connection (the first opened) or opens one, and returns the delay.
+  Start start(std::uint64_t transfer, std::uint32_t origin, double now_s, double bytes,
+              double rtt_s, double share_Bps);
+  // The transfer ended at `now_s`: its connection stays for the next one
+  // (`keep`, a complete response) or is closed (an abort mid-body, an error).
+  void finish(std::uint64_t transfer, std::uint32_t origin, double now_s, bool keep);
+  // The origin went down: its connections are gone.
+  void close_all(std::uint32_t origin);
+
+  std::uint32_t busy(std::uint32_t origin) const { return busy_[origin]; }
+  std::uint32_t busy_total() const { return busy_total_; }
+  std::uint64_t opened() const { return opened_; }
+
+ private:
+  struct Connection {
+    std::uint64_t transfer = 0;  // Running on it, or 0 if idle.
+    bool busy = false;
+    double window_bytes = 0;
+    double last_sent_s = 0;
+    std::uint64_t opened_order = 0;
+  };
+  TcpSettings settings_;
+  std::uint32_t max_per_origin_;
+  std::vector<std::vector<Connection>> pools_;  // Per origin, in the order opened.
+  std::vector<std::uint32_t> busy_;
+  std::uint32_t busy_total_ = 0;
+  std::uint64_t opened_ = 0;
+};
+
+}  // namespace dfl::sim

@@ -1,0 +1,127 @@
+// TCP connection state for the flow model: see tcp_connections.h.
+#include "demandflight/sim/tcp_connections.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace dfl::sim {
+
+SlowStart slow_start(double bytes, double window_bytes, double rtt_s, double share_Bps) {
+  SlowStart out;
+  out.window_bytes = window_bytes;
+  if (!(share_Bps > 0) || !(rtt_s > 0) || !(window_bytes > 0)) return out;
+  const double bdp = share_Bps * rtt_s;
+  double window = window_bytes;
+  double sent = 0;
+  // At most 64 doublings: a window of 2^64 segments covers any share.
+  for (int round = 0; round < 64; ++round) {
+    if (window >= bdp) {
+      out.window_bytes = window;  // Slow start is over: the share is reached.
+      return out;
+    }
+    if (sent + window >= bytes) {
+      out.window_bytes = window * 2;  // The last bytes went out in this round.
+      return out;
+    }
+    out.delay_s += rtt_s - window / share_Bps;
+    ++out.window_limited_rounds;
+    sent += window;
+    window *= 2;
+  }
+  out.window_bytes = window;
+  return out;
+}
+
+double window_after_idle(double window_bytes, double idle_s, double rto_s,
+                         double initial_window_bytes) {
+  if (!(idle_s > rto_s) || window_bytes <= initial_window_bytes) return window_bytes;
+  double window = window_bytes;
+  // tcp_cwnd_restart(): while ((delta -= rto) > 0 && cwnd > restart) cwnd >>= 1.
+  for (double delta = idle_s - rto_s; delta > 0 && window > initial_window_bytes;
+       delta -= rto_s) {
+    window /= 2;
+  }
+  return std::max(window, initial_window_bytes);
+}
+
+TcpConnections::TcpConnections(std::uint32_t origins, std::uint32_t max_per_origin,
+                               TcpSettings settings)
+    : settings_(settings),
+      max_per_origin_(max_per_origin),
+      pools_(origins),
+      busy_(origins, 0) {}
+
+TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_t origin,
+                                            double now_s, double bytes, double rtt_s,
+                                            double share_Bps) {
+  auto& pool = pools_.at(origin);
+  // libcurl closes a connection idle for longer than its maximum age.
+  std::erase_if(pool, [&](const Connection& c) {
+    return !c.busy && now_s - c.last_sent_s > settings_.max_idle_s;
+  });
+  Start out;
+  Connection* chosen = nullptr;
+  for (Connection& c : pool) {  // The first idle one, in the order opened.
+    if (!c.busy) {
+      chosen = &c;
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    // The scheduler's per-origin slots keep the pool within max_per_origin;
+    // past it, an idle connection would have been closed for the new one.
+    if (pool.size() >= max_per_origin_) {
+      const auto idle = std::find_if(pool.begin(), pool.end(),
+                                     [](const Connection& c) { return !c.busy; });
+      if (idle != pool.end()) pool.erase(idle);
+    }
+    Connection fresh;
+    fresh.window_bytes = settings_.initial_window_bytes();
+    fresh.opened_order = ++opened_;
+    pool.push_back(fresh);
+    chosen = &pool.back();
+    out.new_connection = true;
+    out.handshake_s = settings_.handshake_round_trips * rtt_s;
+  } else {
+    chosen->window_bytes =
+        window_after_idle(chosen->window_bytes, now_s - chosen->last_sent_s,
+                          settings_.rto_s(rtt_s), settings_.initial_window_bytes());
+  }
+  const SlowStart ss = slow_start(bytes, chosen->window_bytes, rtt_s, share_Bps);
+  out.slow_start_s = ss.delay_s;
+  out.delay_s = out.handshake_s + out.slow_start_s;
+  chosen->window_bytes = ss.window_bytes;
+  chosen->busy = true;
+  chosen->transfer = transfer;
+  ++busy_[origin];
+  ++busy_total_;
+  return out;
+}
+
+void TcpConnections::finish(std::uint64_t transfer, std::uint32_t origin, double now_s,
+                            bool keep) {
+  auto& pool = pools_.at(origin);
+  for (auto it = pool.begin(); it != pool.end(); ++it) {
+    if (!it->busy || it->transfer != transfer) continue;
+    --busy_[origin];
+    --busy_total_;
+    if (keep) {
+      it->busy = false;
+      it->transfer = 0;
+      it->last_sent_s = now_s;
+    } else {
+      pool.erase(it);
+    }
+    return;
+  }
+  throw std::logic_error("TcpConnections::finish: no connection runs that transfer");
+}
+
+void TcpConnections::close_all(std::uint32_t origin) {
+  auto& pool = pools_.at(origin);
+  std::erase_if(pool, [](const Connection& c) { return !c.busy; });
+  // Busy ones are closed by their transfers' finish (not kept).
+}
+
+}  // namespace dfl::sim

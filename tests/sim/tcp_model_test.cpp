@@ -1,0 +1,172 @@
+// The network models beyond the flow model: `tcp` (the default plus TCP state
+// per kept-alive connection, a closed form per transfer) against hand
+// calculation, and `ns3` (packet-level TCP) against the same closed form.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "cli_runner.h"
+#include "demandflight/format/defaults.h"
+#include "demandflight/format/trace.h"
+#include "demandflight/sim/tcp_connections.h"
+
+namespace dfl::testing {
+namespace {
+
+using sim::slow_start;
+using sim::TcpConnections;
+using sim::window_after_idle;
+
+// The platform of header(): client 10 MB/s + 10 ms, origin 40 MB/s + 40 ms.
+constexpr double kRtt_s = 2 * (0.01 + 0.04);
+constexpr double kBottleneck_Bps = 10e6;
+// Under the default model a transfer moves at 95.6% of the link and pays a
+// round trip (latency factor 2).
+const double kShare_Bps = kBottleneck_Bps * format::defaults::calibrated_bandwidth_factor;
+
+std::string sub(double t, const std::string& demand, const std::string& artifact_id) {
+  return R"({"op": "subscribe", "t": )" + std::to_string(t) + R"(, "demand": ")" + demand +
+         R"(", "owner": "o", "artifact": ")" + artifact_id + R"(", "priority": 1})" + "\n";
+}
+
+double t_end(const CliRun& run, const std::string& demand) {
+  return demand_record(run.result, demand)["t_end"].get<double>();
+}
+
+CliRun simulate_with(const std::string& trace, const std::string& model) {
+  CliRun run = run_cli(trace, {"sim", "TRACE", "--out", "OUT", "--network-model", model, "--quiet"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  return run;
+}
+
+TEST(TcpModel, NetworkModelNamesParseOneWay) {
+  for (const std::string& name : format::network_model_names()) {
+    const auto model = format::parse_network_model(name);
+    ASSERT_TRUE(model.has_value()) << name;
+    EXPECT_EQ(format::to_string(*model), name);
+  }
+  EXPECT_EQ(format::parse_network_model("CM02"), format::NetworkModel::cm02);
+  EXPECT_EQ(format::parse_network_model("ns-3"), format::NetworkModel::ns3);
+  EXPECT_FALSE(format::parse_network_model("ns4").has_value());
+}
+
+// By hand: share 9.56 MB/s, round trip 0.1 s, so the bandwidth-delay product
+// is 956,000 B. From 10 segments of 1,448 B (14,480 B) the window doubles:
+// 14,480 28,960 57,920 115,840 231,680 463,360 926,720 are below it (7 rounds
+// that send 14,480 x 127 = 1,838,960 B), 1,853,440 is above. Each of the 7
+// rounds lasts 0.1 s but sends only window / share: the delay is
+// 0.7 - 1,838,960 / 9,560,000 = 0.507640 s.
+TEST(TcpModel, SlowStartDelayMatchesTheHandCalculation) {
+  const sim::SlowStart big = slow_start(20e6, 14'480, kRtt_s, kShare_Bps);
+  EXPECT_NEAR(big.delay_s, 0.7 - 1'838'960 / kShare_Bps, 1e-9);
+  EXPECT_EQ(big.window_limited_rounds, 7);
+  EXPECT_DOUBLE_EQ(big.window_bytes, 1'853'440);
+  // 50,000 B: rounds of 14,480 and 28,960 (43,440 B) wait for their ACKs; the
+  // third round (57,920) sends the last 6,560 B: no wait after it.
+  const sim::SlowStart small = slow_start(50'000, 14'480, kRtt_s, kShare_Bps);
+  EXPECT_NEAR(small.delay_s, 0.2 - 43'440 / kShare_Bps, 1e-9);
+  EXPECT_EQ(small.window_limited_rounds, 2);
+  // A window that covers the share already: no delay, whatever the size.
+  EXPECT_EQ(slow_start(20e6, 1'000'000, kRtt_s, kShare_Bps).delay_s, 0);
+  // A transfer that fits in the first window: none either.
+  EXPECT_EQ(slow_start(10'000, 14'480, kRtt_s, kShare_Bps).delay_s, 0);
+}
+
+// Linux's tcp_cwnd_restart(): idle for `idle`, with a timeout of 0.3 s, the
+// window halves once per whole timeout after the first, never below 10 segments.
+TEST(TcpModel, AnIdleConnectionHalvesItsWindowPerTimeout) {
+  const double rto = 0.3, iw = 14'480;
+  EXPECT_EQ(window_after_idle(1'853'440, 0.25, rto, iw), 1'853'440);  // Under one timeout.
+  EXPECT_EQ(window_after_idle(1'853'440, 0.5, rto, iw), 926'720);     // 0.2 left: one halving.
+  EXPECT_EQ(window_after_idle(1'853'440, 1.0, rto, iw), 231'680);     // 0.7, 0.4, 0.1: three.
+  EXPECT_EQ(window_after_idle(1'853'440, 60, rto, iw), iw);           // Floored.
+}
+
+TEST(TcpModel, ThePoolReusesTheFirstIdleConnectionAndClosesAbortedOnes) {
+  TcpConnections pool(/*origins=*/1, /*max_per_origin=*/2);
+  const auto a = pool.start(1, 0, 0, 1e6, kRtt_s, kShare_Bps);
+  EXPECT_TRUE(a.new_connection);
+  EXPECT_NEAR(a.handshake_s, kRtt_s, 1e-12);
+  const auto b = pool.start(2, 0, 0, 1e6, kRtt_s, kShare_Bps);
+  EXPECT_TRUE(b.new_connection);  // The first is busy.
+  EXPECT_EQ(pool.busy(0), 2u);
+  pool.finish(1, 0, 1.0, /*keep=*/true);
+  pool.finish(2, 0, 1.0, /*keep=*/false);  // Aborted mid-body: closed.
+  const auto c = pool.start(3, 0, 1.1, 1e6, kRtt_s, kShare_Bps);
+  EXPECT_FALSE(c.new_connection);
+  EXPECT_EQ(c.handshake_s, 0);
+  const auto d = pool.start(4, 0, 1.1, 1e6, kRtt_s, kShare_Bps);
+  EXPECT_TRUE(d.new_connection);  // The aborted one is gone.
+  EXPECT_EQ(pool.opened(), 3u);
+}
+
+// One origin, one connection: a 20 MB transfer on a new connection, another
+// right after it on the same (kept alive, window open), a third after 1 s idle.
+TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
+  const std::string trace = header(R"({"max_transfers": 1, "max_per_origin": 1})") +
+                            artifact("a", 20'000'000) + artifact("b", 20'000'000) +
+                            artifact("c", 20'000'000) + sub(0, "d1", "a") + sub(2.8, "d2", "b") +
+                            sub(6.0, "d3", "c");
+  const CliRun run = simulate_with(trace, "tcp");
+  // The default model: a round trip, then 20 MB at the share.
+  const double flow = kRtt_s + 20e6 / kShare_Bps;  // 2.192050 s
+  // d1: the handshake (0.1 s) and 7 window-limited rounds (0.507640 s).
+  const double d1 = kRtt_s + (0.7 - 1'838'960 / kShare_Bps) + flow;  // 2.799690 s
+  EXPECT_NEAR(t_end(run, "d1"), d1, d1 * 0.01);
+  EXPECT_NEAR(t_end(run, "d1"), d1, 1e-6);
+  // d2: idle 0.0003 s, under the timeout (0.3 s): the window (1,853,440 B) covers the share.
+  EXPECT_NEAR(t_end(run, "d2"), 2.8 + flow, 1e-6);
+  // d3: idle about 1.008 s: three halvings to 231,680 B, then 231,680
+  // 463,360 926,720 are below 956,000: 3 rounds, 0.3 - 1,621,760 / 9.56 MB/s.
+  const double d3 = 6.0 + (0.3 - 1'621'760 / kShare_Bps) + flow;  // 8.322410 s
+  EXPECT_NEAR(t_end(run, "d3"), d3, d3 * 0.01);
+  EXPECT_NEAR(t_end(run, "d3"), d3, 1e-6);
+}
+
+TEST(TcpModel, AnAbortedTransfersConnectionIsNotReused) {
+  // d1 is cancelled mid-body: its connection closes, so d2 pays a handshake.
+  const std::string trace =
+      header(R"({"max_transfers": 1, "max_per_origin": 1})") + artifact("a", 20'000'000) +
+      artifact("b", 20'000'000) + sub(0, "d1", "a") +
+      R"({"op": "cancel", "t": 1.5, "demand": "d1"})" + "\n" + sub(2.0, "d2", "b");
+  const CliRun run = simulate_with(trace, "tcp");
+  const double flow = kRtt_s + 20e6 / kShare_Bps;
+  EXPECT_NEAR(t_end(run, "d2"), 2.0 + kRtt_s + (0.7 - 1'838'960 / kShare_Bps) + flow, 1e-6);
+}
+
+// ns-3 is the reference: a lone transfer on a new connection takes the
+// handshake, one-way latency, size / bandwidth and the slow-start rounds of
+// its 1000-byte segments (SimGrid's setting), plus the half round trip after
+// the last byte in which the sender's close completes (SimGrid ends an ns-3
+// flow there). The closed form of the tcp model agrees within 5% from 100 KB
+// to 40 MB; the issue's bound for a 10 MB transfer is 10%.
+TEST(SimNs3, ALoneTransferTakesSizeOverBandwidthPlusTheSlowStartRoundTrips) {
+  for (const std::uint64_t size : {100'000ull, 1'000'000ull, 10'000'000ull, 40'000'000ull}) {
+    SCOPED_TRACE(size);
+    const CliRun run = simulate_with(header() + artifact("a", size) + sub(0, "d1", "a"), "ns3");
+    const double bytes = static_cast<double>(size);
+    const double expected = kRtt_s + kRtt_s / 2 + bytes / kBottleneck_Bps +
+                            slow_start(bytes, 10 * 1000, kRtt_s, kBottleneck_Bps).delay_s +
+                            kRtt_s / 2;
+    EXPECT_NEAR(t_end(run, "d1"), expected, expected * (size == 10'000'000 ? 0.10 : 0.05));
+  }
+}
+
+TEST(SimNs3, TransfersShareTheBottleneckAndCancelsWork) {
+  // Two 10 MB transfers at once through the 10 MB/s client link take about
+  // 2 s between them (a fair share, TCP's own); a third is cancelled midway.
+  const std::string trace = header(R"({"max_transfers": 3, "max_per_origin": 3})") +
+                            artifact("a", 10'000'000) + artifact("b", 10'000'000) +
+                            artifact("c", 10'000'000) + sub(0, "d1", "a") + sub(0, "d2", "b") +
+                            sub(0, "d3", "c") + R"({"op": "cancel", "t": 0.5, "demand": "d3"})" +
+                            "\n";
+  const CliRun run = simulate_with(trace, "ns3");
+  EXPECT_EQ(demand_record(run.result, "d3")["outcome"], "cancelled");
+  const double last = std::max(t_end(run, "d1"), t_end(run, "d2"));
+  EXPECT_GT(last, 2.0);  // 20 MB through 10 MB/s, after the cancelled one's share.
+  EXPECT_LT(last, 3.5);
+}
+
+}  // namespace
+}  // namespace dfl::testing
