@@ -27,6 +27,7 @@ are identical and the median error of the first model is at most the value given
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -202,10 +203,45 @@ def compare(real, sim):
     # Latency is compared where both worlds waited for a transfer: a cache hit
     # takes 0 s in the simulator and a millisecond for real, which says
     # nothing about the network model.
-    signed = [(b[2] - a[2]) / a[2] for a, b in zip(r, s)
-              if a[1] == b[1] == "succeeded" and a[2] >= WAITED_S and b[2] >= WAITED_S]
+    both = [(a, b) for a, b in zip(r, s)
+            if a[1] == b[1] == "succeeded" and a[2] >= WAITED_S and b[2] >= WAITED_S]
+    signed = [(b[2] - a[2]) / a[2] for a, b in both]
+    # The error measure of the flow-model validation literature: |ln(t_sim / t_real)|.
+    logs = [abs(math.log(b[2] / a[2])) for a, b in both]
     differ = [(a[0], a[1], b[1]) for a, b in zip(r, s) if a[1] != b[1]]
-    return same, len(r), [abs(e) for e in signed], signed, differ
+    # For a demand that ended differently, the time between its ends in the two
+    # worlds: how close the race (a cancel against a completion) was.
+    ends_r = {d["demand"]: d["t_end"] for d in real["demands"]}
+    ends_s = {d["demand"]: d["t_end"] for d in sim["demands"]}
+    gaps = [abs(ends_r[d] - ends_s[d]) for d, _, _ in differ]
+    return same, len(r), [abs(e) for e in signed], signed, differ, logs, gaps
+
+
+def transfer_rates(real, sim):
+    """Per task that moved its bytes in one attempt in both worlds: |ln| of the ratio of
+    their rates (bytes / (end - first start)), which leaves out the wait for a slot, and
+    |ln| of the ratio of their waits for a slot (first start - start). The first is the
+    link model's error, the second the queueing's."""
+    def by_artifact(result):
+        rows = {}
+        for t in result["tasks"]:
+            rows.setdefault(t["artifact"], []).append(t)
+        return rows
+    r, s = by_artifact(real), by_artifact(sim)
+    rate_errors, wait_errors = [], []
+    for artifact, tasks in r.items():
+        for a, b in zip(tasks, s.get(artifact, [])):
+            if (a["outcome"] == b["outcome"] == "installed" and a["attempts"] == b["attempts"] == 1
+                    and a.get("t_first_start") is not None and b.get("t_first_start") is not None
+                    and a["bytes_transferred"] > 0 and b["bytes_transferred"] > 0):
+                da, db = a["t_end"] - a["t_first_start"], b["t_end"] - b["t_first_start"]
+                if da > 0 and db > 0:
+                    rate_errors.append(abs(math.log((b["bytes_transferred"] / db) /
+                                                    (a["bytes_transferred"] / da))))
+                wa, wb = a["t_first_start"] - a["t_start"], b["t_first_start"] - b["t_start"]
+                if wa >= WAITED_S and wb >= WAITED_S:
+                    wait_errors.append(abs(math.log(wb / wa)))
+    return rate_errors, wait_errors
 
 
 def pct(values, q):
@@ -268,16 +304,27 @@ def main():
                     shutil.copy(work / "real.json", Path(args.keep) / f"{Path(trace_path).stem}-real.json")
                     shutil.copy(work / "sim.json",
                                 Path(args.keep) / f"{Path(trace_path).stem}-sim-{model}.json")
-                same, total, errors, signed, differ = compare(real, sim)
+                same, total, errors, signed, differ, logs, gaps = compare(real, sim)
+                rates, waits = transfer_rates(real, sim)
+                med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
                 row = {"trace": Path(trace_path).stem, "model": model, "same": same, "total": total,
-                       "median": statistics.median(errors) if errors else float("nan"),
-                       "p95": pct(errors, 0.95), "n": len(errors), "how": net.how,
-                       "bias": statistics.median(signed) if signed else float("nan"),
+                       "median": med(errors), "p95": pct(errors, 0.95), "n": len(errors),
+                       "how": net.how, "bias": med(signed),
+                       "ln_median": med(logs), "ln_p95": pct(logs, 0.95),
+                       "ln_max": max(logs) if logs else float("nan"),
+                       "rate_ln_median": med(rates), "rate_ln_p95": pct(rates, 0.95),
+                       "rates": len(rates), "wait_ln_median": med(waits), "waits": len(waits),
+                       "gap_median": med(gaps),
                        "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
                 rows.append(row)
                 print(f"{row['trace']:<22} {model:<8} outcomes {same}/{total} identical, "
                       f"latency error median {100 * row['median']:.1f}% p95 {100 * row['p95']:.1f}% "
-                      f"(sim - real median {100 * row['bias']:+.1f}%) "
+                      f"(sim - real median {100 * row['bias']:+.1f}%); |ln| median "
+                      f"{row['ln_median']:.3f} p95 {row['ln_p95']:.3f} max {row['ln_max']:.3f}; "
+                      f"per transfer |ln rate| median {row['rate_ln_median']:.3f} p95 "
+                      f"{row['rate_ln_p95']:.3f} ({len(rates)} tasks), |ln wait| median "
+                      f"{row['wait_ln_median']:.3f} ({len(waits)}); differing outcomes' gap "
+                      f"median {row['gap_median']:.3f} s "
                       f"({len(errors)} demands; real run {wall:.0f} s; {net.how})", flush=True)
                 if differ:
                     print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
@@ -287,12 +334,17 @@ def main():
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("| trace | sim network model | outcomes identical | median error | p95 error "
-                    "| sim − real (median) | demands compared |\n")
-            f.write("|---|---|---:|---:|---:|---:|---:|\n")
+                    "| sim − real (median) | \\|ln\\| median / p95 / max | per transfer \\|ln rate\\| "
+                    "median / p95 | \\|ln wait\\| median | differing: gap median | demands "
+                    "compared |\n")
+            f.write("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
             for r in rows:
                 f.write(f"| {r['trace']} | {r['model']} | {r['same']}/{r['total']} | "
                         f"{100 * r['median']:.1f}% | {100 * r['p95']:.1f}% | "
-                        f"{100 * r['bias']:+.1f}% | {r['n']} |\n")
+                        f"{100 * r['bias']:+.1f}% | {r['ln_median']:.3f} / {r['ln_p95']:.3f} / "
+                        f"{r['ln_max']:.3f} | {r['rate_ln_median']:.3f} / {r['rate_ln_p95']:.3f} "
+                        f"({r['rates']}) | {r['wait_ln_median']:.3f} ({r['waits']}) | "
+                        f"{r['gap_median']:.3f} s | {r['n']} |\n")
             f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
     return 1 if failed else 0
 

@@ -88,10 +88,10 @@ std::vector<std::string> setting_warnings(const format::Trace& trace, const SimO
 // SimGrid's glue also closes the receiving socket as soon as the sender has
 // buffered a flow's last byte; a receiver that still holds out-of-order data
 // (after a loss) then resets the connection and SimGrid aborts ("total_bytes
-// is not sent_bytes"). So the send buffer stays at 1 MiB (a lone flow's window
-// up to 1 MiB per round trip: every bundled scenario's bandwidth-delay product
-// is below it) and the links' queues are deep enough never to drop: ns-3 here
-// models slow start, the window, fair sharing and queueing delay, not loss.
+// is not sent_bytes"). So the send buffer stays at 1 MiB (a flow's window up
+// to 1 MiB per round trip) and the links' queues are deep enough never to
+// drop: ns-3 here models slow start, the window, fair sharing and queueing
+// delay, not loss (docs/cli.md, *Network model*).
 inline constexpr const char* kNs3AttributeDefaults =
     "ns3::TcpSocket::SndBufSize=1048576;ns3::TcpSocket::RcvBufSize=6291456;"
     "ns3::DropTailQueue<Packet>::MaxSize=100000p";
