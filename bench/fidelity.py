@@ -3,7 +3,7 @@
 simulated, demand by demand.
 
 usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models default,cm02]
-                   [--markdown FILE] [--check MAX_MEDIAN_ERROR]
+                   [--markdown FILE] [--check MAX_MEDIAN_ERROR] [--delay-line auto|none|PATH]
 
 For each trace:
   1. an origin server (tests/backend/loopback_server.py) serves a sparse file per
@@ -11,8 +11,10 @@ For each trace:
      this one by a veth pair on addresses the script creates (10.213.N.1/.2), and
      the link is shaped by the kernel: HTB at the trace's client bandwidth (the
      bottleneck of every bundled scenario), netem for the round-trip latency when
-     the kernel has it, otherwise that latency is added by the server before each
-     response (said in the report). In `server` mode (no namespaces: not root, or no
+     the kernel has it, otherwise bench/delay_line (two TAP devices instead of the
+     veth pair, each origin's round trip held in user space, so that TCP sees it),
+     and without that binary the server adds the latency before each response (said
+     in the report). In `server` mode (no namespaces: not root, or no
      veth) the server on 127.0.0.1 throttles all bodies together as one link and
      adds the latency itself. `auto` tries netns first.
   2. `demandflight replay` runs the trace in real time against it (the production
@@ -20,7 +22,9 @@ For each trace:
   3. `demandflight sim` runs it with each network model;
   4. per demand: outcomes compared, and for demands that succeeded in both, the
      relative error of the latency |t_real - t_sim| / t_real (latency = t_end -
-     t_subscribe).
+     t_subscribe) and |ln(t_sim / t_real)|; per task that ran once in both worlds,
+     |ln| of the ratio of its rates (bytes / (end - first start)) and of its waits
+     for a slot; for demands that ended differently, how far apart their ends were.
 Prints a table (and writes it as Markdown); with --check, exits 1 unless outcomes
 are identical and the median error of the first model is at most the value given.
 """
@@ -96,8 +100,9 @@ class Network:
     and under it one class per origin, capped at that origin's bandwidth), or, without
     namespaces, on 127.0.0.1 throttling in the server."""
 
-    def __init__(self, mode, trace, www, index):
+    def __init__(self, mode, trace, www, index, delay_line=None):
         self.mode, self.ns, self.procs, self.ports = mode, None, [], {}
+        self.delay = None
         client_bw = trace["client_bandwidth_Bps"]
         tag = f"{os.getpid() % 10000}{index}"
         bind = "127.0.0.1"
@@ -107,7 +112,17 @@ class Network:
             peer = f"dfp{tag}"
             subnet = f"10.213.{(os.getpid() + index) % 200 + 20}"
             sh("ip", "netns", "add", self.ns)
-            sh("ip", "link", "add", self.host, "type", "veth", "peer", "name", peer)
+            if delay_line:
+                # Two TAP devices joined by the delay line: each origin's round trip
+                # is in the network (the servers are on ports 18000 + i).
+                rtts = [f"{18000 + i}:{2 * (trace['client_latency_s'] + o['latency_s'])}"
+                        for i, o in enumerate(trace["origins"].values())]
+                self.delay = subprocess.Popen([delay_line, self.host, peer] + rtts,
+                                              stdout=subprocess.PIPE, text=True)
+                if self.delay.stdout.readline().strip() != "ready":
+                    raise SystemExit("the delay line did not start")
+            else:
+                sh("ip", "link", "add", self.host, "type", "veth", "peer", "name", peer)
             sh("ip", "link", "set", peer, "netns", self.ns)
             sh("ip", "addr", "add", f"{subnet}.1/24", "dev", self.host)
             sh("ip", "link", "set", self.host, "up")
@@ -150,7 +165,7 @@ class Network:
         import urllib.request
         for name, origin in trace["origins"].items():
             rtt = 2 * (trace["client_latency_s"] + origin["latency_s"])
-            control = {"latency_s": 0.0 if netem else rtt}
+            control = {"latency_s": 0.0 if netem or self.delay else rtt}
             if mode != "netns":
                 control["shared_rate_Bps"] = int(min(origin["bandwidth_Bps"], client_bw))
             req = urllib.request.Request(f"http://{bind}:{self.ports[name]}/_control/rate",
@@ -160,9 +175,11 @@ class Network:
         links = ", ".join(f"{n} {min(o['bandwidth_Bps'], client_bw) / 1e6:g} MB/s"
                           for n, o in trace["origins"].items())
         if mode == "netns":
-            self.how = (f"netns + veth; HTB: client link {client_bw / 1e6:g} MB/s shared by "
-                        f"{links}; " + ("netem for the round trips" if netem else
-                                        "no netem in this kernel: each server adds its round trip"))
+            self.how = ((f"netns + TAP delay line" if self.delay else "netns + veth") +
+                        f"; HTB: client link {client_bw / 1e6:g} MB/s shared by {links}; " +
+                        ("netem for the round trips" if netem else
+                         "round trips in the delay line (no netem in this kernel)" if self.delay
+                         else "no netem in this kernel: each server adds its round trip"))
         else:
             self.how = (f"server-side (no network namespace): each origin's server throttles to "
                         f"{links} and adds its round trip; the client link is not shared")
@@ -171,6 +188,9 @@ class Network:
         for proc in self.procs:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
+        if self.delay:
+            self.delay.terminate()
+            self.delay.wait()
         if self.ns:
             sh("ip", "link", "del", self.host, check=False)
             sh("ip", "netns", "del", self.ns, check=False)
@@ -190,6 +210,16 @@ def netns_available():
             ok = sh("tc", "qdisc", "add", "dev", f"dfq{os.getpid() % 10000}", "root", "handle",
                     "1:", "htb", check=False).returncode == 0
             sh("ip", "link", "del", f"dfq{os.getpid() % 10000}", check=False)
+    return ok
+
+
+def netem_available():
+    name = f"dfn{os.getpid() % 10000}"
+    if sh("ip", "link", "add", name, "type", "dummy", check=False).returncode != 0:
+        return False
+    ok = sh("tc", "qdisc", "add", "dev", name, "root", "netem", "delay", "1ms",
+            check=False).returncode == 0
+    sh("ip", "link", "del", name, check=False)
     return ok
 
 
@@ -261,18 +291,27 @@ def main():
     parser.add_argument("--markdown")
     parser.add_argument("--check", type=float)
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
+    parser.add_argument("--delay-line", default="auto",
+                        help="bench/delay_line, to put round trips in the network when the kernel "
+                             "has no netem (auto: next to the CLI's build; none: servers add them)")
     args = parser.parse_args()
     mode = args.mode
     if mode == "auto":
         mode = "netns" if netns_available() else "server"
     models = args.models.split(",")
+    delay_line = None
+    if mode == "netns" and args.delay_line != "none":
+        path = (Path(args.cli).resolve().parents[1] / "bench" / "delay_line"
+                if args.delay_line == "auto" else Path(args.delay_line))
+        if path.exists() and not netem_available():
+            delay_line = str(path)
     rows, failed = [], False
     for index, trace_path in enumerate(args.traces):
         trace = read_trace(trace_path)
         with tempfile.TemporaryDirectory(prefix="dfl-fidelity-") as work:
             work = Path(work)
             serve_files(trace, work / "www")
-            net = Network(mode, trace, work / "www", index)
+            net = Network(mode, trace, work / "www", index, delay_line)
             try:
                 started = time.monotonic()
                 port_named_trace(trace, net.ports, work / "real-trace.jsonl")
