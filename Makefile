@@ -61,13 +61,13 @@ bench:
 bench-fetch:
 	@bash scripts/install-deps --bench
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j$(JOBS) --target demandflight
+	cmake --build --preset release -j$(JOBS) --target demandflight delay_line
 	/usr/bin/python3 bench/fetch_bench.py build/release/cli/demandflight --drop-caches $(BENCH_ARGS)
 
 # The simulator's growth from N to 10N demands (a quadratic path shows as ~100x).
 bench-scaling: deps
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j$(JOBS) --target demandflight
+	cmake --build --preset release -j$(JOBS) --target demandflight delay_line
 	bash bench/sim_scaling.sh build/release
 
 asan: deps
@@ -100,7 +100,7 @@ check-exhaustive: deps
 
 fidelity: deps
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j$(JOBS) --target demandflight
+	cmake --build --preset release -j$(JOBS) --target demandflight delay_line
 	/usr/bin/python3 bench/fidelity.py build/release/cli/demandflight $(FIDELITY_TRACES) --markdown build/release/fidelity.md
 
 # The Python package as a wheel (pyproject.toml: setuptools driving CMake in build/wheel).

@@ -100,7 +100,7 @@ class Network:
     and under it one class per origin, capped at that origin's bandwidth), or, without
     namespaces, on 127.0.0.1 throttling in the server."""
 
-    def __init__(self, mode, trace, www, index, delay_line=None):
+    def __init__(self, mode, trace, www, index, delay_line=None, server_cc="cubic"):
         self.mode, self.ns, self.procs, self.ports = mode, None, [], {}
         self.delay = None
         client_bw = trace["client_bandwidth_Bps"]
@@ -119,9 +119,12 @@ class Network:
                         for i, o in enumerate(trace["origins"].values())]
                 self.delay = subprocess.Popen([delay_line, self.host, peer] + rtts,
                                               stdout=subprocess.PIPE, text=True)
-                if self.delay.stdout.readline().strip() != "ready":
-                    raise SystemExit("the delay line did not start")
-            else:
+                if self.delay.stdout.readline().strip() != "ready":  # No TAP here: veth.
+                    print("fidelity: the delay line did not start; the servers add the round "
+                          "trips", file=sys.stderr)
+                    self.delay.wait()
+                    self.delay = None
+            if not self.delay:
                 sh("ip", "link", "add", self.host, "type", "veth", "peer", "name", peer)
             sh("ip", "link", "set", peer, "netns", self.ns)
             sh("ip", "addr", "add", f"{subnet}.1/24", "dev", self.host)
@@ -137,9 +140,15 @@ class Network:
             self.ports[name] = port
             cmd = prefix + [PYTHON, str(SERVER), "--root", str(www), "--bind", bind, "--port",
                             str(port)] if mode == "netns" else [PYTHON, str(SERVER), "--root", str(www)]
+            if server_cc != "system":
+                # Each server's connections: what the simulator's tcp model and ns-3
+                # assume (slow start, its restart after idle).
+                cmd += ["--congestion-control", server_cc]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
             self.procs.append(proc)
             self.ports[name] = int(proc.stdout.readline().split()[1])
+        self.cc = server_cc if server_cc != "system" else sh(
+            *prefix, "sysctl", "-n", "net.ipv4.tcp_congestion_control").stdout.strip()
         if mode == "netns":
             # The client link, shared, and under it each origin's link: what the
             # simulator's platform says, in the kernel's HTB.
@@ -176,6 +185,7 @@ class Network:
                           for n, o in trace["origins"].items())
         if mode == "netns":
             self.how = ((f"netns + TAP delay line" if self.delay else "netns + veth") +
+                        f"; servers' TCP {self.cc}" +
                         f"; HTB: client link {client_bw / 1e6:g} MB/s shared by {links}; " +
                         ("netem for the round trips" if netem else
                          "round trips in the delay line (no netem in this kernel)" if self.delay
@@ -291,6 +301,9 @@ def main():
     parser.add_argument("--markdown")
     parser.add_argument("--check", type=float)
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
+    parser.add_argument("--server-cc", default="cubic",
+                        help="the servers' TCP congestion control (cubic: what the "
+                             "tcp model assumes; bbr; system: the machine's default)")
     parser.add_argument("--delay-line", default="auto",
                         help="bench/delay_line, to put round trips in the network when the kernel "
                              "has no netem (auto: next to the CLI's build; none: servers add them)")
@@ -311,7 +324,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="dfl-fidelity-") as work:
             work = Path(work)
             serve_files(trace, work / "www")
-            net = Network(mode, trace, work / "www", index, delay_line)
+            net = Network(mode, trace, work / "www", index, delay_line, args.server_cc)
             try:
                 started = time.monotonic()
                 port_named_trace(trace, net.ports, work / "real-trace.jsonl")

@@ -338,8 +338,18 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate-Bps", type=int, default=0)
     parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--congestion-control", default=None,
+                        help="TCP congestion control of every connection (e.g. cubic, bbr)")
     args = parser.parse_args()
     server = Server((args.bind, args.port), Handler)
+    if args.congestion_control:
+        # Set on the listening socket, inherited by each accepted one.
+        try:
+            server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION,
+                                     args.congestion_control.encode())
+        except OSError as e:
+            print(f"loopback_server: --congestion-control {args.congestion_control}: {e}; "
+                  "the system's default stays", file=sys.stderr)
     server.state = State(args.root, args.rate_Bps)
     print(f"PORT {server.server_address[1]}", flush=True)
     try:
