@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -805,6 +806,11 @@ class Reader {
 
 }  // namespace
 
+namespace {
+constexpr std::array kNetworkModels{NetworkModel::calibrated, NetworkModel::cm02,
+                                    NetworkModel::lv08, NetworkModel::tcp, NetworkModel::ns3};
+}  // namespace
+
 std::string_view to_string(NetworkModel model) {
   switch (model) {
     case NetworkModel::calibrated:
@@ -826,15 +832,18 @@ std::optional<NetworkModel> parse_network_model(std::string_view name) {
   for (const char c : name) {
     if (c != '-') lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
-  for (const NetworkModel model : {NetworkModel::calibrated, NetworkModel::cm02,
-                                   NetworkModel::lv08, NetworkModel::tcp, NetworkModel::ns3}) {
+  for (const NetworkModel model : kNetworkModels) {
     if (lower == to_string(model)) return model;
   }
   return std::nullopt;
 }
 
 const std::vector<std::string>& network_model_names() {
-  static const std::vector<std::string> names{"default", "cm02", "lv08", "tcp", "ns3"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const NetworkModel model : kNetworkModels) out.emplace_back(to_string(model));
+    return out;
+  }();
   return names;
 }
 

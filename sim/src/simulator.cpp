@@ -273,9 +273,7 @@ class Simulation {
     // one built in code: it is announced here.
     if (ns3_) sg4::Engine::on_platform_created();
     if (network == NetworkModel::tcp) {
-      tcp_ = std::make_unique<TcpConnections>(
-          static_cast<std::uint32_t>(p.origins.size()),
-          options_.max_per_origin.value_or(trace_.scheduler.max_per_origin));
+      tcp_ = std::make_unique<TcpConnections>(static_cast<std::uint32_t>(p.origins.size()));
     }
   }
 
@@ -567,8 +565,7 @@ class Simulation {
     const std::uint64_t done = bytes_done(transfer);
     recorder_.on(now(), c);
     recorder_.attempt_aborted(c.task, done);
-    cancel_comm(c.transfer.value, transfer);
-    transfer.comm = nullptr;  // Kept alive by cancelled_ until its reports.
+    cancel_comm(c.transfer.value, transfer);  // Kept alive by cancelled_ until its reports.
     // libcurl closes a connection whose response it stops reading.
     if (transfer.on_connection) tcp_->finish(c.transfer.value, transfer.origin, now(), false);
     recorder_.transfer_bytes(transfer.task, done);
@@ -653,16 +650,12 @@ class Simulation {
     if (logging()) transfer_log_ << "A " << now() << ' ' << id << '\n';
     sg4::Comm* raw = transfer.comm.get();
     tag(*raw, Tag::cancelled, 0);
-    if (ns3_) {
-      // SimGrid cannot cancel an ns-3 flow (its action leaves the socket
-      // running and then finishes a destroyed action): the comm is left to
-      // end on its own, reported once, and nothing reads it meanwhile.
-      cancelled_.emplace(raw, CancelledComm{std::move(transfer.comm), 0, 1});
-      transfer.comm = nullptr;
-      return;
-    }
-    cancelled_.emplace(raw, CancelledComm{std::move(transfer.comm), 0, 2});
+    // SimGrid cannot cancel an ns-3 flow (its action leaves the socket running
+    // and then finishes a destroyed action): the comm is left to end on its
+    // own, reported once, and nothing reads it meanwhile.
+    cancelled_.emplace(raw, CancelledComm{std::move(transfer.comm), 0, ns3_ ? 1 : 2});
     transfer.comm = nullptr;
+    if (ns3_) return;
     --comms_running_;
     raw->cancel();
   }

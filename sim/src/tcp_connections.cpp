@@ -45,12 +45,8 @@ double window_after_idle(double window_bytes, double idle_s, double rto_s,
   return std::max(window, initial_window_bytes);
 }
 
-TcpConnections::TcpConnections(std::uint32_t origins, std::uint32_t max_per_origin,
-                               TcpSettings settings)
-    : settings_(settings),
-      max_per_origin_(max_per_origin),
-      pools_(origins),
-      busy_(origins, 0) {}
+TcpConnections::TcpConnections(std::uint32_t origins, TcpSettings settings)
+    : settings_(settings), pools_(origins), busy_(origins, 0) {}
 
 TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_t origin,
                                             double now_s, double bytes, double rtt_s,
@@ -69,16 +65,11 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
     }
   }
   if (chosen == nullptr) {
-    // The scheduler's per-origin slots keep the pool within max_per_origin;
-    // past it, an idle connection would have been closed for the new one.
-    if (pool.size() >= max_per_origin_) {
-      const auto idle = std::find_if(pool.begin(), pool.end(),
-                                     [](const Connection& c) { return !c.busy; });
-      if (idle != pool.end()) pool.erase(idle);
-    }
+    // None idle: a new one. The scheduler's per-origin slots keep the pool
+    // within max_per_origin, as libcurl's connection limit does.
     Connection fresh;
     fresh.window_bytes = settings_.initial_window_bytes();
-    fresh.opened_order = ++opened_;
+    ++opened_;
     pool.push_back(fresh);
     chosen = &pool.back();
     out.new_connection = true;

@@ -88,7 +88,7 @@ TEST(TcpModel, AnIdleConnectionHalvesItsWindowPerTimeout) {
 }
 
 TEST(TcpModel, ThePoolReusesTheFirstIdleConnectionAndClosesAbortedOnes) {
-  TcpConnections pool(/*origins=*/1, /*max_per_origin=*/2);
+  TcpConnections pool(/*origins=*/1);
   const auto a = pool.start(1, 0, 0, 1e6, kRtt_s, kShare_Bps);
   EXPECT_TRUE(a.new_connection);
   EXPECT_NEAR(a.handshake_s, kRtt_s, 1e-12);

@@ -68,7 +68,7 @@ class TcpConnections {
     double slow_start_s = 0;
   };
 
-  TcpConnections(std::uint32_t origins, std::uint32_t max_per_origin, TcpSettings settings = {});
+  explicit TcpConnections(std::uint32_t origins, TcpSettings settings = {});
 
   // A transfer `transfer` of `bytes` from `origin` starts at `now_s` on a path
   // of round trip `rtt_s` with a share of `share_Bps`: it takes an idle
@@ -91,10 +91,8 @@ class TcpConnections {
     bool busy = false;
     double window_bytes = 0;
     double last_sent_s = 0;
-    std::uint64_t opened_order = 0;
   };
   TcpSettings settings_;
-  std::uint32_t max_per_origin_;
   std::vector<std::vector<Connection>> pools_;  // Per origin, in the order opened.
   std::vector<std::uint32_t> busy_;
   std::uint32_t busy_total_ = 0;
