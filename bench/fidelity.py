@@ -2,8 +2,10 @@
 """The simulator against reality: one trace replayed over a real, shaped network and
 simulated, demand by demand.
 
-usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models default,cm02]
-                   [--markdown FILE] [--check MAX_MEDIAN_ERROR] [--delay-line auto|none|PATH]
+usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models default,tcp]
+                   [--policies always-abort,keep-partial,...] [--markdown FILE]
+                   [--check MAX_MEDIAN_ERROR] [--check-without-delay MODEL:BOUND]
+                   [--delay-line auto|none|PATH] [--server-cc cubic|bbr|system]
 
 For each trace:
   1. an origin server (tests/backend/loopback_server.py) serves a sparse file per
@@ -25,6 +27,10 @@ For each trace:
      t_subscribe) and |ln(t_sim / t_real)|; per task that ran once in both worlds,
      |ln| of the ratio of its rates (bytes / (end - first start)) and of its waits
      for a slot; for demands that ended differently, how far apart their ends were.
+  5. with --policies, each policy is replayed and simulated, scored with compare's
+     score (format/score.h, through the Python package of the CLI's build tree), and
+     the verdict table says, per model, whether both worlds rank the policies alike
+     and agree on the sign of each policy's difference to the first.
 Prints a table (and writes it as Markdown); with --check, exits 1 unless outcomes
 are identical and the median error of the first model is at most the value given.
 """
@@ -181,6 +187,7 @@ class Network:
                                          data=json.dumps(control).encode(), method="POST")
             urllib.request.urlopen(req, timeout=10).read()
         self.base = f"http://{bind}:{{origin}}/{{resource}}"
+        self.rtt_in_network = bool(netem or self.delay)  # Else the servers add them.
         links = ", ".join(f"{n} {min(o['bandwidth_Bps'], client_bw) / 1e6:g} MB/s"
                           for n, o in trace["origins"].items())
         if mode == "netns":
@@ -291,6 +298,62 @@ def pct(values, q):
     return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
 
 
+def split_policies(text):
+    """NAME[:k=v,...] specs, comma-separated, as `compare --policies` reads them: an item
+    k=v is a parameter of the policy before it."""
+    specs = []
+    for item in text.split(","):
+        if "=" in item and specs and ":" not in item.split("=")[0]:
+            specs[-1] += "," + item
+        else:
+            specs.append(item)
+    return specs
+
+
+def load_scorer(cli):
+    """demandflight.metrics from the CLI's build tree (format/score.h, compare's score)."""
+    sys.path.insert(0, str(Path(cli).resolve().parents[1] / "python"))
+    try:
+        import demandflight
+    except ImportError as error:
+        raise SystemExit(f"fidelity: --policies scores results with the Python package of the "
+                         f"CLI's build tree (dfl_python_core): {error}")
+    return lambda result: demandflight.metrics(result)["score"]
+
+
+def order(a, b, tie):
+    """-1, 0 or 1: a below b, within `tie` of it, or above it."""
+    return 0 if abs(a - b) <= tie else (-1 if a < b else 1)
+
+
+def verdict(scores, models, policies, tie):
+    """Per trace and model: each policy's score in both worlds, its difference to the
+    first policy's, and whether the two worlds agree on the sign of that difference and
+    on the order of every pair of policies (a pair within `tie` in one world is a tie:
+    reported, not a disagreement)."""
+    rows = []
+    for (trace, model), by_policy in scores.items():
+        base_real, base_sim = by_policy[policies[0]]
+        pairs = {"alike": 0, "tie": 0, "opposite": 0}
+        for i, p in enumerate(policies):
+            for q in policies[i + 1:]:
+                a = order(by_policy[p][0], by_policy[q][0], tie)
+                b = order(by_policy[p][1], by_policy[q][1], tie)
+                pairs["alike" if a == b else "tie" if 0 in (a, b) else "opposite"] += 1
+        for p in policies:
+            real, sim = by_policy[p]
+            d_real, d_sim = real - base_real, sim - base_sim
+            sr, ss = order(d_real, 0, tie), order(d_sim, 0, tie)
+            rows.append({"trace": trace, "model": model, "policy": p, "real": real, "sim": sim,
+                         "rank_real": 1 + sum(by_policy[q][0] < real for q in policies),
+                         "rank_sim": 1 + sum(by_policy[q][1] < sim for q in policies),
+                         "d_real": d_real, "d_sim": d_sim,
+                         "sign": "-" if p == policies[0] else
+                                 "agree" if sr == ss else "tie" if 0 in (sr, ss) else "OPPOSITE",
+                         "pairs": pairs})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("cli")
@@ -298,8 +361,21 @@ def main():
     parser.add_argument("--mode", choices=["auto", "netns", "server"], default="auto")
     parser.add_argument("--models", default="default,cm02,lv08",
                         help="network models, each NAME[+KEY:VALUE...] (SimGrid settings)")
+    parser.add_argument("--policies", default="always-abort",
+                        help="orphan policies NAME[:k=v,...], comma-separated: each is replayed "
+                             "for real and simulated; with more than one, the verdict table "
+                             "(each policy's score in both worlds and its difference to the "
+                             "first's)")
+    parser.add_argument("--tie", type=float, default=0.005,
+                        help="score differences at most this are ties in the verdict table")
     parser.add_argument("--markdown")
-    parser.add_argument("--check", type=float)
+    parser.add_argument("--check", type=float,
+                        help="exit 1 unless outcomes are identical and the first model's median "
+                             "latency error (of the first policy) is at most this")
+    parser.add_argument("--check-without-delay", metavar="MODEL:BOUND",
+                        help="where the round trips cannot be put in the network (no netem, no "
+                             "TAP devices: the servers add them), check this model at this bound "
+                             "instead")
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "
@@ -312,6 +388,8 @@ def main():
     if mode == "auto":
         mode = "netns" if netns_available() else "server"
     models = args.models.split(",")
+    policies = split_policies(args.policies)
+    score = load_scorer(args.cli) if len(policies) > 1 else None
     delay_line = None
     if mode == "netns" and args.delay_line != "none":
         path = (Path(args.cli).resolve().parents[1] / "bench" / "delay_line"
@@ -319,85 +397,122 @@ def main():
         if path.exists() and not netem_available():
             delay_line = str(path)
     rows, failed = [], False
+    scores = {}  # (trace, model) -> policy -> (real score, simulated score)
     for index, trace_path in enumerate(args.traces):
         trace = read_trace(trace_path)
+        stem = Path(trace_path).stem
         with tempfile.TemporaryDirectory(prefix="dfl-fidelity-") as work:
             work = Path(work)
             serve_files(trace, work / "www")
-            net = Network(mode, trace, work / "www", index, delay_line, args.server_cc)
-            try:
-                started = time.monotonic()
-                port_named_trace(trace, net.ports, work / "real-trace.jsonl")
-                replay = subprocess.run([args.cli, "replay", str(work / "real-trace.jsonl"),
-                                         "--base-url", net.base,
-                                         "--cache", str(work / "cache"), "--out",
-                                         str(work / "real.json")], capture_output=True, text=True)
-                wall = time.monotonic() - started
-            finally:
-                net.close()
-            if replay.returncode != 0:
-                print(replay.stderr, file=sys.stderr)
-                return 1
-            real = json.loads((work / "real.json").read_text())
-            for model in models:
-                # The simulator runs the same fault-free trace (with the real names).
-                if trace["faults"]:
-                    Path(work / "sim-trace.jsonl").write_text("".join(
-                        line for line in Path(trace_path).read_text().splitlines(keepends=True)
-                        if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
-                sim_trace = str(work / "sim-trace.jsonl") if trace["faults"] else trace_path
-                name, *settings = model.split("+")
-                extra = [x for setting in settings for x in ("--cfg", setting)]
-                subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra,
-                                "--out", str(work / "sim.json"), "--quiet"], check=True)
-                sim = json.loads((work / "sim.json").read_text())
-                if args.keep:
-                    Path(args.keep).mkdir(parents=True, exist_ok=True)
-                    shutil.copy(work / "real.json", Path(args.keep) / f"{Path(trace_path).stem}-real.json")
-                    shutil.copy(work / "sim.json",
-                                Path(args.keep) / f"{Path(trace_path).stem}-sim-{model}.json")
-                same, total, errors, signed, differ, logs, gaps = compare(real, sim)
-                rates, waits = transfer_rates(real, sim)
-                med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
-                row = {"trace": Path(trace_path).stem, "model": model, "same": same, "total": total,
-                       "median": med(errors), "p95": pct(errors, 0.95), "n": len(errors),
-                       "how": net.how, "bias": med(signed),
-                       "ln_median": med(logs), "ln_p95": pct(logs, 0.95),
-                       "ln_max": max(logs) if logs else float("nan"),
-                       "rate_ln_median": med(rates), "rate_ln_p95": pct(rates, 0.95),
-                       "rates": len(rates), "wait_ln_median": med(waits), "waits": len(waits),
-                       "gap_median": med(gaps),
-                       "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
-                rows.append(row)
-                print(f"{row['trace']:<22} {model:<8} outcomes {same}/{total} identical, "
-                      f"latency error median {100 * row['median']:.1f}% p95 {100 * row['p95']:.1f}% "
-                      f"(sim - real median {100 * row['bias']:+.1f}%); |ln| median "
-                      f"{row['ln_median']:.3f} p95 {row['ln_p95']:.3f} max {row['ln_max']:.3f}; "
-                      f"per transfer |ln rate| median {row['rate_ln_median']:.3f} p95 "
-                      f"{row['rate_ln_p95']:.3f} ({len(rates)} tasks), |ln wait| median "
-                      f"{row['wait_ln_median']:.3f} ({len(waits)}); differing outcomes' gap "
-                      f"median {row['gap_median']:.3f} s "
-                      f"({len(errors)} demands; real run {wall:.0f} s; {net.how})", flush=True)
-                if differ:
-                    print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
-                if args.check is not None and model == models[0]:
-                    if same != total or not (row["median"] <= args.check):
-                        failed = True
+            # The simulator runs the same fault-free trace (with the real names).
+            if trace["faults"]:
+                Path(work / "sim-trace.jsonl").write_text("".join(
+                    line for line in Path(trace_path).read_text().splitlines(keepends=True)
+                    if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
+            sim_trace = str(work / "sim-trace.jsonl") if trace["faults"] else trace_path
+            for policy in policies:
+                # Each policy's real run on a network of its own: nothing (a kept
+                # connection, a server's state) carries over from the previous one.
+                net = Network(mode, trace, work / "www", index, delay_line, args.server_cc)
+                shutil.rmtree(work / "cache", ignore_errors=True)
+                try:
+                    started = time.monotonic()
+                    port_named_trace(trace, net.ports, work / "real-trace.jsonl")
+                    replay = subprocess.run([args.cli, "replay", str(work / "real-trace.jsonl"),
+                                             "--base-url", net.base, "--policy", policy,
+                                             "--cache", str(work / "cache"), "--out",
+                                             str(work / "real.json")], capture_output=True,
+                                            text=True)
+                    wall = time.monotonic() - started
+                finally:
+                    net.close()
+                if replay.returncode != 0:
+                    print(replay.stderr, file=sys.stderr)
+                    return 1
+                real = json.loads((work / "real.json").read_text())
+                tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
+                for model in models:
+                    name, *settings = model.split("+")
+                    extra = [x for setting in settings for x in ("--cfg", setting)]
+                    subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra,
+                                    "--policy", policy, "--out", str(work / "sim.json"),
+                                    "--quiet"], check=True)
+                    sim = json.loads((work / "sim.json").read_text())
+                    if args.keep:
+                        Path(args.keep).mkdir(parents=True, exist_ok=True)
+                        shutil.copy(work / "real.json", Path(args.keep) / f"{stem}{tag}-real.json")
+                        shutil.copy(work / "sim.json",
+                                    Path(args.keep) / f"{stem}{tag}-sim-{model}.json")
+                    if score:
+                        scores.setdefault((stem, model), {})[policy] = (score(real), score(sim))
+                    same, total, errors, signed, differ, logs, gaps = compare(real, sim)
+                    rates, waits = transfer_rates(real, sim)
+                    med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
+                    row = {"trace": stem, "model": model, "policy": policy, "same": same,
+                           "total": total, "median": med(errors), "p95": pct(errors, 0.95),
+                           "n": len(errors), "how": net.how, "bias": med(signed),
+                           "ln_median": med(logs), "ln_p95": pct(logs, 0.95),
+                           "ln_max": max(logs) if logs else float("nan"),
+                           "rate_ln_median": med(rates), "rate_ln_p95": pct(rates, 0.95),
+                           "rates": len(rates), "wait_ln_median": med(waits), "waits": len(waits),
+                           "gap_median": med(gaps),
+                           "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
+                    rows.append(row)
+                    shown = model if len(policies) == 1 else f"{model} {policy}"
+                    print(f"{row['trace']:<22} {shown:<8} outcomes {same}/{total} identical, "
+                          f"latency error median {100 * row['median']:.1f}% p95 "
+                          f"{100 * row['p95']:.1f}% (sim - real median {100 * row['bias']:+.1f}%); "
+                          f"|ln| median {row['ln_median']:.3f} p95 {row['ln_p95']:.3f} max "
+                          f"{row['ln_max']:.3f}; per transfer |ln rate| median "
+                          f"{row['rate_ln_median']:.3f} p95 {row['rate_ln_p95']:.3f} "
+                          f"({len(rates)} tasks), |ln wait| median {row['wait_ln_median']:.3f} "
+                          f"({len(waits)}); differing outcomes' gap median "
+                          f"{row['gap_median']:.3f} s ({len(errors)} demands; real run "
+                          f"{wall:.0f} s; {net.how})", flush=True)
+                    if differ:
+                        print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
+                    check_model, bound = models[0], args.check
+                    if args.check_without_delay and not net.rtt_in_network:
+                        check_model, bound = args.check_without_delay.rsplit(":", 1)
+                        bound = float(bound)
+                    if bound is not None and model == check_model and policy == policies[0]:
+                        print(f"check: {model}: outcomes identical and median error at most "
+                              f"{100 * bound:g}%: {'yes' if same == total and row['median'] <= bound else 'NO'}")
+                        if same != total or not (row["median"] <= bound):
+                            failed = True
+    verdicts = verdict(scores, models, policies, args.tie) if score else []
+    for v in verdicts:
+        print(f"verdict {v['trace']:<22} {v['model']:<8} {v['policy']:<18} score real "
+              f"{v['real']:.4f} sim {v['sim']:.4f}; rank {v['rank_real']} / {v['rank_sim']}; "
+              f"vs {policies[0]} real {v['d_real']:+.4f} sim {v['d_sim']:+.4f}: {v['sign']}")
+    for key in dict.fromkeys((v["trace"], v["model"]) for v in verdicts):
+        pairs = next(v["pairs"] for v in verdicts if (v["trace"], v["model"]) == key)
+        print(f"verdict {key[0]} {key[1]}: pairs of policies ordered alike {pairs['alike']}, "
+              f"a tie (within {args.tie}) in one world {pairs['tie']}, opposite "
+              f"{pairs['opposite']}")
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write("| trace | sim network model | outcomes identical | median error | p95 error "
-                    "| sim − real (median) | \\|ln\\| median / p95 / max | per transfer \\|ln rate\\| "
-                    "median / p95 | \\|ln wait\\| median | differing: gap median | demands "
-                    "compared |\n")
-            f.write("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+            f.write("| trace | sim network model | policy | outcomes identical | median error "
+                    "| p95 error | sim − real (median) | \\|ln\\| median / p95 / max | per "
+                    "transfer \\|ln rate\\| median / p95 | \\|ln wait\\| median | differing: "
+                    "gap median | demands compared |\n")
+            f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
             for r in rows:
-                f.write(f"| {r['trace']} | {r['model']} | {r['same']}/{r['total']} | "
+                f.write(f"| {r['trace']} | {r['model']} | {r['policy']} | {r['same']}/{r['total']} | "
                         f"{100 * r['median']:.1f}% | {100 * r['p95']:.1f}% | "
                         f"{100 * r['bias']:+.1f}% | {r['ln_median']:.3f} / {r['ln_p95']:.3f} / "
                         f"{r['ln_max']:.3f} | {r['rate_ln_median']:.3f} / {r['rate_ln_p95']:.3f} "
                         f"({r['rates']}) | {r['wait_ln_median']:.3f} ({r['waits']}) | "
                         f"{r['gap_median']:.3f} s | {r['n']} |\n")
             f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
+            if verdicts:
+                f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "
+                        f"real / sim | vs {policies[0]} real | vs {policies[0]} sim | sign |\n")
+                f.write("|---|---|---|---:|---:|---:|---:|---:|---|\n")
+                for v in verdicts:
+                    f.write(f"| {v['trace']} | {v['model']} | {v['policy']} | {v['real']:.4f} | "
+                            f"{v['sim']:.4f} | {v['rank_real']} / {v['rank_sim']} | "
+                            f"{v['d_real']:+.4f} | {v['d_sim']:+.4f} | {v['sign']} |\n")
     return 1 if failed else 0
 
 

@@ -21,7 +21,10 @@ SlowStart slow_start(double bytes, double window_bytes, double rtt_s, double sha
       return out;
     }
     if (sent + window >= bytes) {
-      out.window_bytes = window * 2;  // The last bytes went out in this round.
+      // The last bytes went out in this round. Slow start grows the window by
+      // what is acknowledged while the window is below twice what is in
+      // flight (tcp_is_cwnd_limited()): to twice this round's bytes at most.
+      out.window_bytes = std::max(window, 2 * (bytes - sent));
       return out;
     }
     out.delay_s += rtt_s - window / share_Bps;
@@ -75,8 +78,11 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
     out.new_connection = true;
     out.handshake_s = settings_.handshake_round_trips * rtt_s;
   } else {
+    // The server's idle time: from its last send (half a round trip before
+    // the last byte reached the client) to this request's arrival (half a
+    // round trip after the client sends it).
     chosen->window_bytes =
-        window_after_idle(chosen->window_bytes, now_s - chosen->last_sent_s,
+        window_after_idle(chosen->window_bytes, now_s - chosen->last_sent_s + rtt_s,
                           settings_.rto_s(rtt_s), settings_.initial_window_bytes());
   }
   const SlowStart ss = slow_start(bytes, chosen->window_bytes, rtt_s, share_Bps);

@@ -73,8 +73,18 @@ TEST(TcpModel, SlowStartDelayMatchesTheHandCalculation) {
   EXPECT_EQ(small.window_limited_rounds, 2);
   // A window that covers the share already: no delay, whatever the size.
   EXPECT_EQ(slow_start(20e6, 1'000'000, kRtt_s, kShare_Bps).delay_s, 0);
-  // A transfer that fits in the first window: none either.
-  EXPECT_EQ(slow_start(10'000, 14'480, kRtt_s, kShare_Bps).delay_s, 0);
+  // A transfer that fits in the first window: none either. Linux grows the
+  // window only while it is below twice what is in flight: 10,000 B leave it
+  // at 20,000, 5,000 B as it was.
+  const sim::SlowStart tiny = slow_start(10'000, 14'480, kRtt_s, kShare_Bps);
+  EXPECT_EQ(tiny.delay_s, 0);
+  EXPECT_DOUBLE_EQ(tiny.window_bytes, 20'000);
+  EXPECT_DOUBLE_EQ(slow_start(5'000, 14'480, kRtt_s, kShare_Bps).window_bytes, 14'480);
+  // 50,000 B: the third round sends 6,560 B, so the window ends at
+  // max(57,920, 2 x 6,560) = 57,920; 100,000 B: the third round sends
+  // 56,560 B, and the window ends at 113,120.
+  EXPECT_DOUBLE_EQ(small.window_bytes, 57'920);
+  EXPECT_DOUBLE_EQ(slow_start(100'000, 14'480, kRtt_s, kShare_Bps).window_bytes, 113'120);
 }
 
 // Linux's tcp_cwnd_restart(): idle for `idle`, with a timeout of 0.3 s, the
@@ -85,6 +95,23 @@ TEST(TcpModel, AnIdleConnectionHalvesItsWindowPerTimeout) {
   EXPECT_EQ(window_after_idle(1'853'440, 0.5, rto, iw), 926'720);     // 0.2 left: one halving.
   EXPECT_EQ(window_after_idle(1'853'440, 1.0, rto, iw), 231'680);     // 0.7, 0.4, 0.1: three.
   EXPECT_EQ(window_after_idle(1'853'440, 60, rto, iw), iw);           // Floored.
+}
+
+// The idle time that counts is the server's: the client's gap plus a round
+// trip. A 20 MB transfer leaves the window at 1,853,440 B (above the share's
+// 956,000); the next request 0.25 s after it ends is under the timeout (0.3 s)
+// at the client but 0.35 s at the server: one halving, to 926,720 B, which
+// is below 956,000 for one round: 0.1 - 926,720 / 9.56 MB/s.
+TEST(TcpModel, TheIdleTimeIsTheServersOneRoundTripLongerThanTheClients) {
+  TcpConnections pool(/*origins=*/1);
+  pool.start(1, 0, 0, 20e6, kRtt_s, kShare_Bps);
+  pool.finish(1, 0, 3.0, /*keep=*/true);
+  const auto next = pool.start(2, 0, 3.25, 20e6, kRtt_s, kShare_Bps);
+  EXPECT_FALSE(next.new_connection);
+  EXPECT_NEAR(next.slow_start_s, kRtt_s - 926'720 / kShare_Bps, 1e-12);
+  pool.finish(2, 0, 6.0, /*keep=*/true);
+  // 0.15 s after: 0.25 s at the server, under the timeout: no slow start.
+  EXPECT_EQ(pool.start(3, 0, 6.15, 20e6, kRtt_s, kShare_Bps).slow_start_s, 0);
 }
 
 TEST(TcpModel, ThePoolReusesTheFirstIdleConnectionAndClosesAbortedOnes) {
@@ -121,7 +148,7 @@ TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
   EXPECT_NEAR(t_end(run, "d1"), d1, 1e-6);
   // d2: idle 0.0003 s, under the timeout (0.3 s): the window (1,853,440 B) covers the share.
   EXPECT_NEAR(t_end(run, "d2"), 2.8 + flow, 1e-6);
-  // d3: idle about 1.008 s: three halvings to 231,680 B, then 231,680
+  // d3: idle about 1.008 s (1.108 s at the server): three halvings to 231,680 B, then 231,680
   // 463,360 926,720 are below 956,000: 3 rounds, 0.3 - 1,621,760 / 9.56 MB/s.
   const double d3 = 6.0 + (0.3 - 1'621'760 / kShare_Bps) + flow;  // 8.322410 s
   EXPECT_NEAR(t_end(run, "d3"), d3, d3 * 0.01);

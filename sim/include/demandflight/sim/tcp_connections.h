@@ -8,7 +8,8 @@
 // connection keeps its window, unless it was idle for longer than its
 // retransmission timeout: Linux then halves the window once per timeout
 // elapsed, down to the initial window (`tcp_slow_start_after_idle`,
-// tcp_cwnd_restart()).
+// tcp_cwnd_restart()). The idle time is the server's: from its last send to
+// the next request's arrival, one round trip more than the client's gap.
 //
 // TcpConnections keeps, per origin, the pool of connections the backend keeps
 // (libcurl reuses the first idle connection in the order they were opened and
@@ -50,7 +51,9 @@ struct SlowStart {
 // of it is the delay: the sum over those rounds of (rtt - window / share),
 // except the round in which the last byte goes out. The window doubles each
 // round (no loss: slow start ends when the share is reached, and a transfer
-// that outgrows it keeps the window it needed).
+// that outgrows it keeps the window it needed); in the last round it grows
+// to twice that round's bytes at most (Linux grows a window only while it is
+// below twice what is in flight), so a small response leaves it as it was.
 SlowStart slow_start(double bytes, double window_bytes, double rtt_s, double share_Bps);
 
 // The window after `idle_s` without sending (tcp_cwnd_restart(): halved once
