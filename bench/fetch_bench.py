@@ -3,6 +3,7 @@
 
     bench/fetch_bench.py DEMANDFLIGHT [--work DIR] [--runs N] [--sets small,medium,large]
                          [--baseline OTHER_DEMANDFLIGHT] [--drop-caches] [--seed N]
+                         [--protocols http,https1.1,h2]
 
 nginx (own config, pid, logs and temp paths, 127.0.0.1 only, sendfile on)
 serves three sets: 2,000 x 64 KiB, 200 x 4 MiB and 1 x 1 GiB. Each set is
@@ -25,6 +26,14 @@ measured beside it. nginx's access log
 shows how often each file was requested during the demandflight runs: with
 duplicates, in one process or two, demandflight must transfer each artifact
 exactly once.
+
+--protocols picks how the tools talk to nginx, one group of rows each: `http`
+(HTTP/1.1 in the clear, the default), `https1.1` (HTTP/1.1 over TLS: demandflight
+--http 1.1, curl --http1.1) and `h2` (HTTP/2 over TLS: demandflight's default
+negotiation, one connection whose streams are the 8 transfers; curl --http2,
+which multiplexes its --parallel transfers too). A certificate for 127.0.0.1 is
+made for the run (openssl); every tool is told to trust it. aria2c has no HTTP/2:
+in the h2 rows it speaks HTTP/1.1 over TLS.
 """
 import argparse
 import hashlib
@@ -85,10 +94,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def make_certificate(prefix):
+    """A self-signed certificate for 127.0.0.1 (key and certificate in PEM)."""
+    key, cert = os.path.join(prefix, "key.pem"), os.path.join(prefix, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    return key, cert
+
+
 def start_nginx(root):
     prefix = os.path.join(root, "nginx")
     os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
-    port = free_port()
+    port, tls_port = free_port(), free_port()
+    key, cert = make_certificate(prefix)
     conf = os.path.join(prefix, "nginx.conf")
     with open(conf, "w") as f:
         f.write(f"""
@@ -97,7 +117,8 @@ pid {prefix}/nginx.pid;
 error_log {prefix}/logs/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-  access_log {prefix}/logs/access.log;
+  log_format bench '"$request" $status $body_bytes_sent $connection';
+  access_log {prefix}/logs/access.log bench;
   client_body_temp_path {prefix}/tmp-body;
   proxy_temp_path {prefix}/tmp-proxy;
   fastcgi_temp_path {prefix}/tmp-fastcgi;
@@ -106,8 +127,12 @@ http {{
   sendfile on;
   tcp_nopush on;
   keepalive_requests 100000;
+  http2_max_concurrent_streams 128;
   server {{
     listen 127.0.0.1:{port};
+    listen 127.0.0.1:{tls_port} ssl http2;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
     root {root}/www;
   }}
 }}
@@ -116,7 +141,8 @@ http {{
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return process, port, os.path.join(prefix, "logs", "access.log")
+            socket.create_connection(("127.0.0.1", tls_port), timeout=0.1).close()
+            return process, port, tls_port, cert, os.path.join(prefix, "logs", "access.log")
         except OSError:
             time.sleep(0.05)
     process.kill()
@@ -143,7 +169,12 @@ def resources(manifest):
         return [json.loads(line)["resource"] for line in f if line.strip()]
 
 
-def run_curl(url, names, out, copies):
+# How each tool speaks each protocol (see --protocols).
+CURL_FLAGS = {"http": [], "https1.1": ["--http1.1"], "h2": ["--http2"]}
+FETCH_FLAGS = {"http": [], "https1.1": ["--http", "1.1"], "h2": ["--http", "negotiate"]}
+
+
+def run_curl(url, names, out, copies, tls=()):
     config = os.path.join(out, "curl.config")
     os.makedirs(out, exist_ok=True)
     with open(config, "w") as f:
@@ -151,18 +182,18 @@ def run_curl(url, names, out, copies):
             for i, name in enumerate(names):
                 f.write(f'url = "{url}/{name}"\noutput = "{out}/{copy}-{i}.bin"\n')
     return timed(["curl", "--parallel", "--parallel-max", "8", "--silent", "--show-error",
-                  "--fail", "-K", config])
+                  "--fail", *tls, "-K", config])
 
 
-def run_curl_sync(url, names, out, copies):
+def run_curl_sync(url, names, out, copies, tls=()):
     """curl, then `sync -f` on its output: the same files made durable at the cheapest
     (one syncfs for all of them, where demandflight flushes each file and renames it)."""
-    wall, cpu, text = run_curl(url, names, out, copies)
+    wall, cpu, text = run_curl(url, names, out, copies, tls)
     sync_wall, sync_cpu, _ = timed(["sync", "-f", out])
     return wall + sync_wall, cpu + sync_cpu, text
 
 
-def run_aria2(url, names, out, copies):
+def run_aria2(url, names, out, copies, tls=()):
     listing = os.path.join(out, "aria2.list")
     os.makedirs(out, exist_ok=True)
     with open(listing, "w") as f:
@@ -171,7 +202,7 @@ def run_aria2(url, names, out, copies):
                 f.write(f"{url}/{name}\n  out={copy}-{i}.bin\n")
     return timed(["aria2c", "-j", "8", "-i", listing, "-d", out, "--quiet",
                   "--file-allocation=none", "--allow-overwrite=true",
-                  "--auto-file-renaming=false", "--console-log-level=error"])
+                  "--auto-file-renaming=false", "--console-log-level=error", *tls])
 
 
 def fetch_command(binary, url, manifest, out, copies, extra):
@@ -199,15 +230,17 @@ def run_demandflight_processes(binary, url, manifest, out, processes, extra):
 
 
 def requests_per_file(access_log, start_offset):
-    counts = {}
+    """Requests per path since `start_offset`, and the connections they came on."""
+    counts, connections = {}, set()
     with open(access_log) as f:
         f.seek(start_offset)
         for line in f:
             parts = line.split('"')
-            if len(parts) > 1:
+            if len(parts) > 2:
                 path = parts[1].split(" ")[1] if len(parts[1].split(" ")) > 1 else ""
                 counts[path] = counts.get(path, 0) + 1
-    return counts
+                connections.add(parts[2].split()[-1])
+    return counts, connections
 
 
 def main():
@@ -226,6 +259,9 @@ def main():
                              "(an A/B of two builds in the same conditions)")
     parser.add_argument("--seed", type=int, default=1,
                         help="seeds the order of the tools in each run")
+    parser.add_argument("--protocols", default="http",
+                        help="comma-separated: http, https1.1, h2 (HTTP/2 over TLS); a group of "
+                             "rows each")
     parser.add_argument("--drop-caches", action="store_true",
                         help="sync and drop the kernel's caches before each set, and sync "
                              "before each run (root)")
@@ -247,8 +283,11 @@ def main():
         log("--drop-caches needs root: skipped")
         args.drop_caches = False
 
-    nginx, port, access_log = start_nginx(args.work)
-    url = f"http://127.0.0.1:{port}"
+    protocols = [p for p in args.protocols.split(",") if p]
+    for p in protocols:
+        if p not in CURL_FLAGS:
+            raise SystemExit(f"--protocols: unknown protocol {p!r} (http, https1.1, h2)")
+    nginx, port, tls_port, cert, access_log = start_nginx(args.work)
     rows, raw = [], []
     try:
         for name in sets:
@@ -266,11 +305,16 @@ def main():
                     with open(os.path.join(args.work, "www", file_name), "rb") as f:
                         while f.read(1 << 22):
                             pass
-            for copies_spec in args.copies.split(","):
+            for protocol, copies_spec in [(p, c) for p in protocols
+                                          for c in args.copies.split(",")]:
+                url = (f"http://127.0.0.1:{port}" if protocol == "http"
+                       else f"https://127.0.0.1:{tls_port}")
+                tls = [] if protocol == "http" else ["--cacert", cert]
+                fetch_extra = args.fetch_args.split() + FETCH_FLAGS[protocol] + tls
                 processes = int(copies_spec[:-1]) if copies_spec.endswith("p") else 1
                 copies = processes if processes > 1 else int(copies_spec)
                 samples = {t: [] for t in tools}
-                max_requests = 0
+                max_requests = max_connections = 0
                 for run in range(args.runs):
                     # A random order in each run (seeded; printed): what a tool
                     # follows matters here. On the development machine's VM the
@@ -280,8 +324,8 @@ def main():
                     # order always put the same tool there.
                     order = list(tools)
                     shuffle.shuffle(order)
-                    print(f"  {name} x{copies_spec} run {run} order: {', '.join(order)}",
-                          flush=True)
+                    print(f"  {name} {protocol} x{copies_spec} run {run} order: "
+                          f"{', '.join(order)}", flush=True)
                     for tool in order:
                         # A fresh directory per run. Many small files are deleted only
                         # after the set: ext4 creates files slowly for a while after
@@ -292,25 +336,29 @@ def main():
                             # No run pays for the writeback of an earlier run's
                             # dirty pages (curl's and aria2c's files are not synced).
                             subprocess.run(["sync"], check=True)
+                        curl_tls = CURL_FLAGS[protocol] + tls
                         if tool == "curl":
-                            wall, cpu, _ = run_curl(url, names, out, copies)
+                            wall, cpu, _ = run_curl(url, names, out, copies, curl_tls)
                         elif tool == "curl+sync":
-                            wall, cpu, _ = run_curl_sync(url, names, out, copies)
+                            wall, cpu, _ = run_curl_sync(url, names, out, copies, curl_tls)
                         elif tool == "aria2c":
-                            wall, cpu, _ = run_aria2(url, names, out, copies)
+                            wall, cpu, _ = run_aria2(
+                                url, names, out, copies,
+                                ["--ca-certificate", cert] if protocol != "http" else [])
                         else:
                             offset = os.path.getsize(access_log)
                             if processes > 1:
                                 wall, cpu, text = run_demandflight_processes(
                                     binaries[tool], url, manifests[name], out, processes,
-                                    args.fetch_args.split())
+                                    fetch_extra)
                             else:
                                 wall, cpu, text = run_demandflight(binaries[tool], url,
                                                                    manifests[name], out, copies,
-                                                                   args.fetch_args.split())
+                                                                   fetch_extra)
                             time.sleep(0.2)  # nginx writes its log line after the response.
-                            counts = requests_per_file(access_log, offset)
+                            counts, used = requests_per_file(access_log, offset)
                             max_requests = max([max_requests] + list(counts.values()))
+                            max_connections = max(max_connections, len(used))
                             if len(counts) != count:
                                 raise SystemExit(f"demandflight requested {len(counts)} of "
                                                  f"{count} files:\n{text}")
@@ -319,40 +367,42 @@ def main():
                             # go with them), so that no run inherits another's writeback.
                             shutil.rmtree(out, ignore_errors=True)
                         samples[tool].append((wall, cpu))
-                        raw.append({"set": name, "copies": copies_spec, "tool": tool, "run": run,
-                                    "wall_s": wall, "cpu_s": cpu})
-                        log(f"  {name} x{copies_spec} {tool:12s} run {run}: {wall:7.3f} s "
+                        raw.append({"set": name, "protocol": protocol, "copies": copies_spec,
+                                    "tool": tool, "run": run, "wall_s": wall, "cpu_s": cpu})
+                        log(f"  {name} {protocol} x{copies_spec} {tool:12s} run {run}: {wall:7.3f} s "
                             f"wall, {cpu:6.2f} CPU-s")
                 med = {t: statistics.median(w for w, _ in s) for t, s in samples.items()}
                 cpu = {t: statistics.median(c for _, c in s) for t, s in samples.items()}
                 mib = count * size / 2**20
                 label = f"{processes} processes" if processes > 1 else str(copies)
-                rows.append((name, count, size, label, med, cpu, mib, max_requests))
+                rows.append((name, count, size, label, med, cpu, mib, max_requests, protocol,
+                             max_connections))
     finally:
         nginx.terminate()
         nginx.wait()
         shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
 
-    print("| set | callers/artifact | demandflight | curl | curl + sync | aria2c | vs curl "
-          "| vs curl + sync | vs aria2c | requests/artifact (demandflight) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, count, size, copies, med, cpu, mib, max_requests in rows:
+    print("| set | protocol | callers/artifact | demandflight | curl | curl + sync | aria2c | vs curl "
+          "| vs curl + sync | vs aria2c | requests/artifact (demandflight) "
+          "| connections (demandflight) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, count, size, copies, med, cpu, mib, max_requests, protocol, connections in rows:
         def cell(tool):
             rate = f"{mib / med[tool]:.0f} MiB/s" if size >= 2**20 else \
                 f"{count / med[tool]:.0f} files/s"
             return f"{med[tool]:.2f} s, {rate}, {cpu[tool]:.1f} CPU-s"
         label = f"{count} x {size // 1024} KiB" if size < 2**20 else \
             f"{count} x {size // 2**20} MiB"
-        print(f"| {label} | {copies} | {cell('demandflight')} | {cell('curl')} | "
+        print(f"| {label} | {protocol} | {copies} | {cell('demandflight')} | {cell('curl')} | "
               f"{cell('curl+sync')} | {cell('aria2c')} | "
               f"{med['curl'] / med['demandflight']:.2f}x | "
               f"{med['curl+sync'] / med['demandflight']:.2f}x | "
-              f"{med['aria2c'] / med['demandflight']:.2f}x | {max_requests} |")
+              f"{med['aria2c'] / med['demandflight']:.2f}x | {max_requests} | {connections} |")
         if "baseline" in med:
-            print(f"|   baseline binary | {copies} | {cell('baseline')} | | | | "
+            print(f"|   baseline binary | {protocol} | {copies} | {cell('baseline')} | | | | "
                   f"{med['curl'] / med['baseline']:.2f}x | "
                   f"{med['curl+sync'] / med['baseline']:.2f}x | "
-                  f"{med['aria2c'] / med['baseline']:.2f}x | |")
+                  f"{med['aria2c'] / med['baseline']:.2f}x | | |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)

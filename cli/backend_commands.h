@@ -24,8 +24,16 @@ Subcommand add_replay_command(CLI::App& app);
 // {generation} and {origin}. Values are substituted as they are.
 backend::UrlResolver base_url_resolver(const std::string& base_url, const format::Trace& trace);
 
-// --base-url and --cache, both required, for the subcommands that talk to a server.
-void add_server_options(CLI::App& command, std::string& base_url, std::string& cache_dir);
+// What the subcommands that talk to a server share: --base-url and --cache
+// (both required), --http, --h2-connections and --cacert.
+struct ServerArgs {
+  std::string base_url, cache_dir, http = "negotiate", cacert;
+  unsigned h2_connections = 1;
+};
+void add_server_options(CLI::App& command, ServerArgs& args);
+// Sets the client's HTTP options from them (the resolver and the cache are
+// the caller's).
+void apply_server_options(const ServerArgs& args, backend::ClientOptions& options);
 
 backend::ArtifactRef artifact_ref(const format::Artifact& artifact);
 

@@ -81,8 +81,8 @@ class Counter : public backend::ClientObserver {
 };
 
 struct FetchArgs {
-  std::string manifest, base_url, cache_dir, policy = "always-abort", progress = "auto",
-                                             sync = "batched";
+  ServerArgs server;
+  std::string manifest, policy = "always-abort", progress = "auto", sync = "batched";
   std::uint32_t max_transfers = 8, max_per_origin = 8, copies = 1, retries = 4;
   unsigned finalize_threads = 0;  // By --sync (ClientOptions::finalize_threads).
   Priority priority = 0;
@@ -105,8 +105,8 @@ int run_fetch(const FetchArgs& args) {
   // The index must not evict what this command was asked to fetch.
   options.scheduler.cache_bytes = args.cache_bytes != 0 ? args.cache_bytes : std::uint64_t{1} << 62;
   options.orphan_policy = args.policy;
-  options.cache_dir = args.cache_dir;
-  options.resolver = base_url_resolver(args.base_url, manifest);
+  apply_server_options(args.server, options);
+  options.resolver = base_url_resolver(args.server.base_url, manifest);
   options.finalize_threads = args.finalize_threads;
   options.install_sync =
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
@@ -291,13 +291,36 @@ backend::UrlResolver base_url_resolver(const std::string& base_url, const format
   };
 }
 
-void add_server_options(CLI::App& command, std::string& base_url, std::string& cache_dir) {
+void add_server_options(CLI::App& command, ServerArgs& args) {
   command
-      .add_option("--base-url", base_url,
+      .add_option("--base-url", args.base_url,
                   "URL/RESOURCE, or a template with {resource} {revision} {target} {generation} "
                   "{origin}")
       ->required();
-  command.add_option("--cache", cache_dir, "cache directory (objects/ and staging/)")->required();
+  command.add_option("--cache", args.cache_dir, "cache directory (objects/ and staging/)")
+      ->required();
+  command
+      .add_option("--http", args.http,
+                  "negotiate (HTTP/2 where TLS offers it, else HTTP/1.1) | 1.1 | "
+                  "h2-prior-knowledge (HTTP/2 over http:// too)")
+      ->check(CLI::IsMember({"negotiate", "1.1", "h2-prior-knowledge"}))
+      ->capture_default_str();
+  command
+      .add_option("--h2-connections", args.h2_connections,
+                  "HTTP/2 connections per origin (the transfers are streams over them)")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  command.add_option("--cacert", args.cacert, "PEM certificates to trust instead of the system's")
+      ->check(CLI::ExistingFile);
+}
+
+void apply_server_options(const ServerArgs& args, backend::ClientOptions& options) {
+  options.cache_dir = args.cache_dir;
+  options.http = args.http == "1.1"                  ? backend::HttpVersion::http1_1
+                 : args.http == "h2-prior-knowledge" ? backend::HttpVersion::h2_prior_knowledge
+                                                     : backend::HttpVersion::negotiate;
+  options.h2_connections_per_origin = args.h2_connections;
+  options.ca_file = args.cacert;
 }
 
 backend::ArtifactRef artifact_ref(const format::Artifact& artifact) {
@@ -315,7 +338,7 @@ Subcommand add_fetch_command(CLI::App& app) {
       "fetch", "download a manifest's artifacts into a cache directory (verified, atomic)");
   c->add_option("MANIFEST", args->manifest, "a trace's artifact lines (a whole trace works too)")
       ->required();
-  add_server_options(*c, args->base_url, args->cache_dir);
+  add_server_options(*c, args->server);
   c->add_option("--max-transfers", args->max_transfers, "concurrent transfers")
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();

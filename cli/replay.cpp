@@ -66,7 +66,8 @@ class Recording : public backend::ClientObserver {
 };
 
 struct ReplayArgs {
-  std::string trace, base_url, cache_dir, out, model = "demand", policy = "always-abort";
+  ServerArgs server;
+  std::string trace, out, model = "demand", policy = "always-abort";
   double speed = 1;
   std::uint32_t max_transfers = 0, max_per_origin = 0;
   std::optional<std::uint64_t> seed;
@@ -100,8 +101,8 @@ int run_replay(const ReplayArgs& args) {
   c.max_origins =
       static_cast<std::uint32_t>(std::max<std::size_t>(trace.platform.origins.size(), 1));
   options.orphan_policy = args.policy;
-  options.cache_dir = args.cache_dir;
-  options.resolver = base_url_resolver(args.base_url, trace);
+  apply_server_options(args.server, options);
+  options.resolver = base_url_resolver(args.server.base_url, trace);
   options.pin_on_success = false;  // It only downloads.
 
   format::ResultRecorder recorder(trace, std::string(to_string(model)), args.policy,
@@ -204,7 +205,7 @@ Subcommand add_replay_command(CLI::App& app) {
   auto* c = app.add_subcommand(
       "replay", "replay a trace in real time against a real server; write the result JSON");
   c->add_option("TRACE", args->trace, "trace file (.jsonl)")->required();
-  add_server_options(*c, args->base_url, args->cache_dir);
+  add_server_options(*c, args->server);
   c->add_option("--speed", args->speed, "replay X times faster than the trace's clock")
       ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();

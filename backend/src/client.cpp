@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -120,7 +121,32 @@ std::optional<std::string> normalized_digest(const std::optional<std::string>& s
   return d;
 }
 
+// libcurl before 8.0 fails every request that reuses an HTTP/2 connection
+// made by prior knowledge ("no HTTP response"; curl issue 10634, fixed in
+// 8.0.0): refused at once rather than failing every second request.
+void check_prior_knowledge_works() {
+  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+  if (info->version_num < 0x080000) {
+    throw std::invalid_argument(
+        std::string("HTTP/2 by prior knowledge needs libcurl 8.0 or later (this is ") +
+        info->version +
+        ", which fails every request that reuses such a connection); use https:// with "
+        "negotiation, or HTTP/1.1");
+  }
+  if ((info->features & CURL_VERSION_HTTP2) == 0) {
+    throw std::invalid_argument("HTTP/2 by prior knowledge: this libcurl has no HTTP/2");
+  }
+}
+
 }  // namespace
+
+int rfc9218_urgency(Priority priority) {
+  return static_cast<int>(std::clamp<std::int64_t>(3 - std::int64_t{priority}, 0, 7));
+}
+
+int h2_stream_weight(Priority priority) {
+  return 256 >> rfc9218_urgency(priority);
+}
 
 // --- Pins ------------------------------------------------------------------------
 
@@ -214,10 +240,19 @@ class Client::Impl {
         start_(std::chrono::steady_clock::now()) {
     if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
     global_curl_init();
+    if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
     multi_ = curl_multi_init();
     if (multi_ == nullptr) throw std::runtime_error("curl_multi_init failed");
+    // HTTP/1.1: a connection per slot. HTTP/2: the slots are streams, spread
+    // over h2_connections_per_origin connections (libcurl opens another one
+    // when a connection has its maximum of streams).
+    const unsigned connections = std::max(1u, options_.h2_connections_per_origin);
+    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
                       static_cast<long>(options_.scheduler.max_per_origin));
+    curl_multi_setopt(multi_, CURLMOPT_MAX_CONCURRENT_STREAMS,
+                      static_cast<long>(std::max(1u, (options_.scheduler.max_per_origin +
+                                                      connections - 1) / connections)));
     io_thread_ = std::thread([this] { io_loop(); });
     unsigned threads = options_.finalize_threads;
     if (threads == 0) {
@@ -850,16 +885,47 @@ class Client::Impl {
     // body does not need one (libcurl allocates it per handle).
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
                      t->expected_size && *t->expected_size < 256 * 1024 ? 64L * 1024 : 256L * 1024);
+    if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
+    switch (options_.http) {
+      case HttpVersion::negotiate:
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+        break;
+      case HttpVersion::http1_1:
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+        break;
+      case HttpVersion::h2_prior_knowledge:
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                         static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+        break;
+    }
+    // Wait for a connection that may multiplex rather than open another: the
+    // streams of an origin share it (over HTTP/1.1 libcurl opens more).
+    if (options_.http != HttpVersion::http1_1) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    // The task's effective priority as the request leaves (an orphan's is the
+    // lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
+    const Priority priority = request_priority(*c.key);
+    t->headers = curl_slist_append(
+        t->headers, ("Priority: u=" + std::to_string(rfc9218_urgency(priority))).c_str());
+    curl_easy_setopt(e, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
     if (t->offset > 0) {
       const std::string range = std::to_string(t->offset) + "-";
       curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
       if (!files.etag.empty()) {
         t->headers = curl_slist_append(t->headers, ("If-Range: " + files.etag).c_str());
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
       }
     }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     curl_multi_add_handle(multi_, e);
     transfers_.emplace(c.transfer.value, std::move(t));
+  }
+
+  // The effective priority of the key's task now; an orphan (no active
+  // demand) or a task gone meanwhile asks at the lowest urgency.
+  Priority request_priority(const ArtifactKey& key) {
+    std::lock_guard lock(engine_mutex_);
+    const auto task = engine_.task_for(key);
+    if (!task || !task->effective_priority) return std::numeric_limits<Priority>::min();
+    return *task->effective_priority;
   }
 
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {

@@ -506,8 +506,11 @@ class Simulation {
           defaults::calibrated_bandwidth_factor *
           std::min(p.origins[origin].bandwidth_Bps / (tcp_->busy(origin) + 1.0),
                    p.client_bandwidth_Bps / (tcp_->busy_total() + 1.0));
-      const TcpConnections::Start start = tcp_->start(
-          id, origin, now(), static_cast<double>(transfer.payload), round_trip_s(origin), share);
+      const double path = defaults::calibrated_bandwidth_factor *
+                          std::min(p.origins[origin].bandwidth_Bps, p.client_bandwidth_Bps);
+      const TcpConnections::Start start =
+          tcp_->start(id, origin, now(), static_cast<double>(transfer.payload),
+                      round_trip_s(origin), share, path);
       transfer.on_connection = true;
       if (start.delay_s > 0) {
         transfer.connecting = true;

@@ -53,7 +53,7 @@ TcpConnections::TcpConnections(std::uint32_t origins, TcpSettings settings)
 
 TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_t origin,
                                             double now_s, double bytes, double rtt_s,
-                                            double share_Bps) {
+                                            double share_Bps, double path_Bps) {
   auto& pool = pools_.at(origin);
   // libcurl closes a connection idle for longer than its maximum age.
   std::erase_if(pool, [&](const Connection& c) {
@@ -89,6 +89,9 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
   out.slow_start_s = ss.delay_s;
   out.delay_s = out.handshake_s + out.slow_start_s;
   chosen->window_bytes = ss.window_bytes;
+  if (ss.window_bytes >= share_Bps * rtt_s) {  // Out of slow start: see start() in the header.
+    chosen->window_bytes = std::max(ss.window_bytes, path_Bps * rtt_s);
+  }
   chosen->busy = true;
   chosen->transfer = transfer;
   ++busy_[origin];

@@ -104,30 +104,51 @@ TEST(TcpModel, AnIdleConnectionHalvesItsWindowPerTimeout) {
 // is below 956,000 for one round: 0.1 - 926,720 / 9.56 MB/s.
 TEST(TcpModel, TheIdleTimeIsTheServersOneRoundTripLongerThanTheClients) {
   TcpConnections pool(/*origins=*/1);
-  pool.start(1, 0, 0, 20e6, kRtt_s, kShare_Bps);
+  pool.start(1, 0, 0, 20e6, kRtt_s, kShare_Bps, kShare_Bps);
   pool.finish(1, 0, 3.0, /*keep=*/true);
-  const auto next = pool.start(2, 0, 3.25, 20e6, kRtt_s, kShare_Bps);
+  const auto next = pool.start(2, 0, 3.25, 20e6, kRtt_s, kShare_Bps, kShare_Bps);
   EXPECT_FALSE(next.new_connection);
   EXPECT_NEAR(next.slow_start_s, kRtt_s - 926'720 / kShare_Bps, 1e-12);
   pool.finish(2, 0, 6.0, /*keep=*/true);
   // 0.15 s after: 0.25 s at the server, under the timeout: no slow start.
-  EXPECT_EQ(pool.start(3, 0, 6.15, 20e6, kRtt_s, kShare_Bps).slow_start_s, 0);
+  EXPECT_EQ(pool.start(3, 0, 6.15, 20e6, kRtt_s, kShare_Bps, kShare_Bps).slow_start_s, 0);
+}
+
+// Two transfers at once: each has half the path (4.78 MB/s, a bandwidth-
+// delay product of 478,000 B). The first 20 MB leaves slow start with a
+// window of 926,720 B (the first above 478,000), and then holds at least the
+// whole path's 956,000 B: a transfer alone on it right after needs no round
+// trip of slow start. Without that rule its window would be 926,720 B, one
+// round short: a delay of 0.1 - 926,720 / 9.56 MB/s.
+TEST(TcpModel, AConnectionOutOfSlowStartHoldsThePathsWindow) {
+  TcpConnections pool(/*origins=*/1);
+  const auto first = pool.start(1, 0, 0, 20e6, kRtt_s, kShare_Bps / 2, kShare_Bps);
+  EXPECT_NEAR(first.slow_start_s, 0.6 - (14'480 * 63) / (kShare_Bps / 2), 1e-12);  // 6 rounds.
+  pool.finish(1, 0, 5.0, /*keep=*/true);
+  EXPECT_EQ(pool.start(2, 0, 5.05, 20e6, kRtt_s, kShare_Bps, kShare_Bps).slow_start_s, 0);
+  // A transfer that ends inside slow start keeps the window it reached.
+  TcpConnections small(/*origins=*/1);
+  small.start(1, 0, 0, 50'000, kRtt_s, kShare_Bps, kShare_Bps);
+  small.finish(1, 0, 1.0, /*keep=*/true);
+  const auto next = small.start(2, 0, 1.05, 20e6, kRtt_s, kShare_Bps, kShare_Bps);
+  // From 57,920 B: 57,920 to 926,720 (5 rounds, 1,795,520 B) are below 956,000.
+  EXPECT_NEAR(next.slow_start_s, 0.5 - 1'795'520 / kShare_Bps, 1e-12);
 }
 
 TEST(TcpModel, ThePoolReusesTheFirstIdleConnectionAndClosesAbortedOnes) {
   TcpConnections pool(/*origins=*/1);
-  const auto a = pool.start(1, 0, 0, 1e6, kRtt_s, kShare_Bps);
+  const auto a = pool.start(1, 0, 0, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
   EXPECT_TRUE(a.new_connection);
   EXPECT_NEAR(a.handshake_s, kRtt_s, 1e-12);
-  const auto b = pool.start(2, 0, 0, 1e6, kRtt_s, kShare_Bps);
+  const auto b = pool.start(2, 0, 0, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
   EXPECT_TRUE(b.new_connection);  // The first is busy.
   EXPECT_EQ(pool.busy(0), 2u);
   pool.finish(1, 0, 1.0, /*keep=*/true);
   pool.finish(2, 0, 1.0, /*keep=*/false);  // Aborted mid-body: closed.
-  const auto c = pool.start(3, 0, 1.1, 1e6, kRtt_s, kShare_Bps);
+  const auto c = pool.start(3, 0, 1.1, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
   EXPECT_FALSE(c.new_connection);
   EXPECT_EQ(c.handshake_s, 0);
-  const auto d = pool.start(4, 0, 1.1, 1e6, kRtt_s, kShare_Bps);
+  const auto d = pool.start(4, 0, 1.1, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
   EXPECT_TRUE(d.new_connection);  // The aborted one is gone.
   EXPECT_EQ(pool.opened(), 3u);
 }

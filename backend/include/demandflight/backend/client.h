@@ -157,6 +157,26 @@ struct TransferSnapshot {
   std::uint64_t size = 0;      // Expected size; 0 when unknown.
 };
 
+// Which HTTP the requests speak (ClientOptions::http).
+enum class HttpVersion {
+  // HTTP/2 where the server offers it in TLS's ALPN (https://), HTTP/1.1
+  // otherwise, and always over http://.
+  negotiate,
+  http1_1,  // HTTP/1.1 only.
+  // HTTP/2 without negotiation, over http:// too: for servers known to speak
+  // it (internal mirrors, loopback tests). A server that does not fails.
+  h2_prior_knowledge,
+};
+
+// The RFC 9218 urgency (0, most urgent, to 7) a request of a task at
+// `priority` carries in its `Priority: u=N` header: 3 (the RFC's default)
+// for priority 0, the DemandOptions default; one less per priority level
+// above it, one more per level below; clamped to 0..7. So priority 3 and
+// above is u=0, and -4 and below (background prefetch) is u=7.
+int rfc9218_urgency(Priority priority);
+// The HTTP/2 stream weight (RFC 7540, 1 to 256) sent with it: 256 >> u.
+int h2_stream_weight(Priority priority);
+
 struct ClientOptions {
   SchedulerConfig scheduler;
   std::string orphan_policy = "always-abort";  // NAME[:k=v,...]
@@ -180,6 +200,13 @@ struct ClientOptions {
   // Full staging buffers of such files go around the page cache (O_DIRECT
   // through io_uring) where the kernel allows (CacheOptions::direct_writes).
   bool direct_writes = CacheOptions{}.direct_writes;
+  HttpVersion http = HttpVersion::negotiate;
+  // HTTP/2: an origin's transfers are streams over this many connections
+  // (a transfer slot is a stream; scheduler.max_per_origin streams in all).
+  // Over HTTP/1.1 each transfer has a connection of its own.
+  unsigned h2_connections_per_origin = 1;
+  // Certificates to trust instead of the system's (PEM); empty: the system's.
+  std::filesystem::path ca_file;
   long connect_timeout_ms = 10'000;
   // A transfer slower than this many bytes per second for stall_time_s is a
   // (retryable) stall.

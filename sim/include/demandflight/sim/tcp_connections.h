@@ -74,10 +74,16 @@ class TcpConnections {
   explicit TcpConnections(std::uint32_t origins, TcpSettings settings = {});
 
   // A transfer `transfer` of `bytes` from `origin` starts at `now_s` on a path
-  // of round trip `rtt_s` with a share of `share_Bps`: it takes an idle
-  // connection (the first opened) or opens one, and returns the delay.
+  // of round trip `rtt_s` with a share of `share_Bps` (of the path's
+  // `path_Bps` alone): it takes an idle connection (the first opened) or
+  // opens one, and returns the delay. A connection whose window covered its
+  // share leaves slow start; from then on its window is at least the path's
+  // bandwidth-delay product: loss-based TCP (CUBIC) in congestion avoidance
+  // grows it until the bottleneck's queue overflows, so when the other
+  // transfers end it takes the freed bandwidth at once, as the flow model
+  // does. Only an idle period (window_after_idle) shrinks it again.
   Start start(std::uint64_t transfer, std::uint32_t origin, double now_s, double bytes,
-              double rtt_s, double share_Bps);
+              double rtt_s, double share_Bps, double path_Bps);
   // The transfer ended at `now_s`: its connection stays for the next one
   // (`keep`, a complete response) or is closed (an abort mid-body, an error).
   void finish(std::uint64_t transfer, std::uint32_t origin, double now_s, bool keep);
