@@ -310,15 +310,21 @@ def split_policies(text):
     return specs
 
 
-def load_scorer(cli):
-    """demandflight.metrics from the CLI's build tree (format/score.h, compare's score)."""
+def load_scorer(cli, weights):
+    """demandflight.metrics from the CLI's build tree (format/score.h, compare's score),
+    with `weights` (k=v,... as compare --weights takes them)."""
     sys.path.insert(0, str(Path(cli).resolve().parents[1] / "python"))
     try:
         import demandflight
     except ImportError as error:
         raise SystemExit(f"fidelity: --policies scores results with the Python package of the "
                          f"CLI's build tree (dfl_python_core): {error}")
-    return lambda result: demandflight.metrics(result)["score"]
+    w = {}
+    for item in filter(None, (weights or "").split(",")):
+        key, _, value = item.partition("=")
+        w[key] = float(value)
+    demandflight._core.check_weights(w)  # ValueError naming a bad weight, before any run.
+    return lambda result: demandflight.metrics(result, w)["score"]
 
 
 def order(a, b, tie):
@@ -366,6 +372,9 @@ def main():
                              "for real and simulated; with more than one, the verdict table "
                              "(each policy's score in both worlds and its difference to the "
                              "first's)")
+    parser.add_argument("--weights", default="",
+                        help="the score's weights for the verdict, k=v,... as compare --weights "
+                             "takes them (default: compare's defaults)")
     parser.add_argument("--tie", type=float, default=0.005,
                         help="score differences at most this are ties in the verdict table")
     parser.add_argument("--markdown")
@@ -389,7 +398,7 @@ def main():
         mode = "netns" if netns_available() else "server"
     models = args.models.split(",")
     policies = split_policies(args.policies)
-    score = load_scorer(args.cli) if len(policies) > 1 else None
+    score = load_scorer(args.cli, args.weights) if len(policies) > 1 else None
     delay_line = None
     if mode == "netns" and args.delay_line != "none":
         path = (Path(args.cli).resolve().parents[1] / "bench" / "delay_line"
