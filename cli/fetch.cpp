@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -43,21 +44,10 @@ std::string bar(double fraction, int width) {
          std::string(static_cast<std::size_t>(width - full), '.');
 }
 
-// Counts what the client did; called under the client's engine lock.
+// Why each key's last attempt failed; called under the client's engine lock.
+// (What the client did, in numbers, is Client::metrics().)
 class Counter : public backend::ClientObserver {
  public:
-  void on_command(double, const Command& command) override {
-    std::lock_guard lock(mutex_);
-    if (std::holds_alternative<StartTransfer>(command)) {
-      ++transfers_started;
-    } else if (const auto* e = std::get_if<TaskEnded>(&command)) {
-      installs += e->outcome == TaskOutcome::installed;
-    }
-  }
-  void on_transfer_ended(double, TaskId, TransferId, std::uint64_t bytes, bool) override {
-    std::lock_guard lock(mutex_);
-    bytes_received += bytes;
-  }
   void on_attempt_failed(double, TaskId, const ArtifactKey& key,
                          const std::string& reason) override {
     std::lock_guard lock(mutex_);
@@ -68,21 +58,14 @@ class Counter : public backend::ClientObserver {
     auto it = last_failure.find(key);
     return it == last_failure.end() ? std::string() : it->second;
   }
-  std::uint64_t received() const {
-    std::lock_guard lock(mutex_);
-    return bytes_received;
-  }
 
   mutable std::mutex mutex_;
-  std::uint64_t transfers_started = 0;
-  std::uint64_t installs = 0;
-  std::uint64_t bytes_received = 0;
   std::unordered_map<ArtifactKey, std::string> last_failure;  // The last reason per key.
 };
 
 struct FetchArgs {
   ServerArgs server;
-  std::string manifest, policy = "always-abort", progress = "auto", sync = "batched";
+  std::string manifest, policy = "always-abort", progress = "auto", sync = "batched", metrics;
   std::uint32_t max_transfers = 8, max_per_origin = 8, copies = 1, retries = 4;
   unsigned finalize_threads = 0;  // By --sync (ClientOptions::finalize_threads).
   Priority priority = 0;
@@ -135,6 +118,7 @@ int run_fetch(const FetchArgs& args) {
   std::vector<std::string> lines;  // Plain lines waiting to be printed.
 
   backend::CacheDir::SyncCounts syncs;
+  backend::ClientMetrics metrics;
   const auto t0 = Clock::now();
   auto elapsed = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   {
@@ -200,7 +184,8 @@ int run_fetch(const FetchArgs& args) {
           ++drawn;
         }
         const double t = elapsed();
-        const double received = static_cast<double>(counter.received() + in_flight);
+        const double received =
+            static_cast<double>(client.metrics().bytes_received + in_flight);
         char line[256];
         std::snprintf(
             line, sizeof line, "  %-24s [%s] %zu/%zu demands, %s, %s/s\n", "total",
@@ -217,10 +202,19 @@ int run_fetch(const FetchArgs& args) {
     for (const std::string& line : lines)
       std::printf("%s\n", line.c_str());
     syncs = client.sync_counts();
+    metrics = client.metrics();
   }
   const double wall = elapsed();
 
-  const std::uint64_t received = counter.received();
+  const std::uint64_t received = metrics.bytes_received;
+  if (!args.metrics.empty()) {
+    std::ofstream out(args.metrics);
+    backend::write_prometheus(metrics, out);
+    if (!out.flush()) {
+      std::fprintf(stderr, "demandflight fetch: cannot write %s\n", args.metrics.c_str());
+      return 1;
+    }
+  }
   std::printf(
       "fetch: %zu artifacts x %u callers in %.3f s: succeeded %llu, failed %llu, cancelled %llu, "
       "timed_out %llu\n",
@@ -228,8 +222,8 @@ int run_fetch(const FetchArgs& args) {
       static_cast<unsigned long long>(outcomes[1]), static_cast<unsigned long long>(outcomes[2]),
       static_cast<unsigned long long>(outcomes[3]));
   std::printf("  transfers %llu, installs %llu, received %s (%s/s, %.0f artifacts/s)\n",
-              static_cast<unsigned long long>(counter.transfers_started),
-              static_cast<unsigned long long>(counter.installs),
+              static_cast<unsigned long long>(metrics.transfers_started),
+              static_cast<unsigned long long>(metrics.installs),
               human_bytes(static_cast<double>(received)).c_str(),
               human_bytes(wall > 0 ? static_cast<double>(received) / wall : 0).c_str(),
               wall > 0 ? static_cast<double>(manifest.artifacts.size()) / wall : 0.0);
@@ -378,6 +372,8 @@ Subcommand add_fetch_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "bars", "lines", "none"}))
       ->capture_default_str();
   c->add_flag("--quiet", args->quiet, "only the summary");
+  c->add_option("--metrics", args->metrics,
+                "write the client's metrics here at the end, in the Prometheus text format");
   return Subcommand{c, [args] { return run_fetch(*args); }};
 }
 

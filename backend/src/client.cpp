@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -154,6 +155,7 @@ struct Pin::State {
   std::mutex mutex;
   CacheDir::Hold hold;
   std::filesystem::path path;
+  std::uint64_t bytes = 0;  // The object's size (ClientMetrics::pinned_bytes).
   OwnerId owner = 0;
   OwnerGeneration generation = 0;
   void release() {
@@ -335,6 +337,8 @@ class Client::Impl {
       record.hit_hold.reset();
       attach_expectation(info->task, artifact.key, expect);
     }
+    record.priority = options.priority;
+    record.subscribed_s = t;
     demands_.insert_or_assign(pack(h), std::move(record));
     if (options_.observer != nullptr) options_.observer->on_subscribe(t, h, artifact, o, task);
     route_locked();
@@ -351,8 +355,10 @@ class Client::Impl {
     std::lock_guard lock(engine_mutex_);
     const double t = now();
     engine_.set_priority(t, h, p);
-    if (options_.observer != nullptr && engine_.demand(h))
-      options_.observer->on_set_priority(t, h, p);
+    if (engine_.demand(h)) {
+      if (auto it = demands_.find(pack(h)); it != demands_.end()) it->second.priority = p;
+      if (options_.observer != nullptr) options_.observer->on_set_priority(t, h, p);
+    }
     route_locked();
   }
 
@@ -401,6 +407,34 @@ class Client::Impl {
     return snapshot_;
   }
 
+  ClientMetrics metrics() {
+    ClientMetrics out;
+    {
+      std::lock_guard lock(engine_mutex_);
+      out = metrics_;
+      const SchedulerStats& stats = engine_.stats();
+      out.cache_hits = stats.cache_hits;
+      out.installs = stats.installs;
+      out.orphan_decisions["abort"] = stats.orphan_aborts;
+      out.orphan_decisions["complete"] = stats.orphan_completes;
+      out.orphan_decisions["keep_partial"] = stats.partials_kept;
+      for (const TaskInfo& task : engine_.tasks()) {
+        const Priority p = task.effective_priority.value_or(std::numeric_limits<Priority>::min());
+        if (task.state == TaskState::queued) ++out.queued[p];
+        if (task.state == TaskState::transferring) ++out.in_flight[p];
+      }
+    }
+    out.cache_bytes = cache_.installed_bytes();
+    std::lock_guard lock(pins_mutex_);
+    std::map<std::filesystem::path, std::uint64_t> held;
+    for (const auto& [owner, weak] : pins_) {
+      if (auto state = weak.lock(); state && state->held()) held[state->path] = state->bytes;
+    }
+    for (const auto& [path, bytes] : held)
+      out.pinned_bytes += bytes;
+    return out;
+  }
+
  private:
   static SchedulerConfig engine_config(SchedulerConfig c) {
     // The capacity is the cache directory's, which knows the pins of every
@@ -418,6 +452,8 @@ class Client::Impl {
     OwnerGeneration generation = 0;
     std::optional<CacheDir::ObjectInfo> hit;  // The installed object, for a cache hit.
     std::optional<CacheDir::Hold> hit_hold;   // Held for its pin.
+    Priority priority = 0;   // As last set (ClientMetrics: by priority).
+    double subscribed_s = 0;
   };
   struct TaskRecord {
     ArtifactKey key;
@@ -464,6 +500,7 @@ class Client::Impl {
         if (auto why = contradiction(demand.expect, facts->size, facts->sha256)) {
           r.outcome = DemandOutcome::failed;  // Right for others, not for this caller.
           r.reason = *why;
+          ++metrics_.conflicts_of_expectation;
           return r;
         }
         if (!options_.pin_on_success) return r;
@@ -477,7 +514,7 @@ class Client::Impl {
           r.reason = "evicted before it could be pinned";
           return r;
         }
-        r.pin = make_pin(std::move(*held), object, demand);
+        r.pin = make_pin(std::move(*held), object, demand, facts->size);
         return r;
       }
       case DemandOutcome::failed:
@@ -497,9 +534,11 @@ class Client::Impl {
     }
   }
 
-  Pin make_pin(CacheDir::Hold held, const ArtifactKey& object, const DemandRecord& demand) {
+  Pin make_pin(CacheDir::Hold held, const ArtifactKey& object, const DemandRecord& demand,
+               std::uint64_t bytes) {
     auto state = std::make_shared<Pin::State>();
     state->hold = std::move(held);
+    state->bytes = bytes;
     state->owner = demand.owner;
     state->generation = demand.generation;
     state->path = cache_.object_path(object);
@@ -555,6 +594,8 @@ class Client::Impl {
     }
     for (Command& command : commands_) {
       if (auto* c = std::get_if<StartTransfer>(&command)) {
+        ++metrics_.transfers_started;
+        if (c->attempt > 1) ++metrics_.retries;
         IoJob job{IoJob::Kind::start, std::move(*c), {}, c->task, false, {}, {}};
         if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
           job.limits = limits_of(it->second.expects);
@@ -583,6 +624,7 @@ class Client::Impl {
         DemandRecord demand = std::move(it->second);
         demands_.erase(it);
         Delivery out{std::move(demand.callback), verdict(*d, demand)};
+        count_demand(demand, out.result.outcome);
         std::lock_guard lock(delivery_mutex_);
         deliveries_.push_back(std::move(out));
         delivery = true;
@@ -594,6 +636,14 @@ class Client::Impl {
     if (io) curl_multi_wakeup(multi_);
     if (finalize) finalize_cv_.notify_one();
     if (delivery) delivery_cv_.notify_one();
+  }
+
+  // A demand's terminal, in the metrics (engine_mutex_ held).
+  void count_demand(const DemandRecord& demand, DemandOutcome outcome) {
+    const std::string name(to_string(outcome));
+    ++metrics_.demands[{name, demand.priority}];
+    auto [it, fresh] = metrics_.wait_s.try_emplace({demand.priority, name}, latency_buckets_s());
+    it->second.observe(std::max(0.0, now() - demand.subscribed_s));
   }
 
   void push_io(IoJob job) {
@@ -619,6 +669,8 @@ class Client::Impl {
     bool judged = false;
     HeaderVerdict verdict;
     std::uint64_t appended = 0;
+    double requested_s = 0;                 // now() as the request left.
+    std::optional<double> first_byte_s;     // now() at its first body byte.
     bool too_large = false;
     std::optional<IoError> write_error;
   };
@@ -743,13 +795,18 @@ class Client::Impl {
         }
         if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
           const std::uint64_t received = it->second->appended;
+          const std::optional<double> first_byte_s =
+              it->second->first_byte_s
+                  ? std::optional<double>(*it->second->first_byte_s - it->second->requested_s)
+                  : std::nullopt;
           if (job.keep_partial) job.key = it->second->key;
           release(*it->second);
           transfers_.erase(it);
-          if (options_.observer != nullptr) {
-            std::lock_guard lock(engine_mutex_);
+          std::lock_guard lock(engine_mutex_);
+          metrics_.bytes_received += received;
+          if (first_byte_s) metrics_.time_to_first_byte_s.observe(*first_byte_s);
+          if (options_.observer != nullptr)
             options_.observer->on_transfer_ended(now(), job.task, job.transfer, received, true);
-          }
         }
         if (job.keep_partial && !job.key.resource.empty()) {
           // Kept for the key: the next task of it resumes after these bytes.
@@ -915,6 +972,7 @@ class Client::Impl {
       }
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    t->requested_s = now();
     curl_multi_add_handle(multi_, e);
     transfers_.emplace(c.transfer.value, std::move(t));
   }
@@ -980,6 +1038,7 @@ class Client::Impl {
     if (t->verdict.plan == BodyPlan::reject || t->write_error) return 0;  // Nothing is kept.
     TaskFiles& files = self.files_[t->task.value];
     const std::size_t bytes = size * n;
+    if (!t->first_byte_s && bytes > 0) t->first_byte_s = self.now();
     const std::optional<std::uint64_t> limit = t->expected_size ? t->expected_size : t->size_cap;
     if (limit && files.staging->bytes() + bytes > *limit) {
       t->too_large = true;
@@ -1041,17 +1100,33 @@ class Client::Impl {
     const std::optional<double> retry_after =
         status == TransferStatus::retryable_error ? t->verdict.retry_after_s : std::nullopt;
     const ArtifactKey key = t->key;
+    Timing timing;
+    if (t->first_byte_s) {
+      timing.first_byte_s = *t->first_byte_s - t->requested_s;
+      const double body_s = now() - *t->first_byte_s;
+      if (status == TransferStatus::ok && body_s > 0 && appended > 0)
+        timing.rate_Bps = static_cast<double>(appended) / body_s;
+    }
     release(*t);
     transfers_.erase(id.value);
     report(id, task, status, appended, retry_after, &key,
-           reason.empty() ? "transfer failed" : reason);
+           reason.empty() ? "transfer failed" : reason, timing);
   }
 
   // `key` and `reason` say why a failed attempt failed (for the observer).
+  // When a transfer's first body byte came, and its rate (for the metrics).
+  struct Timing {
+    std::optional<double> first_byte_s, rate_Bps;
+  };
+
   void report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
               std::optional<double> retry_after_s = std::nullopt, const ArtifactKey* key = nullptr,
-              const std::string& reason = {}) {
+              const std::string& reason = {}, Timing timing = {}) {
     std::lock_guard lock(engine_mutex_);
+    metrics_.bytes_received += bytes;
+    if (status != TransferStatus::ok) ++metrics_.transfers_failed;
+    if (timing.first_byte_s) metrics_.time_to_first_byte_s.observe(*timing.first_byte_s);
+    if (timing.rate_Bps) metrics_.transfer_rate_Bps.observe(*timing.rate_Bps);
     const double t = now();
     if (status != TransferStatus::ok) {
       if (auto it = tasks_.find(task.value); it != tasks_.end()) {
@@ -1285,6 +1360,7 @@ class Client::Impl {
   std::vector<std::thread> finalize_threads_;
 
   std::mutex pins_mutex_;
+  ClientMetrics metrics_;  // engine_mutex_; metrics() adds the engine's and the cache's.
   std::unordered_multimap<OwnerId, std::weak_ptr<Pin::State>> pins_;  // Pins given, by owner.
   std::size_t pins_live_ = 0;  // pins_'s size when it was last pruned.
 
@@ -1313,6 +1389,9 @@ std::future<DemandResult> Client::fetch(const ArtifactRef& artifact, const Deman
 
 void Client::cancel(DemandHandle demand) {
   impl_->cancel(demand);
+}
+ClientMetrics Client::metrics() const {
+  return impl_->metrics();
 }
 void Client::set_priority(DemandHandle demand, Priority priority) {
   impl_->set_priority(demand, priority);

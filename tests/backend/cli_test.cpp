@@ -110,6 +110,25 @@ TEST_F(CliTest, FetchDuplicateCallersShareOneTransferPerArtifact) {
     EXPECT_EQ(stats[path]["requests"], 1) << path;
 }
 
+TEST_F(CliTest, FetchWritesItsMetricsAndItsSummaryUsesTheSameNumbers) {
+  const std::string manifest =
+      serve("a.bin", 200'000) + serve("b.bin", 200'000) + serve("c.bin", 200'000);
+  const std::string metrics = (dir_ / "metrics.prom").string();
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--copies", "2", "--quiet", "--metrics", metrics, "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("transfers 3, installs 3, received 585.9 KiB"), std::string::npos)
+      << run.out;
+  const std::string text = read(metrics);
+  EXPECT_NE(text.find("# TYPE demandflight_demands_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("demandflight_demands_total{outcome=\"succeeded\",priority=\"0\"} 6\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("demandflight_transfers_started_total 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("demandflight_received_bytes_total 600000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("demandflight_installs_total 3\n"), std::string::npos) << text;
+}
+
 TEST_F(CliTest, FetchDropBehindLeavesALargeArtifactsPagesBehindItsEnd) {
   constexpr std::size_t kMiB = std::size_t{1} << 20;
   const std::string manifest = serve("big.bin", 12 * kMiB);

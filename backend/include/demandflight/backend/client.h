@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "demandflight/backend/cache_dir.h"
+#include "demandflight/backend/metrics.h"
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/command.h"
 #include "demandflight/engine/config.h"
@@ -262,6 +263,8 @@ class Client {
   bool idle() const;
   // The transfers in flight, as of the last progress interval.
   std::vector<TransferSnapshot> transfers() const;
+  // What the client has done and holds (metrics.h); write_prometheus() writes it.
+  ClientMetrics metrics() const;
 
  private:
   class Impl;
