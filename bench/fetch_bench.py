@@ -331,7 +331,7 @@ def main():
                         # after the set: ext4 creates files slowly for a while after
                         # thousands were deleted (it scans for recently deleted inodes),
                         # which would time the clean-up instead of the tool.
-                        out = os.path.join(args.work, "out", f"{tool}-{copies_spec}-{run}")
+                        out = os.path.join(args.work, "out", f"{tool}-{protocol}-{copies_spec}-{run}")
                         if args.drop_caches:
                             # No run pays for the writeback of an earlier run's
                             # dirty pages (curl's and aria2c's files are not synced).
