@@ -795,16 +795,16 @@ class Client::Impl {
         }
         if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
           const std::uint64_t received = it->second->appended;
-          const std::optional<double> first_byte_s =
-              it->second->first_byte_s
-                  ? std::optional<double>(*it->second->first_byte_s - it->second->requested_s)
-                  : std::nullopt;
+          // Time to first byte, or -1 if no body byte came.
+          const double first_byte_s = it->second->first_byte_s.has_value()
+                                          ? *it->second->first_byte_s - it->second->requested_s
+                                          : -1.0;
           if (job.keep_partial) job.key = it->second->key;
           release(*it->second);
           transfers_.erase(it);
           std::lock_guard lock(engine_mutex_);
           metrics_.bytes_received += received;
-          if (first_byte_s) metrics_.time_to_first_byte_s.observe(*first_byte_s);
+          if (first_byte_s >= 0) metrics_.time_to_first_byte_s.observe(first_byte_s);
           if (options_.observer != nullptr)
             options_.observer->on_transfer_ended(now(), job.task, job.transfer, received, true);
         }

@@ -185,8 +185,8 @@ TEST_F(MetricsTest, EveryCounterIsWhatTheRunDid) {
   EXPECT_EQ(m.cache_bytes, 2 * kSize);
   EXPECT_EQ(m.pinned_bytes, 2 * kSize) << "a (two pins, one object) and e";
   std::uint64_t waits = 0;
-  for (const auto& [key, h] : m.wait_s)
-    waits += h.count;
+  for (const auto& [key, histogram] : m.wait_s)
+    waits += histogram.count;
   EXPECT_EQ(waits, 7u);
   EXPECT_EQ(m.wait_s.at({-1, "cancelled"}).count, 1u);
   EXPECT_EQ(m.time_to_first_byte_s.count, 5u);  // Every transfer with a body: not the 404.
