@@ -3,12 +3,14 @@
 // Prometheus text follows the format's rules.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -45,33 +47,95 @@ DemandOptions opts(OwnerId owner, Priority p) {
   return o;
 }
 
+// A metric name at `at` (letters, digits, '_' and ':', not starting with a
+// digit; label names also without ':'): its end, or npos.
+std::size_t name_end(const std::string& s, std::size_t at, bool label) {
+  std::size_t i = at;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool ok = std::isalpha(c) || c == '_' || (!label && c == ':') ||
+                    (i > at && std::isdigit(c));
+    if (!ok) break;
+    ++i;
+  }
+  return i == at ? std::string::npos : i;
+}
+
+// NAME[{k="v",...}] VALUE; false if the line breaks the format.
+bool parse_sample(const std::string& line, std::string& name, std::string& labels,
+                  double& value) {
+  std::size_t i = name_end(line, 0, false);
+  if (i == std::string::npos) return false;
+  name = line.substr(0, i);
+  const std::size_t labels_at = i;
+  if (i < line.size() && line[i] == '{') {
+    ++i;
+    for (bool first = true;; first = false) {
+      if (i < line.size() && line[i] == '}' && first) break;
+      const std::size_t e = name_end(line, i, true);
+      if (e == std::string::npos || line.compare(e, 2, "=\"") != 0) return false;
+      i = e + 2;
+      while (i < line.size() && line[i] != '"') {
+        if (line[i] == '\\') {
+          if (i + 1 >= line.size() || std::string("\\\"n").find(line[i + 1]) == std::string::npos)
+            return false;
+          ++i;
+        }
+        ++i;
+      }
+      if (i >= line.size()) return false;
+      ++i;  // The closing quote.
+      if (i < line.size() && line[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < line.size() && line[i] == '}') break;
+      return false;
+    }
+    ++i;  // '}'
+  }
+  labels = line.substr(labels_at, i - labels_at);
+  if (i >= line.size() || line[i] != ' ') return false;
+  const std::string text = line.substr(i + 1);
+  if (text == "+Inf" || text == "-Inf" || text == "NaN") {
+    value = text == "NaN" ? NAN : (text[0] == '+' ? INFINITY : -INFINITY);
+    return true;
+  }
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size();
+}
+
 // The rules of the Prometheus text format that a scraper depends on: each
 // sample's family declared by a `# TYPE` line before it, names and labels
 // well formed, values numbers; each histogram's buckets cumulative, ending
 // at le="+Inf" with its _count. Returns what is wrong, or "".
 std::string check_prometheus(const std::string& text,
                              std::map<std::string, double>* samples = nullptr) {
-  const std::regex type_line(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram))");
-  const std::regex sample_line(
-      R"re(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"))re"
-      R"re((,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\})? ([-+]?([0-9.eE+-]+|Inf|NaN)))re");
   std::map<std::string, std::string> types;
   std::map<std::string, double> last_bucket;  // Series (name + labels but le) -> count.
   std::istringstream in(text);
   int n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
-    std::smatch m;
     if (line.rfind("# HELP ", 0) == 0) continue;
     if (line.rfind("#", 0) == 0) {
-      if (!std::regex_match(line, m, type_line)) return "line " + std::to_string(n) + ": " + line;
-      if (types.count(m[1])) return "family declared twice: " + std::string(m[1]);
-      types[m[1]] = m[2];
+      const std::string prefix = "# TYPE ";
+      const std::size_t e = line.rfind(prefix, 0) == 0 ? name_end(line, prefix.size(), false)
+                                                       : std::string::npos;
+      const std::string type = e == std::string::npos || e >= line.size() || line[e] != ' '
+                                   ? std::string()
+                                   : line.substr(e + 1);
+      if (type != "counter" && type != "gauge" && type != "histogram")
+        return "line " + std::to_string(n) + ": " + line;
+      const std::string family = line.substr(prefix.size(), e - prefix.size());
+      if (types.count(family)) return "family declared twice: " + family;
+      types[family] = type;
       continue;
     }
-    if (!std::regex_match(line, m, sample_line)) return "line " + std::to_string(n) + ": " + line;
-    std::string name = m[1], labels = m[2];
-    const double value = std::stod(m[5].str() == "+Inf" ? "inf" : m[5].str());
+    std::string name, labels;
+    double value = 0;
+    if (!parse_sample(line, name, labels, value)) return "line " + std::to_string(n) + ": " + line;
     if (samples != nullptr) (*samples)[name + labels] = value;
     std::string family = name;
     for (const char* suffix : {"_bucket", "_sum", "_count"}) {
