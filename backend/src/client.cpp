@@ -1196,8 +1196,12 @@ class Client::Impl {
       // A refused body's file is gone before anybody hears of it.
       if (auto* error = std::get_if<IoError>(&sealed)) {
         const std::string reason = error->message;
+        // A full disk may have room later (as for a write while the body
+        // arrived): fetched again from byte 0, its bytes given back now.
+        const FinalizeStatus status =
+            error->no_space ? FinalizeStatus::verify_failed : FinalizeStatus::error;
         ready.staging.reset();
-        finalize_ended(job, bytes, FinalizeStatus::error, reason);
+        finalize_ended(job, bytes, status, reason);
         continue;
       }
       const CacheDir::Sealed body = std::get<CacheDir::Sealed>(sealed);
