@@ -202,9 +202,12 @@ TEST_F(MetricsTest, EveryCounterIsWhatTheRunDid) {
   ASSERT_EQ(c.fetch(ref("nope.bin"), opts(2, 0)).get().outcome, DemandOutcome::failed);
   // b expected as other bytes: two attempts (one retry), never installed.
   ASSERT_EQ(c.fetch(ref("b.bin", "other"), opts(3, 2)).get().outcome, DemandOutcome::failed);
-  // e: two callers on one transfer, one expecting other bytes: a conflict.
+  // e: two callers on one transfer, one expecting other bytes: a conflict. The body is held
+  // until both have subscribed, or a slow run (TSan) makes the second one a cache hit.
+  server_->hold("/e.bin", 1'000);
   auto e_right = c.fetch(ref("e.bin"), opts(4, 0));
   auto e_wrong = c.fetch(ref("e.bin", "other"), opts(5, 0));
+  server_->release("/e.bin");
   auto e1 = e_right.get();
   ASSERT_EQ(e1.outcome, DemandOutcome::succeeded);
   ASSERT_EQ(e_wrong.get().outcome, DemandOutcome::failed);
