@@ -85,6 +85,8 @@ int run_fetch(const FetchArgs& args) {
   options.scheduler.max_origins =
       static_cast<std::uint32_t>(std::max<std::size_t>(manifest.platform.origins.size(), 1));
   options.scheduler.retry.max_attempts = args.retries;
+  options.scheduler.breaker = BreakerConfig{manifest.scheduler.breaker_failures,
+                                            manifest.scheduler.breaker_open_s};
   // The index must not evict what this command was asked to fetch.
   options.scheduler.cache_bytes = args.cache_bytes != 0 ? args.cache_bytes : std::uint64_t{1} << 62;
   options.orphan_policy = args.policy;
@@ -321,6 +323,7 @@ backend::ArtifactRef artifact_ref(const format::Artifact& artifact) {
   backend::ArtifactRef ref;
   ref.key = artifact.key;
   ref.origin = artifact.origin;
+  ref.mirrors = artifact.mirrors;
   ref.size_bytes = artifact.size_bytes;
   ref.sha256 = artifact.sha256;
   return ref;

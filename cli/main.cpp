@@ -302,6 +302,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   auto* gen_transfers = gen->add_option("--max-transfers", max_transfers, "scheduler.max_transfers")
                             ->check(CLI::Range(1u, 100000u));
+  gen->add_flag("--mirrors", gen_options.mirrors,
+                "every artifact lists the kind's other origins as mirrors after its own");
 
   // fetch and replay (the production backend)
   const dfl::cli::Subcommand fetch = dfl::cli::add_fetch_command(app);

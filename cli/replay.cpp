@@ -97,6 +97,8 @@ int run_replay(const ReplayArgs& args) {
   c.retry =
       RetryConfig{trace.scheduler.retry_max_attempts, trace.scheduler.retry_base_s / args.speed,
                   trace.scheduler.retry_cap_s / args.speed, trace.scheduler.retry_jitter};
+  c.breaker = BreakerConfig{trace.scheduler.breaker_failures,
+                            trace.scheduler.breaker_open_s / args.speed};
   c.seed = args.seed.value_or(trace.seed);
   c.max_origins =
       static_cast<std::uint32_t>(std::max<std::size_t>(trace.platform.origins.size(), 1));

@@ -122,6 +122,25 @@ std::optional<std::string> normalized_digest(const std::optional<std::string>& s
   return d;
 }
 
+// Origins the engine takes (it stops the process on others: a runtime's bug).
+void check_origins(const ArtifactRef& artifact, std::uint32_t max_origins) {
+  if (artifact.mirrors.size() >= kMaxOriginsPerArtifact) {
+    throw std::invalid_argument("ArtifactRef.mirrors: at most " +
+                                std::to_string(kMaxOriginsPerArtifact - 1) + " mirrors, got " +
+                                std::to_string(artifact.mirrors.size()));
+  }
+  auto check = [&](const char* field, OriginId o) {
+    if (o >= max_origins) {
+      throw std::invalid_argument(std::string("ArtifactRef.") + field + ": origin " +
+                                  std::to_string(o) + " is not below SchedulerConfig::max_origins (" +
+                                  std::to_string(max_origins) + ")");
+    }
+  };
+  check("origin", artifact.origin);
+  for (OriginId o : artifact.mirrors)
+    check("mirrors", o);
+}
+
 // libcurl before 8.0 fails every request that reuses an HTTP/2 connection
 // made by prior knowledge ("no HTTP response"; curl issue 10634, fixed in
 // 8.0.0): refused at once rather than failing every second request.
@@ -306,8 +325,10 @@ class Client::Impl {
   DemandHandle subscribe(const ArtifactRef& artifact, const DemandOptions& options,
                          Callback on_terminal) {
     const Expect expect{artifact.size_bytes, normalized_digest(artifact.sha256)};
+    check_origins(artifact, options_.scheduler.max_origins);
     DemandOptions o = options;
     o.origin = artifact.origin;
+    o.mirrors = artifact.mirrors;
     o.size_bytes = artifact.size_bytes;
     // The disk decides a cache hit: another process may have installed the
     // key, or evicted it, since this one last looked. Read before the engine
@@ -415,6 +436,8 @@ class Client::Impl {
       const SchedulerStats& stats = engine_.stats();
       out.cache_hits = stats.cache_hits;
       out.installs = stats.installs;
+      out.failovers = stats.failovers;
+      out.breaker_opens = stats.breaker_opens;
       out.orphan_decisions["abort"] = stats.orphan_aborts;
       out.orphan_decisions["complete"] = stats.orphan_completes;
       out.orphan_decisions["keep_partial"] = stats.partials_kept;
@@ -661,6 +684,7 @@ class Client::Impl {
     std::optional<std::uint64_t> expected_size;  // Limits::exact.
     std::optional<std::uint64_t> size_cap;       // Limits::cap.
     std::uint64_t offset = 0;
+    OriginId origin = 0;
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
     std::string url;
@@ -677,6 +701,7 @@ class Client::Impl {
   struct TaskFiles {
     std::optional<CacheDir::Staging> staging;
     std::string etag;
+    OriginId staged_from = 0;  // The origin whose response the staged bytes (and etag) are.
     // The key's lock across processes, held while this task transfers (and
     // then finalizes): released in backoff, so that no two processes wait
     // on each other's keys with their slots full.
@@ -888,6 +913,7 @@ class Client::Impl {
         if (c.attempt == 1 && c.resume_offset_bytes > 0 && !whole) {
           files.staging = std::move(node.mapped().staging);
           files.etag = std::move(node.mapped().etag);
+          files.staged_from = node.mapped().staged_from;
         }
       }
     }
@@ -895,7 +921,22 @@ class Client::Impl {
       // What a fetch that died left: only where the whole body's digest is
       // checked, since nothing else vouches for those bytes.
       if (auto adopted = cache_.adopt_partial(*c.key, size)) {
-        if (size == 0 || adopted->bytes() < size) files.staging = std::move(adopted);
+        if (size == 0 || adopted->bytes() < size) {
+          files.staging = std::move(adopted);
+          files.staged_from = c.origin;  // Its origin is unknown; the digest vouches.
+        }
+      }
+    }
+    // Bytes staged from another origin (a mirror: docs/backend.md, *Mirrors*)
+    // are resumed only where something vouches for them: the digest of the
+    // whole body, which is checked, or the same ETag (If-Range, below).
+    bool if_range = true;
+    if (files.staging && files.staging->bytes() > 0 && files.staged_from != c.origin) {
+      if (limits.verified && limits.exact) {
+        if_range = false;  // Another server's ETag would only restart it.
+      } else if (files.etag.empty()) {
+        files.staging.reset();  // Nothing to check them against: start over.
+        files.etag.clear();
       }
     }
     if (!files.staging) {
@@ -918,6 +959,7 @@ class Client::Impl {
     t->size_cap = limits.cap;
     // The staged bytes are the truth: resume after exactly those.
     t->offset = files.staging->bytes();
+    t->origin = c.origin;
     t->url = options_.resolver(c.key, c.origin);
     t->easy = easy_handle();
     CURL* e = t->easy;
@@ -967,7 +1009,7 @@ class Client::Impl {
     if (t->offset > 0) {
       const std::string range = std::to_string(t->offset) + "-";
       curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
-      if (!files.etag.empty()) {
+      if (!files.etag.empty() && if_range) {
         t->headers = curl_slist_append(t->headers, ("If-Range: " + files.etag).c_str());
       }
     }
@@ -1028,7 +1070,14 @@ class Client::Impl {
       }
       t.offset = 0;
     }
-    if (t.verdict.plan != BodyPlan::reject && t.etag) files.etag = *t.etag;
+    if (t.verdict.plan != BodyPlan::reject) {
+      if (t.etag) {
+        files.etag = *t.etag;
+      } else if (files.staged_from != t.origin) {
+        files.etag.clear();  // Another server's validator says nothing of these bytes.
+      }
+      files.staged_from = t.origin;
+    }
   }
 
   static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
@@ -1058,7 +1107,11 @@ class Client::Impl {
     judge(*t);  // A response without a body (404, 503) is judged here.
     TransferStatus status = TransferStatus::ok;
     std::string reason;
-    if (t->verdict.plan == BodyPlan::reject) {
+    if (t->verdict.plan == BodyPlan::reject && t->status == 0 && code != CURLE_OK) {
+      // No response at all: the transport says why (refused, timed out, TLS, ...).
+      status = judge_transport_error(code);
+      reason = curl_easy_strerror(code);
+    } else if (t->verdict.plan == BodyPlan::reject) {
       status = t->verdict.status;
       reason = t->verdict.reason;
     } else if (t->too_large) {

@@ -112,6 +112,8 @@ void write_prometheus(const ClientMetrics& m, std::ostream& out) {
       {"cache_hits_total", m.cache_hits},
       {"installs_total", m.installs},
       {"expectation_conflicts_total", m.conflicts_of_expectation},
+      {"failovers_total", m.failovers},
+      {"breaker_opens_total", m.breaker_opens},
   };
   const char* helps[] = {
       "Transfer attempts started, retries included.",
@@ -121,6 +123,8 @@ void write_prometheus(const ClientMetrics& m, std::ostream& out) {
       "Demands served from the cache directory.",
       "Artifacts verified and installed.",
       "Demands failed because the installed bytes contradict their expectation.",
+      "Transfer attempts sent to another origin (mirror) than the task's last.",
+      "Origins' circuit breakers opened (failures in a row).",
   };
   for (std::size_t i = 0; i < std::size(counters); ++i) {
     family(out, counters[i].first, "counter", helps[i]);

@@ -146,13 +146,23 @@ py::dict trace_to_dict(const format::Trace& t) {
       "max_per_origin"_a = t.scheduler.max_per_origin, "cache_bytes"_a = t.scheduler.cache_bytes,
       "retry_max_attempts"_a = t.scheduler.retry_max_attempts,
       "retry_base_s"_a = t.scheduler.retry_base_s, "retry_cap_s"_a = t.scheduler.retry_cap_s,
-      "retry_jitter"_a = t.scheduler.retry_jitter);
+      "retry_jitter"_a = t.scheduler.retry_jitter,
+      "breaker_failures"_a = t.scheduler.breaker_failures,
+      "breaker_open_s"_a = t.scheduler.breaker_open_s);
   py::list artifacts;
   for (const auto& a : t.artifacts) {
-    artifacts.append(py::dict(
+    py::dict artifact(
         "id"_a = a.id, "resource"_a = a.key.resource, "revision"_a = a.key.revision,
         "target"_a = a.key.target, "generation"_a = a.key.generation, "size"_a = a.size_bytes,
-        "origin"_a = t.platform.origins[a.origin].name, "sha256"_a = a.sha256));
+        "origin"_a = t.platform.origins[a.origin].name, "sha256"_a = a.sha256);
+    if (!a.mirrors.empty()) {  // The artifact line's `origins`: `origin` first.
+      py::list names;
+      names.append(t.platform.origins[a.origin].name);
+      for (std::uint32_t m : a.mirrors)
+        names.append(t.platform.origins[m].name);
+      artifact["origins"] = names;
+    }
+    artifacts.append(artifact);
   }
   static const char* const kOps[] = {"subscribe", "cancel", "set_priority", "end_owner", "fault"};
   static const char* const kFaults[] = {"transfer_error", "corrupt", "origin_down"};
@@ -389,6 +399,8 @@ py::dict command_to_dict(const Command& command) {
 
 class Engine {
  public:
+  static constexpr std::uint32_t kMaxOrigins = SchedulerConfig{}.max_origins;
+
   Engine(const std::string& model, std::uint32_t max_transfers, std::uint32_t max_per_origin,
          std::uint64_t cache_bytes, std::uint64_t seed, const py::object& policy)
       : scheduler_(config(model, max_transfers, max_per_origin, cache_bytes, seed),
@@ -396,8 +408,24 @@ class Engine {
 
   py::tuple subscribe(double now, const ArtifactKey& key, OwnerId owner, Priority priority,
                       std::optional<double> deadline_s, OwnerGeneration owner_generation,
-                      OriginId origin, std::uint64_t size_bytes) {
+                      OriginId origin, std::uint64_t size_bytes,
+                      const std::vector<OriginId>& mirrors) {
+    if (origin >= kMaxOrigins) {
+      throw py::value_error("origin: must be below " + std::to_string(kMaxOrigins) +
+                            ", got " + std::to_string(origin));
+    }
+    if (mirrors.size() >= kMaxOriginsPerArtifact) {
+      throw py::value_error("mirrors: at most " + std::to_string(kMaxOriginsPerArtifact - 1) +
+                            " origins, got " + std::to_string(mirrors.size()));
+    }
+    for (OriginId m : mirrors) {
+      if (m >= kMaxOrigins) {
+        throw py::value_error("mirrors: origins must be below " + std::to_string(kMaxOrigins) +
+                              ", got " + std::to_string(m));
+      }
+    }
     DemandOptions o;
+    o.mirrors = mirrors;
     o.owner = owner;
     o.owner_generation = owner_generation;
     o.priority = priority;
@@ -731,7 +759,7 @@ PYBIND11_MODULE(_core, m) {
            "cache_bytes"_a = 2'000'000'000, "seed"_a = 1, "policy"_a = py::none())
       .def("subscribe", &Engine::subscribe, "now"_a, "key"_a, "owner"_a, "priority"_a = 0,
            "deadline_s"_a = py::none(), "owner_generation"_a = 0, "origin"_a = 0,
-           "size_bytes"_a = 0)
+           "size_bytes"_a = 0, "mirrors"_a = std::vector<OriginId>{})
       .def("cancel", &Engine::cancel, "now"_a, "demand"_a)
       .def("set_priority", &Engine::set_priority, "now"_a, "demand"_a, "priority"_a)
       .def("end_owner", &Engine::end_owner, "now"_a, "owner"_a, "owner_generation"_a = py::none())

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <bit>
 #include <limits>
 #include <map>
 #include <set>
@@ -78,6 +79,9 @@ class Scheduler::Impl {
     advance(now);
     ++stats_.demands_subscribed;
     DFL_ASSERT(options.origin < config_.max_origins, "origin id above max_origins");
+    DFL_ASSERT(options.mirrors.size() < kMaxOriginsPerArtifact, "more mirrors than allowed");
+    for ([[maybe_unused]] OriginId o : options.mirrors)
+      DFL_ASSERT(o < config_.max_origins, "mirror origin id above max_origins");
     DFL_ASSERT(demands_.live() < config_.max_live_demands, "too many live demands");
 
     const std::uint32_t d = demands_.acquire();
@@ -238,16 +242,24 @@ class Scheduler::Impl {
       task.bytes_transferred += bytes;
       switch (status) {
         case TransferStatus::ok:
+          origins_[task.origin].breaker.succeeded();
           task.resume_offset_bytes += bytes;
           start_finalize(t);
           break;
         case TransferStatus::retryable_error:
           // The bytes that arrived stay: the next attempt resumes after them.
           task.resume_offset_bytes += bytes;
+          origin_failed(task.origin);
           retry_or_fail(t, retry_after_s.value_or(0));
           break;
         case TransferStatus::permanent_error:
-          finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
+          if (task.origin_list != 0) {
+            // This origin will not serve it; another mirror may.
+            task.excluded_origins |= 1u << task.origin_at;
+            retry_or_fail(t, 0, /*excluded_now=*/true);
+          } else {
+            finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
+          }
           break;
       }
     }
@@ -275,6 +287,7 @@ class Scheduler::Impl {
         case FinalizeStatus::verify_failed:
           // The bytes were wrong: nothing of them can be resumed from.
           task.resume_offset_bytes = 0;
+          origin_failed(task.origin);
           retry_or_fail(t);
           break;
         case FinalizeStatus::error:
@@ -542,6 +555,13 @@ class Scheduler::Impl {
     task.id = TaskId{++last_task_id_};
     link_key(t);
     task.origin = options.origin;
+    task.origin_list = origin_lists_.intern(options.origin, options.mirrors);
+    for (OriginId o : origin_lists_.get(task.origin_list))
+      origin(o);  // Make sure every origin's queue exists.
+    if (task.origin_list != 0) {
+      ++tasks_with_mirrors_;
+      move_to_origin(task, choose_for(task, 0));
+    }
     task.size_bytes = options.size_bytes;
     task.seq = ++enqueue_seq_;
     task.max_ever = options.priority;
@@ -578,7 +598,47 @@ class Scheduler::Impl {
     if (track_history_) history_.note(key_hash, now_);
   }
 
-  void enqueue(std::uint32_t t) { insert_queued(t); }
+  // Queued again after backoff: a new round, from the first origin the task
+  // may ask (mirrors.h).
+  void enqueue(std::uint32_t t) {
+    Task& task = tasks_[t];
+    if (task.origin_list != 0) move_to_origin(task, choose_for(task, 0));
+    insert_queued(t);
+  }
+
+  // --- Mirrors (mirrors.h) ---------------------------------------------------
+
+  std::uint32_t choose_for(const Task& task, std::uint32_t from) const {
+    return choose_origin(origin_lists_.get(task.origin_list), from, task.excluded_origins, now_,
+                         [this](OriginId o) -> const Breaker& { return origins_[o].breaker; });
+  }
+
+  // Points a task that is not queued at index `at` of its list.
+  void move_to_origin(Task& task, std::uint32_t at) {
+    const OriginId next = origin_lists_.get(task.origin_list)[at];
+    if (next != task.origin && task.attempts > 0) ++stats_.failovers;
+    task.origin_at = static_cast<std::uint8_t>(at);
+    task.origin = next;
+  }
+
+  // A retryable failure at origin `o` (of any task); a breaker that opens
+  // sends the tasks queued for it to their next choice.
+  void origin_failed(OriginId o) {
+    if (!origins_[o].breaker.failed(now_, config_.breaker)) return;
+    ++stats_.breaker_opens;
+    if (tasks_with_mirrors_ == 0) return;
+    for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {
+      Task& task = tasks_[t];
+      if (task.id.value == 0 || task.origin != o || task.origin_list == 0 ||
+          task.state() != TaskState::queued)
+        continue;
+      const std::uint32_t at = choose_for(task, 0);
+      if (at == task.origin_at) continue;
+      remove_queued(t);
+      move_to_origin(task, at);
+      insert_queued(t);
+    }
+  }
 
   // The model's priority rule, applied after every change of a task's demands:
   // `demanded` is the highest priority its active demands ask for.
@@ -821,15 +881,36 @@ class Scheduler::Impl {
 
   // A retryable failure: back off and retry, or fail once attempts run out.
   // Nobody waits for an orphan, so an orphan that fails is dropped.
-  void retry_or_fail(std::uint32_t t, double at_least_s = 0) {
+  // With mirrors, the next origin of the list is asked at once, until every
+  // origin has failed in this round (mirrors.h).
+  // `excluded_now`: the origin that failed was just excluded (a permanent
+  // error); it does not count in the round.
+  void retry_or_fail(std::uint32_t t, double at_least_s = 0, bool excluded_now = false) {
     Task& task = tasks_[t];
-    if (task.attempts >= config_.retry.max_attempts) {
+    const std::span<const OriginId> list = origin_lists_.get(task.origin_list);
+    const std::uint32_t budget =
+        std::max<std::uint32_t>(config_.retry.max_attempts, static_cast<std::uint32_t>(list.size()));
+    const bool none_left = task.origin_list != 0 && choose_for(task, 0) == list.size();
+    if (task.attempts >= budget || none_left) {
       finish_task(t, TaskOutcome::failed, DemandOutcome::failed);
       return;
     }
     if (task.active_demands == 0) {
       release_task(t, TaskOutcome::dropped);
       return;
+    }
+    if (task.origin_list != 0) {
+      const auto allowed = static_cast<std::uint32_t>(
+          list.size() - static_cast<std::size_t>(std::popcount(task.excluded_origins)));
+      if (!excluded_now) ++task.round_failures;
+      if (task.round_failures < allowed) {
+        move_to_origin(task, choose_for(task, task.origin_at + 1u));
+        task.timer_seq = 0;
+        enter(t, TaskEvent::retry_now);
+        insert_queued(t);
+        return;
+      }
+      task.round_failures = 0;  // Every origin failed: back off, then start over.
     }
     // The server's Retry-After is honoured: retrying sooner only earns another 503/429.
     task.retry_at_s = now_ + std::max(detail::backoff_delay_s(config_.retry, config_.seed, task.id, task.attempts), at_least_s);
@@ -872,6 +953,7 @@ class Scheduler::Impl {
       outbox_.emplace_back(TaskPriorityChanged{task.id, std::nullopt, std::nullopt});
     }
     outbox_.emplace_back(TaskEnded{task.id, outcome, task.attempts, task.bytes_transferred});
+    if (task.origin_list != 0) --tasks_with_mirrors_;
     task.op_live = false;
     erase_key(t);
     task.key = KeyRef{};  // A free slot pins no key.
@@ -1016,6 +1098,8 @@ class Scheduler::Impl {
     return true;
   }  // The hash's one entry.
   std::vector<OriginSlots> origins_;
+  OriginLists origin_lists_;
+  std::size_t tasks_with_mirrors_ = 0;  // Live tasks with a list: breakers reroute them.
   detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
   Timers timers_;

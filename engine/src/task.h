@@ -9,6 +9,7 @@
 
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/ids.h"
+#include "mirrors.h"
 #include "priority_histogram.h"
 #include "slab.h"
 #include "task_state_machine.h"
@@ -36,7 +37,14 @@ struct Task {
   // The other live tasks with this key hash (Impl::key_heads_), newest first.
   std::uint32_t key_prev = kNone;
   std::uint32_t key_next = kNone;
-  OriginId origin = 0;
+  OriginId origin = 0;  // Where the current (or next) attempt goes.
+  // Mirrors (mirrors.h): the task's list of origins (0: `origin` alone), the
+  // index of `origin` in it, the indices it will not ask again (a bit each),
+  // and how many origins have failed in this round.
+  std::uint32_t origin_list = 0;
+  std::uint32_t excluded_origins = 0;
+  std::uint8_t origin_at = 0;
+  std::uint8_t round_failures = 0;
   std::uint64_t size_bytes = 0;
   std::uint64_t seq = 0;  // First-enqueue order.
   std::int64_t effective = kOrphanLevel;
@@ -61,9 +69,10 @@ struct Task {
   std::uint32_t next_free = kNone;
 };
 
-// Transfers running per origin (max_per_origin).
+// Transfers running per origin (max_per_origin), and its breaker.
 struct OriginSlots {
   std::uint32_t running = 0;
+  Breaker breaker;
 };
 
 }  // namespace dfl::detail

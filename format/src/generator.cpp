@@ -313,6 +313,35 @@ class TraceWriter {
 
   void artifact(std::string_view id, std::string_view resource, std::string_view revision,
                 std::string_view target, std::uint64_t size_bytes, std::string_view origin) {
+    std::string& s = artifact_fields(id, resource, revision, target, size_bytes);
+    s += ", \"origin\": \"";
+    s += origin;
+    s += "\"}\n";
+    maybe_write();
+  }
+
+  // The same with an `origins` list: `first`, then the others of `origins` in order.
+  void artifact(std::string_view id, std::string_view resource, std::string_view revision,
+                std::string_view target, std::uint64_t size_bytes,
+                const std::vector<OriginLink>& origins, std::size_t first) {
+    std::string& s = artifact_fields(id, resource, revision, target, size_bytes);
+    s += ", \"origins\": [\"";
+    s += origins[first].name;
+    s += '"';
+    for (std::size_t i = 0; i < origins.size(); ++i) {
+      if (i == first) continue;
+      s += ", \"";
+      s += origins[i].name;
+      s += '"';
+    }
+    s += "]}\n";
+    maybe_write();
+  }
+
+  // An artifact line up to its size, in the buffer (which it returns).
+  std::string& artifact_fields(std::string_view id, std::string_view resource,
+                               std::string_view revision, std::string_view target,
+                               std::uint64_t size_bytes) {
     std::string& s = buffer_;
     s += "{\"op\": \"artifact\", \"id\": \"";
     s += id;
@@ -324,10 +353,7 @@ class TraceWriter {
     s += target;
     s += "\", \"generation\": 0, \"size\": ";
     append_uint(s, size_bytes);
-    s += ", \"origin\": \"";
-    s += origin;
-    s += "\"}\n";
-    maybe_write();
+    return s;
   }
 
   // Writes a record at `t_us` (not before the last one), after every held
@@ -420,6 +446,7 @@ class Context {
   std::string& name() { return name_; }
 
   std::uint64_t budget() const { return options_.demands; }
+  bool mirrors() const { return options_.mirrors; }
   bool budget_left() const { return subscribes_ < options_.demands; }
   // Takes one subscribe from the budget and returns its demand number.
   std::uint64_t next_demand() {
@@ -491,7 +518,11 @@ void use_artifact(Context& ctx, Catalogue& cat, std::uint64_t index, std::uint64
     resource += ".pak";
     std::string revision = "r";
     append_uint(revision, 1 + (more >> 32) % 9);
-    ctx.writer().artifact(ctx.name(), resource, revision, "pc", size_bytes, origins[origin].name);
+    if (ctx.mirrors() && origins.size() > 1) {
+      ctx.writer().artifact(ctx.name(), resource, revision, "pc", size_bytes, origins, origin);
+    } else {
+      ctx.writer().artifact(ctx.name(), resource, revision, "pc", size_bytes, origins[origin].name);
+    }
   });
 }
 

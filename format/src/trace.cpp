@@ -44,6 +44,7 @@ class FlatObject {
     unsigned_integer,
     floating,
     string,
+    string_list,  // An array of strings (an artifact's `origins`).
     nested
   };
 
@@ -54,8 +55,10 @@ class FlatObject {
     std::uint64_t unsigned_integer = 0;
     double floating = 0;
     std::string string;
+    std::vector<std::string> strings;  // string_list
 
     bool is_string() const { return kind == Kind::string; }
+    bool is_string_list() const { return kind == Kind::string_list; }
     bool is_boolean() const { return kind == Kind::boolean; }
     bool is_number_unsigned() const { return kind == Kind::unsigned_integer; }
     bool is_number_integer() const { return kind == Kind::integer || is_number_unsigned(); }
@@ -198,7 +201,24 @@ class FlatParser {
         case simdjson::dom::element_type::NULL_VALUE:
           v.kind = FlatObject::Kind::null;
           break;
-        case simdjson::dom::element_type::ARRAY:
+        case simdjson::dom::element_type::ARRAY: {
+          v.kind = FlatObject::Kind::string_list;
+          v.strings.clear();
+          simdjson::dom::array items;
+          if (value.get(items) != simdjson::SUCCESS) {
+            v.kind = FlatObject::Kind::nested;
+            break;
+          }
+          for (const simdjson::dom::element item : items) {
+            std::string_view text;
+            if (item.get(text) != simdjson::SUCCESS) {
+              v.kind = FlatObject::Kind::nested;  // Not a list of strings.
+              break;
+            }
+            v.strings.emplace_back(text);
+          }
+          break;
+        }
         case simdjson::dom::element_type::OBJECT:
           v.kind = FlatObject::Kind::nested;
           break;
@@ -212,6 +232,7 @@ class FlatParser {
     depth_ = 0;
     current_ = nullptr;
     top_level_object_ = false;
+    in_list_ = false;
     error_.clear();
     return json::sax_parse(text, this);
   }
@@ -237,6 +258,10 @@ class FlatParser {
     return true;
   }
   bool string(std::string& value) {
+    if (in_list_ && depth_ == 2) {
+      current_->strings.push_back(std::move(value));
+      return true;
+    }
     if (FlatObject::Value* v = field(FlatObject::Kind::string)) v->string.swap(value);
     return true;
   }
@@ -250,8 +275,21 @@ class FlatParser {
     return true;
   }
   bool end_object() { return close(); }
-  bool start_array(std::size_t) { return open(); }
-  bool end_array() { return close(); }
+  bool start_array(std::size_t) {
+    if (depth_ == 1 && top_level_object_) {
+      // A field's array: a string_list while it holds strings only.
+      ++depth_;
+      current_->kind = FlatObject::Kind::string_list;
+      current_->strings.clear();
+      in_list_ = true;
+      return true;
+    }
+    return open();
+  }
+  bool end_array() {
+    if (depth_ == 2) in_list_ = false;
+    return close();
+  }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
     error_ = e.what();
     return false;
@@ -261,6 +299,7 @@ class FlatParser {
   // The field a scalar at this depth fills, if any (a top-level scalar, or
   // one inside a nested value, fills none).
   FlatObject::Value* field(FlatObject::Kind kind) {
+    if (in_list_ && depth_ == 2) current_->kind = FlatObject::Kind::nested;  // Not a string.
     if (depth_ != 1 || !top_level_object_) return nullptr;  // Not a field of the line's object.
     current_->kind = kind;
     return current_;
@@ -271,6 +310,7 @@ class FlatParser {
   }
   bool open() {
     if (depth_ == 1 && top_level_object_) current_->kind = FlatObject::Kind::nested;
+    if (in_list_ && depth_ == 2) current_->kind = FlatObject::Kind::nested;  // Not a string.
     ++depth_;
     return true;
   }
@@ -284,6 +324,7 @@ class FlatParser {
   std::size_t depth_ = 0;
   FlatObject::Value* current_ = nullptr;
   bool top_level_object_ = false;
+  bool in_list_ = false;  // Inside a field's array (depth 2).
   std::string error_;
 };
 
@@ -602,6 +643,17 @@ class Reader {
             "jitter", [&] { return rf.number("jitter", 0, 1); }, s.retry_jitter);
         rf.finish();
       }
+      if (sf.has("breaker")) {
+        const json& breaker = sf.raw("breaker");
+        if (!breaker.is_object()) sf.fail("breaker", "must be an object");
+        FieldReader<json> bf(breaker, trace_.file, line, "scheduler.breaker.");
+        s.breaker_failures = static_cast<std::uint32_t>(bf.optional(
+            "failures", [&] { return bf.integer("failures", 0, 1000); },
+            std::int64_t{s.breaker_failures}));
+        s.breaker_open_s = bf.optional(
+            "open_s", [&] { return bf.number("open_s", 0, 1e6); }, s.breaker_open_s);
+        bf.finish();
+      }
       sf.finish();
     }
     f.finish();
@@ -721,23 +773,30 @@ class Reader {
     a.key.generation = f.integer("generation", std::numeric_limits<std::int64_t>::min(), kMaxInt);
     a.size_bytes = static_cast<std::uint64_t>(
         f.integer("size", 0, static_cast<std::int64_t>(defaults::max_artifact_size_bytes)));
-    const std::string origin = f.string("origin");
-    auto it = origin_index_.find(origin);
-    if (it != origin_index_.end()) {
-      a.origin = it->second;
-    } else if (origins_declared_) {
-      f.fail("origin", "origin \"" + origin + "\" is not declared in platform.origins");
-    } else {
-      if (origins_sealed_) {
-        f.fail("origin", "origin \"" + origin +
-                             "\" is first named after the first timed record: a streamed run "
-                             "builds its platform before that record; declare it in "
-                             "platform.origins or name it on an earlier artifact line");
+    // `origin`, or `origins`: the first is preferred, the others are mirrors.
+    if (f.has("origins")) {
+      if (f.has("origin")) f.fail("origins", "give origin or origins, not both");
+      const FlatObject::Value& list = f.raw("origins");
+      if (!list.is_string_list() || list.strings.empty())
+        f.fail("origins", "must be a non-empty list of origin names");
+      if (list.strings.size() > defaults::max_origins_per_artifact) {
+        f.fail("origins",
+               "at most " + std::to_string(defaults::max_origins_per_artifact) + " origins");
       }
-      if (trace_.platform.origins.size() >= defaults::max_origins)
-        f.fail("origin", "too many origins");
-      a.origin = add_origin(
-          OriginSpec{origin, defaults::origin_bandwidth_Bps, defaults::origin_latency_s});
+      for (std::size_t i = 0; i < list.strings.size(); ++i) {
+        const std::uint32_t o = origin_of(f, "origins", list.strings[i]);
+        for (std::size_t j = 0; j < i; ++j) {
+          if (list.strings[j] == list.strings[i])
+            f.fail("origins", "origin \"" + list.strings[i] + "\" is named twice");
+        }
+        if (i == 0) {
+          a.origin = o;
+        } else {
+          a.mirrors.push_back(o);
+        }
+      }
+    } else {
+      a.origin = origin_of(f, "origin", f.string("origin"));
     }
     if (f.has("sha256")) {
       std::string digest = f.string("sha256");
@@ -749,6 +808,25 @@ class Reader {
     }
     trace_.artifacts.push_back(std::move(a));
     artifacts_.insert(static_cast<std::uint32_t>(trace_.artifacts.size() - 1));
+  }
+
+  // The index of the origin an artifact line names in `field`; a new one is
+  // added unless the header declared its origins.
+  std::uint32_t origin_of(FieldReader<FlatObject>& f, const char* field,
+                          const std::string& origin) {
+    auto it = origin_index_.find(origin);
+    if (it != origin_index_.end()) return it->second;
+    if (origins_declared_)
+      f.fail(field, "origin \"" + origin + "\" is not declared in platform.origins");
+    if (origins_sealed_) {
+      f.fail(field, "origin \"" + origin +
+                        "\" is first named after the first timed record: a streamed run "
+                        "builds its platform before that record; declare it in "
+                        "platform.origins or name it on an earlier artifact line");
+    }
+    if (trace_.platform.origins.size() >= defaults::max_origins) f.fail(field, "too many origins");
+    return add_origin(
+        OriginSpec{origin, defaults::origin_bandwidth_Bps, defaults::origin_latency_s});
   }
 
   std::uint32_t add_origin(OriginSpec origin) {
@@ -921,6 +999,9 @@ std::optional<std::string> compare_line_readers(const std::string& line) {
         break;
       case Kind::string:
         same = a.value.string == b.value.string;
+        break;
+      case Kind::string_list:
+        same = a.value.strings == b.value.strings;
         break;
     }
     if (!same) return where + "value";

@@ -199,6 +199,7 @@ class Simulation {
     c.cache_bytes = trace_.scheduler.cache_bytes;
     c.retry = RetryConfig{trace_.scheduler.retry_max_attempts, trace_.scheduler.retry_base_s,
                           trace_.scheduler.retry_cap_s, trace_.scheduler.retry_jitter};
+    c.breaker = BreakerConfig{trace_.scheduler.breaker_failures, trace_.scheduler.breaker_open_s};
     c.seed = options_.seed.value_or(trace_.seed);
     c.max_origins =
         static_cast<std::uint32_t>(std::max<std::size_t>(trace_.platform.origins.size(), 1));
@@ -307,7 +308,7 @@ class Simulation {
       const Artifact& artifact = trace_.artifacts[a];
       subscribe_as_.push_back(SubscribeAs{recorder_.key_ref(recorder_.key_of_artifact(a)),
                                           scheduler_.key_hash(artifact.key), artifact.size_bytes,
-                                          artifact.origin});
+                                          artifact.origin, artifact.mirrors});
     }
     faults_.resize(recorder_.key_count(), KeyFaults{});
   }
@@ -356,6 +357,7 @@ class Simulation {
         o.priority = r.priority;
         o.deadline_s = r.has_timeout() ? t + r.timeout_s : kNoDeadline;
         o.origin = a.origin;
+        o.mirrors = a.mirrors;
         o.size_bytes = a.size_bytes;
         recorder_.before_subscribe(t, r);
         subscribing_key_ = recorder_.key_of_artifact(r.artifact);
@@ -960,6 +962,7 @@ class Simulation {
     std::size_t key_hash = 0;
     std::uint64_t size_bytes = 0;
     OriginId origin = 0;
+    std::vector<OriginId> mirrors;
   };
   std::vector<SubscribeAs> subscribe_as_;
 

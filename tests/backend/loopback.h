@@ -3,6 +3,8 @@
 #pragma once
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -17,9 +19,25 @@
 
 namespace dfl::testing {
 
+// A port on 127.0.0.1 nothing listens on (bound, then closed): connections
+// to it are refused, as to a mirror that is down.
+inline int dead_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("no free port for a dead mirror");
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
 class LoopbackServer {
  public:
-  explicit LoopbackServer(const std::filesystem::path& root) {
+  // `etag_salt`: mixed into every ETag (a mirror whose ETags are not another's).
+  explicit LoopbackServer(const std::filesystem::path& root, const std::string& etag_salt = "") {
     int out[2];
     if (::pipe(out) != 0) throw std::runtime_error("pipe");
     pid_ = ::fork();
@@ -29,8 +47,8 @@ class LoopbackServer {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(out[1], 1);
       ::close(out[0]);
-      ::execl(DFL_PYTHON, DFL_PYTHON, DFL_LOOPBACK_SERVER, "--root", root.c_str(),
-              static_cast<char*>(nullptr));
+      ::execl(DFL_PYTHON, DFL_PYTHON, DFL_LOOPBACK_SERVER, "--root", root.c_str(), "--etag-salt",
+              etag_salt.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(out[1]);

@@ -61,6 +61,7 @@ class State:
         self.faults = {}  # path -> list of pending faults
         self.stats = {}
         self.etags = {}  # (path, size, mtime_ns) -> etag
+        self.etag_salt = ""
         self.released = set()  # Paths whose holds are over; "*" for all.
         self.release_cond = threading.Condition(self.lock)
 
@@ -105,6 +106,7 @@ class State:
         with open(real, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
+        digest.update(self.etag_salt.encode())
         tag = '"' + digest.hexdigest()[:16] + '"'
         with self.lock:
             self.etags[key] = tag
@@ -342,6 +344,8 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate-Bps", type=int, default=0)
     parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--etag-salt", default="",
+                        help="mixed into every ETag: a mirror whose ETags differ from another's")
     parser.add_argument("--congestion-control", default=None,
                         help="TCP congestion control of every connection (e.g. cubic, bbr)")
     args = parser.parse_args()
@@ -355,6 +359,7 @@ def main():
             print(f"loopback_server: --congestion-control {args.congestion_control}: {e}; "
                   "the system's default stays", file=sys.stderr)
     server.state = State(args.root, args.rate_Bps)
+    server.state.etag_salt = args.etag_salt
     print(f"PORT {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()

@@ -204,6 +204,17 @@ class Sequence {
       origin_of_.push_back(static_cast<OriginId>(uniform(0, static_cast<int>(origins_) - 1)));
     }
     policy_ = std::make_shared<RandomOrphanPolicy>(rng_, 0.1 * uniform(0, 10));
+    // Mirrors: some keys have other origins (of three), breakers open fast.
+    config_.breaker = BreakerConfig{static_cast<std::uint32_t>(uniform(0, 3)), 0.1 * uniform(1, 20)};
+    for (std::size_t k = 0; k < keys_.size(); ++k) {
+      std::vector<OriginId> mirrors;
+      if (chance(0.4)) {
+        const int n = uniform(1, 2);
+        for (int i = 0; i < n; ++i)
+          mirrors.push_back(static_cast<OriginId>(uniform(0, 2)));
+      }
+      mirrors_of_.push_back(std::move(mirrors));
+    }
     scheduler_ = std::make_unique<Scheduler>(config_, policy_);
     note("config transfers=" + std::to_string(config_.max_transfers) + " per_origin=" +
          std::to_string(config_.max_per_origin) + " cache=" + std::to_string(config_.cache_bytes) +
@@ -249,6 +260,7 @@ class Sequence {
       o.deadline_s = now_;  // A deadline equal to now.
     }
     o.origin = origin_of_[k];
+    o.mirrors = mirrors_of_[k];
     o.size_bytes = 1000;
     note("subscribe " + to_string(keys_[k]) + " owner=" + std::to_string(o.owner) + "/" +
          std::to_string(o.owner_generation) + " p=" + std::to_string(o.priority) +
@@ -460,6 +472,18 @@ class Sequence {
             Running{start->key, start->origin, start->resume_offset_bytes, start->size_bytes};
         REQUIRE(start->resume_offset_bytes <= start->size_bytes, "resume offset past the end");
         g_coverage.add(start->attempt > 1 ? "start_transfer.retry" : "start_transfer.first");
+        if (model_ != Model::callbacks) {
+          // Every attempt goes to one of its key's origins.
+          const auto k = static_cast<std::size_t>(
+              std::find(keys_.begin(), keys_.end(), *start->key) - keys_.begin());
+          REQUIRE(k < keys_.size(), "a transfer of an unknown key");
+          const auto& mirrors = mirrors_of_[k];
+          const bool listed = start->origin == origin_of_[k] ||
+                              std::find(mirrors.begin(), mirrors.end(), start->origin) !=
+                                  mirrors.end();
+          REQUIRE(listed, "a transfer from an origin its key does not name");
+          if (start->origin != origin_of_[k]) g_coverage.add("start_transfer.mirror");
+        }
         started.push_back(*start);
         if (start->resume_offset_bytes > 0) g_coverage.add("start_transfer.resumed");
         // A first attempt resumes exactly the kept partial of its key, if any.
@@ -758,6 +782,7 @@ class Sequence {
   OriginId origins_ = 1;
   std::vector<ArtifactKey> keys_;
   std::vector<OriginId> origin_of_;
+  std::vector<std::vector<OriginId>> mirrors_of_;  // By key: DemandOptions::mirrors.
 
   std::map<DemandHandle, RefDemand> ref_;
   std::vector<DemandHandle> handles_;

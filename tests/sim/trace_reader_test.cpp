@@ -135,6 +135,33 @@ std::vector<BadInput> bad_inputs() {
        h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "cdn", "": 1})"
            "\n",
        2, "\"\"", "unknown field"},
+      {"OriginAndOrigins",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "cdn", "origins": ["cdn", "eu"]})"
+           "\n",
+       2, "origins", "not both"},
+      {"OriginsNotAList",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origins": "cdn"})"
+           "\n",
+       2, "origins", "list of origin names"},
+      {"OriginsEmpty",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origins": []})"
+           "\n",
+       2, "origins", "non-empty list"},
+      {"OriginsNotStrings",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origins": ["cdn", 7]})"
+           "\n",
+       2, "origins", "list of origin names"},
+      {"OriginsRepeated",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origins": ["cdn", "cdn"]})"
+           "\n",
+       2, "origins", "named twice"},
+      {"OriginsUndeclared",
+       h + R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origins": ["cdn", "eu"]})"
+           "\n",
+       2, "origins", "not declared"},
+      {"BreakerFailuresNegative",
+       header(R"({"breaker": {"failures": -1}})") + a, 1, "scheduler.breaker.failures",
+       "must not be negative"},
   };
 }
 
@@ -227,6 +254,8 @@ TEST(TraceReader, TheFastLineReaderReadsWhatNlohmannReads) {
       "{\"a\": 1}\r",
       " \t{\"a\" :1 , \"b\":[ ] }  ",
       "[1, 2]",
+      R"({"origins": ["a", "b\u00e9"], "x": [], "y": ["a", 1], "z": [["a"]], "w": ["a", {"b": "c"}]})",
+      R"({"origins": [1], "origins": ["a"], "q": ["a"], "q": 2})",
       "\"just a string\"",
       "{\"a\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
   };
@@ -260,6 +289,29 @@ TEST(TraceReader, LinesTheFastReaderRefusesAreStillReadAsJsonParseReadsThem) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(TraceReader, AnArtifactsOriginsAreItsFirstChoiceThenItsMirrors) {
+  std::istringstream in(
+      // Origins not declared in the header: each is added where first named.
+      R"({"format": "demandflight-trace", "version": 1, "scheduler": {"breaker": {"failures": 5, "open_s": 12.5}}})"
+      "\n"
+      R"({"op": "artifact", "id": "x", "resource": "x", "revision": "r", "target": "t", "generation": 0, "size": 5, "origins": ["eu", "cdn", "us"]})"
+      "\n"
+      R"({"op": "artifact", "id": "y", "resource": "y", "revision": "r", "target": "t", "generation": 0, "size": 5, "origin": "us"})"
+      "\n");
+  const format::Trace trace = format::read_trace(in, "t.jsonl");
+  const auto& origins = trace.platform.origins;
+  auto name = [&](std::uint32_t o) { return origins.at(o).name; };
+  ASSERT_EQ(trace.artifacts.size(), 2u);
+  EXPECT_EQ(name(trace.artifacts[0].origin), "eu");
+  ASSERT_EQ(trace.artifacts[0].mirrors.size(), 2u);
+  EXPECT_EQ(name(trace.artifacts[0].mirrors[0]), "cdn");
+  EXPECT_EQ(name(trace.artifacts[0].mirrors[1]), "us");
+  EXPECT_EQ(name(trace.artifacts[1].origin), "us");
+  EXPECT_TRUE(trace.artifacts[1].mirrors.empty());
+  EXPECT_EQ(trace.scheduler.breaker_failures, 5u);
+  EXPECT_EQ(trace.scheduler.breaker_open_s, 12.5);
 }
 
 TEST(TraceReader, DefaultsApplyWhereTheHeaderIsSilent) {

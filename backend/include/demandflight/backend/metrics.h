@@ -48,6 +48,10 @@ struct ClientMetrics {
   // Demands that failed because the installed bytes contradict what they
   // expected (another demand's expectation was met).
   std::uint64_t conflicts_of_expectation = 0;
+  // Mirrors: attempts sent to another origin than the task's last, and
+  // origins' breakers opened (docs/backend.md, *Mirrors*).
+  std::uint64_t failovers = 0;
+  std::uint64_t breaker_opens = 0;
   // Orphan decisions by kind: "abort", "complete", "keep_partial".
   std::map<std::string, std::uint64_t> orphan_decisions;
 

@@ -40,12 +40,21 @@ struct RetryConfig {
   double jitter = 0.2;             // Delay is scaled by 1 + jitter * U(-1, 1).
 };
 
+// An origin's circuit breaker (docs/design.md, *Mirrors and failover*): this
+// many retryable failures in a row open it for open_s, and tasks that have
+// mirrors skip it meanwhile. failures 0: never opens.
+struct BreakerConfig {
+  std::uint32_t failures = 3;
+  double open_s = 30.0;
+};
+
 struct SchedulerConfig {
   Model model = Model::demand;
   std::uint32_t max_transfers = 4;            // Concurrent transfers, all origins together.
   std::uint32_t max_per_origin = 4;           // Concurrent transfers per origin.
   std::uint64_t cache_bytes = 2'000'000'000;  // Installed-artifact index capacity.
   RetryConfig retry;
+  BreakerConfig breaker;
   std::uint64_t seed = 1;  // Drives backoff jitter, nothing else.
   // Bounds, checked at every subscribe: a runtime that exceeds them has a bug.
   std::uint32_t max_origins = 4096;

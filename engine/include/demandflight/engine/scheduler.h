@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "demandflight/engine/artifact_key.h"
@@ -47,8 +48,15 @@ struct DemandOptions {
   Priority priority = 0;
   double deadline_s = kNoDeadline;  // Absolute; at now >= deadline the demand times out.
   OriginId origin = 0;              // Used by the task's creator; joiners share it.
+  // Further origins of the artifact, in order of preference after `origin`
+  // (docs/design.md, *Mirrors and failover*); as `origin`, the task's creator's.
+  // Read during subscribe only: the span need not outlive the call.
+  std::span<const OriginId> mirrors;
   std::uint64_t size_bytes = 0;     // Expected size; 0 when unknown.
 };
+
+// At most this many origins per artifact: `origin` and 31 mirrors.
+inline constexpr std::size_t kMaxOriginsPerArtifact = 32;
 
 // The life-cycle states of a live task. Terminal outcomes (installed, failed,
 // dropped, aborted) are not states: the task is released when it reaches one.
@@ -69,7 +77,7 @@ struct TaskInfo {
   std::uint32_t attempts = 0;
   std::uint64_t resume_offset_bytes = 0;
   std::uint64_t bytes_transferred = 0;
-  OriginId origin = 0;
+  OriginId origin = 0;  // Where its current (or next) attempt goes.
   std::optional<TransferId> transfer;  // Set while transferring.
   std::optional<FinalizeId> finalize;  // Set while finalizing.
 };
@@ -99,6 +107,8 @@ struct SchedulerStats {
   std::uint64_t stale_priority_changes_ignored = 0;  // and set_priority calls.
   std::uint64_t late_events_ignored = 0;  // Events for aborted or unknown ids.
   std::uint64_t cancels_refused = 0;      // callbacks model: cancel while finalizing.
+  std::uint64_t failovers = 0;            // Attempts sent to another origin than the last.
+  std::uint64_t breaker_opens = 0;        // Origins' breakers opened (docs/design.md).
 };
 
 class Scheduler {

@@ -36,6 +36,9 @@ inline constexpr std::uint32_t retry_max_attempts = scheduler.retry.max_attempts
 inline constexpr double retry_base_s = scheduler.retry.base_s;
 inline constexpr double retry_cap_s = scheduler.retry.cap_s;
 inline constexpr double retry_jitter = scheduler.retry.jitter;
+// An origin's breaker opens after 3 failures in a row, for 30 s.
+inline constexpr std::uint32_t breaker_failures = scheduler.breaker.failures;
+inline constexpr double breaker_open_s = scheduler.breaker.open_s;
 
 // header
 inline constexpr std::uint64_t seed = 0;
@@ -50,6 +53,8 @@ inline constexpr bool fault_retryable = true;        // transfer_error
 inline constexpr std::uint64_t max_records = 100'000'000;
 inline constexpr std::uint64_t max_artifact_size_bytes = 1ull << 50;  // 1 PiB.
 inline constexpr std::uint32_t max_origins = 4096;
+// Origins of one artifact (its `origins` list): the engine's kMaxOriginsPerArtifact.
+inline constexpr std::uint32_t max_origins_per_artifact = 32;
 inline constexpr std::uint32_t max_transfers_limit = 100'000;
 
 }  // namespace dfl::format::defaults

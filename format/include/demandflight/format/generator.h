@@ -20,6 +20,9 @@ struct GenOptions {
   std::uint64_t seed = 1;
   std::uint64_t demands = 1000;                // Number of subscribe records to write.
   std::optional<std::uint32_t> max_transfers;  // Overrides the kind's header value.
+  // Every catalogue artifact lists the kind's other origins as mirrors after
+  // its own (`origins`): failover to study against the same trace without.
+  bool mirrors = false;
 };
 
 // The kinds and a one-line description of each.

@@ -20,6 +20,7 @@
 
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/ids.h"
+#include "demandflight/format/defaults.h"
 
 namespace dfl::format {
 
@@ -103,13 +104,16 @@ struct SchedulerSpec {
   double retry_base_s = 0;
   double retry_cap_s = 0;
   double retry_jitter = 0;
+  std::uint32_t breaker_failures = defaults::breaker_failures;  // 0: never opens.
+  double breaker_open_s = defaults::breaker_open_s;
 };
 
 struct Artifact {
   std::string id;
   ArtifactKey key;
   std::uint64_t size_bytes = 0;
-  std::uint32_t origin = 0;  // Index into Platform::origins.
+  std::uint32_t origin = 0;  // Index into Platform::origins: the first choice.
+  std::vector<std::uint32_t> mirrors;  // `origins` after the first, in order.
   std::optional<std::string> sha256;
 };
 
