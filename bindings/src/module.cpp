@@ -495,7 +495,8 @@ class Engine {
                     "transfers_started"_a = s.transfers_started, "installs"_a = s.installs,
                     "cache_hits"_a = s.cache_hits, "orphan_aborts"_a = s.orphan_aborts,
                     "orphan_completes"_a = s.orphan_completes, "partials_kept"_a = s.partials_kept,
-                    "partials_resumed"_a = s.partials_resumed);
+                    "partials_resumed"_a = s.partials_resumed, "failovers"_a = s.failovers,
+                    "breaker_opens"_a = s.breaker_opens);
   }
   double now_s() const { return scheduler_.now_s(); }
 

@@ -210,12 +210,12 @@ class FlatParser {
             break;
           }
           for (const simdjson::dom::element item : items) {
-            std::string_view text;
-            if (item.get(text) != simdjson::SUCCESS) {
+            std::string_view item_text;
+            if (item.get(item_text) != simdjson::SUCCESS) {
               v.kind = FlatObject::Kind::nested;  // Not a list of strings.
               break;
             }
-            v.strings.emplace_back(text);
+            v.strings.emplace_back(item_text);
           }
           break;
         }

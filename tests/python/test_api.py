@@ -20,7 +20,8 @@ def build_like(path):
                          disk_write_Bps=p.get("disk_write_Bps"), hash_Bps=p.get("hash_Bps"),
                          max_transfers=s.get("max_transfers"),
                          max_per_origin=s.get("max_per_origin"),
-                         cache_bytes=s.get("cache_bytes"), retry=s.get("retry"))
+                         cache_bytes=s.get("cache_bytes"), retry=s.get("retry"),
+                         breaker=s.get("breaker"))
     for r in lines[1:]:
         op = r.pop("op")
         if op == "artifact":
@@ -259,6 +260,50 @@ def test_the_engine_shares_one_transfer_and_delivers_one_terminal_each():
     delivered = [c for c in commands if c["type"] == "deliver"]
     assert [(d["demand"], d["outcome"]) for d in delivered] == [(a, "succeeded")]
     assert engine.stats()["installs"] == 1
+
+
+def test_mirrors_carry_a_trace_through_an_origin_outage():
+    def outage(mirrors):
+        b = dfl.TraceBuilder("outage", 1, origins={"cdn": {}, "backup": {}},
+                             retry={"max_attempts": 2, "base_s": 0.5},
+                             breaker={"failures": 2, "open_s": 60})
+        for i in range(6):
+            if mirrors:
+                b.artifact(f"a{i}", f"a{i}.pak", "r1", 1_000_000, origins=["cdn", "backup"])
+            else:
+                b.artifact(f"a{i}", f"a{i}.pak", "r1", 1_000_000, origin="cdn")
+        b.fault(0.0, "origin_down", origin="cdn", duration_s=30)
+        for i in range(6):
+            b.subscribe(0.5 * i, f"d{i}", "game", f"a{i}", 1)
+        return b.build()
+
+    with_mirrors, without = outage(True), outage(False)
+    assert with_mirrors.to_dict()["artifacts"][0]["origins"] == ["cdn", "backup"]
+    assert "origins" not in without.to_dict()["artifacts"][0]
+    assert with_mirrors.to_dict()["scheduler"]["breaker_failures"] == 2
+    served = dfl.simulate(with_mirrors)
+    assert served.summary["outcomes"]["succeeded"] == 6
+    # Two failures at cdn open its breaker: the other four go to backup at once.
+    assert sorted(served.tasks["attempts"]) == [1, 1, 1, 1, 2, 2]
+    down = dfl.simulate(without)
+    assert down.summary["outcomes"]["failed"] == 6, "one origin, down for longer than the retries"
+
+
+def test_the_engine_fails_over_to_a_mirror_and_refuses_bad_origins():
+    engine = dfl.Engine(max_transfers=2)
+    _, commands = engine.subscribe(0.0, "rock", owner=1, origin=0, mirrors=[1], size_bytes=1000)
+    start = [c for c in commands if c["type"] == "start_transfer"][0]
+    assert start["origin"] == 0
+    commands = engine.transfer_finished(0.1, start["transfer"], "retryable_error", 400)
+    again = [c for c in commands if c["type"] == "start_transfer"][0]
+    assert (again["origin"], again["resume_offset_bytes"]) == (1, 400), "the mirror, at once"
+    assert engine.stats()["failovers"] == 1
+    with pytest.raises(ValueError, match="mirrors"):
+        engine.subscribe(0.2, "stone", owner=1, mirrors=[1_000_000])
+    with pytest.raises(ValueError, match="mirrors"):
+        engine.subscribe(0.2, "stone", owner=1, mirrors=list(range(40)))
+    with pytest.raises(ValueError, match="origin"):
+        engine.subscribe(0.2, "stone", owner=1, origin=1_000_000)
 
 
 def test_compare_returns_the_clis_table(scenarios, cli, tmp_path):

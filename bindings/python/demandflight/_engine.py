@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._policy import ArtifactKey, OrphanPolicy
@@ -37,12 +37,14 @@ class Engine:
 
     def subscribe(self, now: float, key: Union[ArtifactKey, str], owner: int, priority: int = 0,
                   *, deadline_s: Optional[float] = None, owner_generation: int = 0,
-                  origin: int = 0, size_bytes: int = 0) -> Tuple[DemandHandle, Commands]:
-        """Creates a demand; returns its handle and the commands."""
+                  origin: int = 0, size_bytes: int = 0,
+                  mirrors: Sequence[int] = ()) -> Tuple[DemandHandle, Commands]:
+        """Creates a demand; returns its handle and the commands. ``mirrors``: further
+        origins after ``origin``, in order, that a failed attempt moves to."""
         if isinstance(key, str):
             key = self.key(key)
         return self._engine.subscribe(now, key, owner, priority, deadline_s, owner_generation,
-                                      origin, size_bytes)
+                                      origin, size_bytes, list(mirrors))
 
     def cancel(self, now: float, demand: DemandHandle) -> Commands:
         """Withdraws this demand only."""

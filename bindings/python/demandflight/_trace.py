@@ -210,7 +210,8 @@ class TraceBuilder:
                  disk_write_Bps: Optional[float] = None, hash_Bps: Optional[float] = None,
                  network_model: Optional[str] = None, max_transfers: Optional[int] = None,
                  max_per_origin: Optional[int] = None, cache_bytes: Optional[int] = None,
-                 retry: Optional[Dict[str, float]] = None) -> None:
+                 retry: Optional[Dict[str, float]] = None,
+                 breaker: Optional[Dict[str, float]] = None) -> None:
         platform: Dict[str, Any] = {}
         for key, value in (("client_bandwidth_Bps", client_bandwidth_Bps),
                            ("client_latency_s", client_latency_s), ("origins", origins),
@@ -220,7 +221,8 @@ class TraceBuilder:
                 platform[key] = value
         scheduler: Dict[str, Any] = {}
         for key, value in (("max_transfers", max_transfers), ("max_per_origin", max_per_origin),
-                           ("cache_bytes", cache_bytes), ("retry", retry)):
+                           ("cache_bytes", cache_bytes), ("retry", retry),
+                           ("breaker", breaker)):
             if value is not None:
                 scheduler[key] = value
         header: Dict[str, Any] = {"format": "demandflight-trace", "version": 1, "name": name,
@@ -238,8 +240,17 @@ class TraceBuilder:
 
     def artifact(self, id: str, resource: str, revision: str, size: int, *, target: str = "pc",
                  generation: int = 0, origin: str = "cdn",
+                 origins: Optional[List[str]] = None,
                  sha256: Optional[str] = None) -> "TraceBuilder":
-        """Declares an artifact (``id`` is the trace-local alias of its key)."""
+        """Declares an artifact (``id`` is the trace-local alias of its key).
+
+        ``origins`` (instead of ``origin``): its origins in order of preference, the
+        first asked first, the others mirrors a failed attempt moves to.
+        """
+        if origins is not None:
+            return self._add({"op": "artifact", "id": id, "resource": resource,
+                              "revision": revision, "target": target, "generation": generation,
+                              "size": size, "origins": list(origins), "sha256": sha256})
         return self._add({"op": "artifact", "id": id, "resource": resource, "revision": revision,
                           "target": target, "generation": generation, "size": size,
                           "origin": origin, "sha256": sha256})
