@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 
 #include "demandflight/backend/client.h"
@@ -29,6 +30,7 @@ backend::UrlResolver base_url_resolver(const std::string& base_url, const format
 struct ServerArgs {
   std::string base_url, cache_dir, http = "negotiate", cacert;
   unsigned h2_connections = 1;
+  std::optional<double> max_rate_Bps;  // --max-rate: the overall cap (ThrottleConfig::overall_Bps).
 };
 void add_server_options(CLI::App& command, ServerArgs& args);
 // Sets the client's HTTP options from them (the resolver and the cache are

@@ -87,6 +87,7 @@ int run_fetch(const FetchArgs& args) {
   options.scheduler.retry.max_attempts = args.retries;
   options.scheduler.breaker = BreakerConfig{manifest.scheduler.breaker_failures,
                                             manifest.scheduler.breaker_open_s};
+  options.throttle = manifest.scheduler.throttle;  // --max-rate overrides its overall cap.
   // The index must not evict what this command was asked to fetch.
   options.scheduler.cache_bytes = args.cache_bytes != 0 ? args.cache_bytes : std::uint64_t{1} << 62;
   options.orphan_policy = args.policy;
@@ -308,6 +309,11 @@ void add_server_options(CLI::App& command, ServerArgs& args) {
       ->capture_default_str();
   command.add_option("--cacert", args.cacert, "PEM certificates to trust instead of the system's")
       ->check(CLI::ExistingFile);
+  command
+      .add_option("--max-rate", args.max_rate_Bps,
+                  "bytes per second for every transfer together (overrides the header's "
+                  "scheduler.throttle.overall_Bps; 0: none)")
+      ->check(CLI::Range(0.0, 1e15));
 }
 
 void apply_server_options(const ServerArgs& args, backend::ClientOptions& options) {
@@ -317,6 +323,7 @@ void apply_server_options(const ServerArgs& args, backend::ClientOptions& option
                                                      : backend::HttpVersion::negotiate;
   options.h2_connections_per_origin = args.h2_connections;
   options.ca_file = args.cacert;
+  if (args.max_rate_Bps) options.throttle.overall_Bps = *args.max_rate_Bps;
 }
 
 backend::ArtifactRef artifact_ref(const format::Artifact& artifact) {

@@ -100,6 +100,7 @@ int run_replay(const ReplayArgs& args) {
   c.breaker = BreakerConfig{trace.scheduler.breaker_failures,
                             trace.scheduler.breaker_open_s / args.speed};
   c.seed = args.seed.value_or(trace.seed);
+  options.throttle = trace.scheduler.throttle;
   c.max_origins =
       static_cast<std::uint32_t>(std::max<std::size_t>(trace.platform.origins.size(), 1));
   options.orphan_policy = args.policy;
@@ -164,6 +165,10 @@ int run_replay(const ReplayArgs& args) {
           break;
         case format::Op::fault:
           ++faults_skipped;
+          break;
+        case format::Op::throttle:
+          // Caps are of the real network, which --speed does not speed up.
+          client.set_throttle(trace.throttles[r.fault]);
           break;
       }
     }

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <atomic>
@@ -28,6 +29,7 @@
 
 #include "demandflight/backend/cache_dir.h"
 #include "demandflight/backend/http_outcome.h"
+#include "token_bucket.h"
 #include "demandflight/policies/registry.h"
 
 namespace dfl::backend {
@@ -139,6 +141,17 @@ void check_origins(const ArtifactRef& artifact, std::uint32_t max_origins) {
   check("origin", artifact.origin);
   for (OriginId o : artifact.mirrors)
     check("mirrors", o);
+}
+
+void check_throttle(const ThrottleConfig& config, const std::string& name) {
+  auto check = [&](const char* field, double value) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw std::invalid_argument(name + "." + field + ": must be a finite rate >= 0, got " +
+                                  std::to_string(value));
+    }
+  };
+  check("background_Bps", config.background_Bps);
+  check("overall_Bps", config.overall_Bps);
 }
 
 // libcurl before 8.0 fails every request that reuses an HTTP/2 connection
@@ -260,6 +273,8 @@ class Client::Impl {
                 policies::make_orphan_policy(options_.orphan_policy)),
         start_(std::chrono::steady_clock::now()) {
     if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
+    check_throttle(options_.throttle, "ClientOptions.throttle");
+    throttle_rule_.set(options_.throttle);
     global_curl_init();
     if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
     multi_ = curl_multi_init();
@@ -426,6 +441,18 @@ class Client::Impl {
   std::vector<TransferSnapshot> transfers() const {
     std::lock_guard lock(progress_mutex_);
     return snapshot_;
+  }
+
+  void set_throttle(const ThrottleConfig& config) {
+    check_throttle(config, "throttle");
+    std::lock_guard lock(engine_mutex_);
+    if (!throttle_rule_.set(config)) return;
+    throttle_generation_.fetch_add(1, std::memory_order_release);
+    curl_multi_wakeup(multi_);
+  }
+  ThrottleConfig throttle() const {
+    std::lock_guard lock(engine_mutex_);
+    return throttle_rule_.config();
   }
 
   ClientMetrics metrics() {
@@ -615,7 +642,9 @@ class Client::Impl {
         options_.observer->on_command(t, command);
       options_.observer->on_settled(t);
     }
+    bool throttle_changed = false;
     for (Command& command : commands_) {
+      throttle_changed = throttle_rule_.observe(command) || throttle_changed;
       if (auto* c = std::get_if<StartTransfer>(&command)) {
         ++metrics_.transfers_started;
         if (c->attempt > 1) ++metrics_.retries;
@@ -656,6 +685,10 @@ class Client::Impl {
         cache_.remove(ev->key);
       }
     }
+    if (throttle_changed && throttle_rule_.config().background_at_or_below) {
+      throttle_generation_.fetch_add(1, std::memory_order_release);
+      io = true;
+    }
     if (io) curl_multi_wakeup(multi_);
     if (finalize) finalize_cv_.notify_one();
     if (delivery) delivery_cv_.notify_one();
@@ -685,6 +718,8 @@ class Client::Impl {
     std::optional<std::uint64_t> size_cap;       // Limits::cap.
     std::uint64_t offset = 0;
     OriginId origin = 0;
+    bool background = false;  // Its task is in the throttled class (I/O thread's view).
+    bool paused = false;      // Its write callback paused it for want of tokens.
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
     std::string url;
@@ -730,6 +765,8 @@ class Client::Impl {
       for (IoJob& job : jobs)
         handle(job);
       poll_waiting();
+      refresh_throttle();
+      resume_paused();
       int running = 0;
       curl_multi_perform(multi_, &running);
       int queued = 0;
@@ -753,6 +790,8 @@ class Client::Impl {
       }
       // Another process's install is seen by looking: often enough not to add to its latency.
       if (!waiting_.empty()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
+      // A paused transfer goes on when its class has tokens again.
+      if (paused_ > 0) timeout_ms = std::min(timeout_ms, throttle_wait_ms());
       if (timeout_ms > 0) curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
     }
     for (auto& [id, transfer] : transfers_)
@@ -766,6 +805,68 @@ class Client::Impl {
     idle_handles_.clear();
     std::lock_guard lock(progress_mutex_);
     snapshot_.clear();
+  }
+
+  // --- Throttling (ClientOptions::throttle) ------------------------------------
+
+  // The rule's answers, copied when they may have changed (a command moved a
+  // task across the level, a demand above it came or went, set_throttle, a
+  // new transfer): each transfer's class and the buckets' rates.
+  void refresh_throttle() {
+    const std::uint64_t generation = throttle_generation_.load(std::memory_order_acquire);
+    if (generation == throttle_seen_) return;
+    throttle_seen_ = generation;
+    ThrottleConfig config;
+    {
+      std::lock_guard lock(engine_mutex_);
+      config = throttle_rule_.config();
+      background_limited_ = throttle_rule_.background_limited();
+      for (auto& [id, t] : transfers_)
+        t->background = throttle_rule_.is_background(t->task);
+    }
+    throttling_ = config.background_at_or_below.has_value() || config.overall_Bps > 0;
+    const double t = now();
+    background_bucket_.set_rate(background_limited_ ? config.background_Bps : 0, t);
+    overall_bucket_.set_rate(config.overall_Bps, t);
+  }
+
+  // May this piece of `t`'s body be taken now? Takes its bytes from its buckets.
+  bool admit(const Transfer& t, std::size_t bytes) {
+    if (!throttling_) return true;
+    const double at = now();
+    const bool in_background = t.background && background_limited_;
+    if (in_background) {
+      background_bucket_.refill(at);
+      if (!background_bucket_.ready()) return false;
+    }
+    overall_bucket_.refill(at);
+    if (!overall_bucket_.ready()) return false;
+    if (in_background) background_bucket_.take(static_cast<double>(bytes));
+    overall_bucket_.take(static_cast<double>(bytes));
+    return true;
+  }
+
+  // Unpauses the transfers whose buckets hold tokens again (libcurl may hand
+  // over their kept piece at once, which admit() judges as any other).
+  void resume_paused() {
+    if (paused_ == 0) return;
+    const double at = now();
+    background_bucket_.refill(at);
+    overall_bucket_.refill(at);
+    for (auto& [id, t] : transfers_) {
+      if (!t->paused) continue;
+      const bool in_background = t->background && background_limited_;
+      if ((in_background && !background_bucket_.ready()) || !overall_bucket_.ready()) continue;
+      t->paused = false;
+      --paused_;
+      curl_easy_pause(t->easy, CURLPAUSE_CONT);
+    }
+  }
+
+  int throttle_wait_ms() const {
+    const double wait_s = std::max(background_limited_ ? background_bucket_.wait_s() : 0.0,
+                                   overall_bucket_.wait_s());
+    return std::max(1, static_cast<int>(wait_s * 1000) + 1);
   }
 
   // Every progress interval: the engine learns what each transfer received
@@ -999,7 +1100,14 @@ class Client::Impl {
     }
     // Wait for a connection that may multiplex rather than open another: the
     // streams of an origin share it (over HTTP/1.1 libcurl opens more).
-    if (options_.http != HttpVersion::http1_1) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    // Only where HTTP/2 may come: over http:// (HTTP/1.1 unless by prior
+    // knowledge) a waiting request would queue behind a busy connection
+    // instead of opening its own (ThrottleTest saw a prefetch wait for a held
+    // transfer to end).
+    const bool h2_possible =
+        options_.http == HttpVersion::h2_prior_knowledge ||
+        (options_.http == HttpVersion::negotiate && t->url.rfind("https://", 0) == 0);
+    if (h2_possible) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     // The task's effective priority as the request leaves (an orphan's is the
     // lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
     const Priority priority = request_priority(*c.key);
@@ -1015,6 +1123,7 @@ class Client::Impl {
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     t->requested_s = now();
+    if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
     curl_multi_add_handle(multi_, e);
     transfers_.emplace(c.transfer.value, std::move(t));
   }
@@ -1085,8 +1194,14 @@ class Client::Impl {
     Impl& self = *t->impl;
     self.judge(*t);
     if (t->verdict.plan == BodyPlan::reject || t->write_error) return 0;  // Nothing is kept.
-    TaskFiles& files = self.files_[t->task.value];
     const std::size_t bytes = size * n;
+    if (!self.admit(*t, bytes)) {
+      // libcurl keeps the piece and hands it over again once unpaused.
+      t->paused = true;
+      ++self.paused_;
+      return CURL_WRITEFUNC_PAUSE;
+    }
+    TaskFiles& files = self.files_[t->task.value];
     if (!t->first_byte_s && bytes > 0) t->first_byte_s = self.now();
     const std::optional<std::uint64_t> limit = t->expected_size ? t->expected_size : t->size_cap;
     if (limit && files.staging->bytes() + bytes > *limit) {
@@ -1207,6 +1322,8 @@ class Client::Impl {
   }
 
   void release(Transfer& t) {
+    if (t.paused) --paused_;
+    t.paused = false;
     curl_multi_remove_handle(multi_, t.easy);
     if (!stopping_ && idle_handles_.size() < 64) {
       curl_easy_reset(t.easy);
@@ -1402,6 +1519,17 @@ class Client::Impl {
   std::unordered_map<ArtifactKey, TaskFiles> partials_;
   std::thread io_thread_;
   double next_progress_s_ = 0;       // I/O thread.
+  // Throttling (ClientOptions::throttle): the rule under engine_mutex_, fed
+  // every command; the I/O thread copies its answers when the generation
+  // moves, into its buckets and its transfers' `background`.
+  ThrottleRule throttle_rule_;
+  std::atomic<std::uint64_t> throttle_generation_{1};
+  std::uint64_t throttle_seen_ = 0;        // I/O thread.
+  bool background_limited_ = false;        // I/O thread.
+  detail::TokenBucket background_bucket_;  // I/O thread.
+  detail::TokenBucket overall_bucket_;     // I/O thread.
+  std::size_t paused_ = 0;                 // I/O thread: transfers paused by a bucket.
+  bool throttling_ = false;                // I/O thread: some cap is configured.
   std::vector<CURL*> idle_handles_;  // I/O thread.
 
   mutable std::mutex progress_mutex_;
@@ -1446,6 +1574,12 @@ std::future<DemandResult> Client::fetch(const ArtifactRef& artifact, const Deman
 
 void Client::cancel(DemandHandle demand) {
   impl_->cancel(demand);
+}
+void Client::set_throttle(const ThrottleConfig& config) {
+  impl_->set_throttle(config);
+}
+ThrottleConfig Client::throttle() const {
+  return impl_->throttle();
 }
 ClientMetrics Client::metrics() const {
   return impl_->metrics();

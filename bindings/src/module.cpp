@@ -148,7 +148,14 @@ py::dict trace_to_dict(const format::Trace& t) {
       "retry_base_s"_a = t.scheduler.retry_base_s, "retry_cap_s"_a = t.scheduler.retry_cap_s,
       "retry_jitter"_a = t.scheduler.retry_jitter,
       "breaker_failures"_a = t.scheduler.breaker_failures,
-      "breaker_open_s"_a = t.scheduler.breaker_open_s);
+      "breaker_open_s"_a = t.scheduler.breaker_open_s,
+      "throttle"_a = py::dict(
+          "background_at_or_below"_a =
+              t.scheduler.throttle.background_at_or_below
+                  ? py::object(py::int_(*t.scheduler.throttle.background_at_or_below))
+                  : py::none(),
+          "background_Bps"_a = t.scheduler.throttle.background_Bps,
+          "overall_Bps"_a = t.scheduler.throttle.overall_Bps));
   py::list artifacts;
   for (const auto& a : t.artifacts) {
     py::dict artifact(
@@ -164,7 +171,8 @@ py::dict trace_to_dict(const format::Trace& t) {
     }
     artifacts.append(artifact);
   }
-  static const char* const kOps[] = {"subscribe", "cancel", "set_priority", "end_owner", "fault"};
+  static const char* const kOps[] = {"subscribe", "cancel",  "set_priority",
+                                     "end_owner", "fault",   "throttle"};
   static const char* const kFaults[] = {"transfer_error", "corrupt", "origin_down"};
   py::list records;
   for (const auto& r : t.records) {
@@ -204,6 +212,15 @@ py::dict trace_to_dict(const format::Trace& t) {
             d["retryable"] = f.retryable;
           }
         }
+        break;
+      }
+      case format::Op::throttle: {
+        const ThrottleConfig& c = t.throttles[r.fault];
+        d["background_at_or_below"] = c.background_at_or_below
+                                          ? py::object(py::int_(*c.background_at_or_below))
+                                          : py::none();
+        d["background_Bps"] = c.background_Bps;
+        d["overall_Bps"] = c.overall_Bps;
         break;
       }
     }

@@ -1062,6 +1062,7 @@ class Scheduler::Impl {
     out.key = *task.key;
     out.state = task.state();
     out.effective_priority = public_priority(task.effective);
+    out.demanded_priority = public_priority(task.demanded);
     out.active_demands = task.active_demands;
     out.attempts = task.attempts;
     out.resume_offset_bytes = task.resume_offset_bytes;

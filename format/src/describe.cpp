@@ -269,6 +269,8 @@ Description describe(const Trace& trace) {
       case Op::fault:
         ++d.faults;
         break;
+      case Op::throttle:
+        break;
     }
   }
   if (!trace.records.empty()) d.duration_s = trace.records.back().t - trace.records.front().t;

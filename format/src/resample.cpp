@@ -48,7 +48,7 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
   // Each owner's records, in file order; the demands' owners.
   std::vector<std::uint32_t> owner_of_demand(demand_ids.size(), kNone);
   std::vector<std::vector<std::uint32_t>> records_of(owners.size());
-  std::vector<std::uint32_t> shared;  // Records of no owner (faults).
+  std::vector<std::uint32_t> shared;  // Records of no owner (faults, throttles).
   for (std::uint32_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     std::uint32_t owner = kNone;
@@ -65,6 +65,7 @@ Trace resample(Trace in, Resample how, std::uint64_t seed) {
         owner = r.owner;
         break;
       case Op::fault:
+      case Op::throttle:
         break;
     }
     if (owner == kNone) {

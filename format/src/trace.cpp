@@ -643,6 +643,13 @@ class Reader {
             "jitter", [&] { return rf.number("jitter", 0, 1); }, s.retry_jitter);
         rf.finish();
       }
+      if (sf.has("throttle")) {
+        const json& throttle = sf.raw("throttle");
+        if (!throttle.is_object()) sf.fail("throttle", "must be an object");
+        FieldReader<json> tf(throttle, trace_.file, line, "scheduler.throttle.");
+        s.throttle = read_throttle(tf);
+        tf.finish();
+      }
       if (sf.has("breaker")) {
         const json& breaker = sf.raw("breaker");
         if (!breaker.is_object()) sf.fail("breaker", "must be an object");
@@ -749,9 +756,14 @@ class Reader {
         f.fail("kind", "unknown fault kind \"" + std::string(kind) +
                            "\" (expected transfer_error, corrupt or origin_down)");
       }
+    } else if (op == "throttle") {
+      r.op = Op::throttle;
+      r.fault = static_cast<std::uint32_t>(trace_.throttles.size());
+      trace_.throttles.push_back(read_throttle(f));
     } else {
       f.fail("op", "unknown op \"" + std::string(op) +
-                       "\" (expected artifact, subscribe, cancel, set_priority, end_owner, fault)");
+                       "\" (expected artifact, subscribe, cancel, set_priority, end_owner, fault, "
+                       "throttle)");
     }
     f.finish();
     ++records_;
@@ -808,6 +820,23 @@ class Reader {
     }
     trace_.artifacts.push_back(std::move(a));
     artifacts_.insert(static_cast<std::uint32_t>(trace_.artifacts.size() - 1));
+  }
+
+  // The caps of a scheduler.throttle object or a throttle record: each field
+  // optional (absent: no such cap).
+  template <class Object>
+  static ThrottleConfig read_throttle(FieldReader<Object>& f) {
+    ThrottleConfig c;
+    if (f.has("background_at_or_below")) {
+      c.background_at_or_below = static_cast<Priority>(
+          f.integer("background_at_or_below", std::numeric_limits<Priority>::min(),
+                    std::numeric_limits<Priority>::max()));
+    }
+    if (f.has("background_Bps")) c.background_Bps = f.number("background_Bps", 0, 1e15);
+    if (f.has("overall_Bps")) c.overall_Bps = f.number("overall_Bps", 0, 1e15);
+    if (c.background_Bps > 0 && !c.background_at_or_below)
+      f.fail("background_Bps", "needs background_at_or_below (the level it caps)");
+    return c;
   }
 
   // The index of the origin an artifact line names in `field`; a new one is

@@ -71,6 +71,9 @@ struct Transfer {
   // still in its handshake or slow-start delay (no comm yet).
   bool on_connection = false;
   bool connecting = false;
+  // Throttling: its comm runs to the client's background host (through the
+  // background link, whose bandwidth is the background cap while it applies).
+  bool via_background = false;
 };
 
 struct Finalize {
@@ -160,6 +163,10 @@ class Simulation {
   Result run() {
     if (!options_.timeline_path.empty()) timeline_.enable();
     build_platform();
+    if (client_background_ == nullptr &&
+        (trace_.scheduler.throttle != ThrottleConfig{} || !trace_.throttles.empty()))
+      throw std::invalid_argument(kNoThrottleUnderNs3);
+    set_throttle(trace_.scheduler.throttle);
     handle_of_demand_.assign(trace_.demand_ids.size(), DemandHandle{});
     subscribe_as_.reserve(trace_.artifacts.size());
     add_artifacts();
@@ -222,6 +229,7 @@ class Simulation {
     static char arg1[] = "--log=root.thresh:critical";
     static char* argv[] = {arg0, arg1, nullptr};
     const NetworkModel network = options_.network_model.value_or(trace_.platform.network_model);
+    options_network_ = network;
     if (network == NetworkModel::ns3 && std::getenv("NS_ATTRIBUTE_DEFAULT") == nullptr) {
       throw std::invalid_argument(
           "the ns3 network model needs NS_ATTRIBUTE_DEFAULT in the environment before SimGrid is "
@@ -243,6 +251,18 @@ class Simulation {
     auto* client_link = zone->create_link("client-link", p.client_bandwidth_Bps);
     client_link->set_latency(p.client_latency_s);
     client_link->seal();
+    client_link_ = client_link;
+    // Throttling (docs/design.md, *Background throttling*): background
+    // transfers end at a host of their own behind one more link, which
+    // carries the background cap while it applies and is unlimited otherwise;
+    // the overall cap is the client link's bandwidth. Not under ns-3, whose
+    // links cannot change.
+    if (network != NetworkModel::ns3) {
+      client_background_ = zone->create_host("client-background", p.hash_Bps);
+      background_link_ = zone->create_link("background-link", kUnlimitedBps);
+      background_link_->set_latency(0);
+      background_link_->seal();
+    }
     // ns-3 builds its nodes and point-to-point links from the routes of one
     // link only: each origin's link to a gateway, and the client's link from
     // it (ns-3's own routing then finds origin -> gateway -> client). It
@@ -260,6 +280,12 @@ class Simulation {
       link->seal();
       zone->add_route(host->get_netpoint(), client_->get_netpoint(), nullptr, nullptr,
                       {sg4::LinkInRoute(link), sg4::LinkInRoute(client_link)}, true);
+      if (client_background_ != nullptr) {
+        zone->add_route(host->get_netpoint(), client_background_->get_netpoint(), nullptr, nullptr,
+                        {sg4::LinkInRoute(link), sg4::LinkInRoute(client_link),
+                         sg4::LinkInRoute(background_link_)},
+                        true);
+      }
       if (gateway != nullptr) {
         zone->add_route(host->get_netpoint(), gateway, nullptr, nullptr, {sg4::LinkInRoute(link)},
                         true);
@@ -393,6 +419,13 @@ class Simulation {
       case Op::fault:
         inject(r);
         break;
+      case Op::throttle:
+        if (client_background_ == nullptr) {  // A streamed trace's first throttle record.
+          stop(std::make_exception_ptr(std::invalid_argument(kNoThrottleUnderNs3)));
+          return;
+        }
+        set_throttle(trace_.throttles[r.fault]);
+        break;
     }
     drain();
   }
@@ -448,9 +481,12 @@ class Simulation {
     for (;;) {
       scheduler_.take_commands(commands_);
       if (commands_.empty()) break;
-      for (Command& command : commands_)
+      for (Command& command : commands_) {
+        if (throttle_on_) throttle_dirty_ = throttle_.observe(command) || throttle_dirty_;
         std::visit([this](auto& c) { handle(c); }, command);
+      }
     }
+    if (throttle_dirty_) apply_throttle();
     recorder_.after_commands(now());
     arm_wakeup();
   }
@@ -531,16 +567,25 @@ class Simulation {
     start_comm(id, transfers_.emplace(id, std::move(transfer)).first->second);
   }
 
-  // The transfer's bytes flow from now on, at the network model's rate.
-  void start_comm(std::uint64_t id, Transfer& transfer) {
+  // The transfer's bytes flow from now on, at the network model's rate:
+  // those after `done` (a comm moved to the other host: move_comm).
+  void start_comm(std::uint64_t id, Transfer& transfer, std::uint64_t done = 0) {
     if (logging()) {
       transfer_log_ << "T " << now() << ' ' << id << ' ' << transfer.origin << ' '
-                    << transfer.payload << '\n';
+                    << transfer.payload - done << '\n';
     }
-    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin], client_);
-    transfer.comm->set_payload_size(transfer.payload);
+    transfer.via_background = throttle_on_ && throttle_.is_background(transfer.task);
+    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin],
+                                           transfer.via_background ? client_background_ : client_);
+    // bytes_done() is payload minus the comm's remaining bytes, whichever comm.
+    transfer.comm->set_payload_size(transfer.payload - done);
     tag(*transfer.comm, Tag::transfer, id);
+    // SimGrid bounds a comm for good by the smallest link bandwidth on its
+    // route as it starts: a cap in force then would outlast its lifting. The
+    // comm starts on the uncapped links; the caps are back in the same instant.
+    if (throttle_on_) set_link_caps(false);
     transfer.comm->start();
+    if (throttle_on_) set_link_caps(true);
     ++comms_running_;
     if (ns3_ && !heartbeat_armed_) heartbeat();
   }
@@ -646,6 +691,69 @@ class Simulation {
       graveyard_s_ = clock_;
     }
     graveyard_.push_back(std::move(activity));
+  }
+
+  // --- Throttling ----------------------------------------------------------------
+
+  // A throttle record, or the header's caps at the start.
+  void set_throttle(const ThrottleConfig& config) {
+    if (!throttle_on_) {
+      if (config == ThrottleConfig{}) return;
+      throttle_on_ = true;
+      for (const TaskInfo& task : scheduler_.tasks())
+        throttle_.track(task.id, task.effective_priority, task.demanded_priority);
+    }
+    throttle_.set(config);
+    apply_throttle();
+  }
+
+  // The links carry the caps that apply now, and each running comm goes to
+  // the host of its class (moved when its task crossed the level).
+  void apply_throttle() {
+    throttle_dirty_ = false;
+    set_link_caps(true);
+    std::vector<std::uint64_t> moving;
+    for (const auto& [id, transfer] : transfers_) {
+      if (transfer.comm && transfer.via_background != throttle_.is_background(transfer.task))
+        moving.push_back(id);
+    }
+    std::sort(moving.begin(), moving.end());  // Deterministic order.
+    for (std::uint64_t id : moving)
+      move_comm(id, transfers_.at(id));
+  }
+
+  // The links' bandwidths with the caps that apply now (`capped`), or without.
+  void set_link_caps(bool capped) {
+    const ThrottleConfig& c = throttle_.config();
+    // Caps are of body bytes, links carry bytes before the model's bandwidth factor.
+    const double factor = bandwidth_factor();
+    background_link_->set_bandwidth(capped && throttle_.background_limited()
+                                        ? c.background_Bps / factor
+                                        : kUnlimitedBps);
+    const double client = trace_.platform.client_bandwidth_Bps;
+    client_link_->set_bandwidth(capped && c.overall_Bps > 0
+                                    ? std::min(client, c.overall_Bps / factor)
+                                    : client);
+  }
+
+  // A running comm continues as a new one to the other host, from the bytes
+  // its attempt has.
+  void move_comm(std::uint64_t id, Transfer& transfer) {
+    const std::uint64_t done = bytes_done(transfer);
+    cancel_comm(id, transfer);
+    start_comm(id, transfer, done);
+  }
+
+  double bandwidth_factor() const {
+    switch (options_network_) {
+      case NetworkModel::calibrated:
+      case NetworkModel::tcp:
+        return defaults::calibrated_bandwidth_factor;
+      case NetworkModel::lv08:
+        return 0.97;  // SimGrid's LV08 default.
+      default:
+        return 1.0;
+    }
   }
 
   // SimGrid reports a cancelled comm twice (CANCELED, then FAILED) and reads
@@ -787,7 +895,8 @@ class Simulation {
   // time (see Stage).
   void arm_wake() {
     double at = 0;
-    Stage* next = corrupt_on_stages_ > 0 ? next_leaving(at) : nullptr;
+    // Throttling: a finalize that ends can lift a cap, which changes the links now.
+    Stage* next = corrupt_on_stages_ > 0 || throttle_on_ ? next_leaving(at) : nullptr;
     if (next != nullptr && wake_ != nullptr && wake_at_ == at) return;
     if (wake_ != nullptr) {
       wake_->remove();
@@ -942,6 +1051,17 @@ class Simulation {
   Scheduler scheduler_;
   std::unique_ptr<sg4::Engine> engine_;
   sg4::Host* client_ = nullptr;
+  sg4::Link* client_link_ = nullptr;
+  static constexpr double kUnlimitedBps = 1e15;
+  static constexpr const char* kNoThrottleUnderNs3 =
+      "throttling is not modelled under the ns3 network model (its links cannot change during a "
+      "run): use another --network-model";
+  sg4::Host* client_background_ = nullptr;  // Throttling; none under ns-3.
+  sg4::Link* background_link_ = nullptr;
+  ThrottleRule throttle_;
+  bool throttle_on_ = false;     // Some cap was set: the rule follows the engine.
+  bool throttle_dirty_ = false;  // A command may have changed what it answers.
+  NetworkModel options_network_ = NetworkModel::calibrated;
   sg4::Host* disk_ = nullptr;
   std::vector<sg4::Host*> origin_hosts_;
   std::vector<double> origin_down_until_;

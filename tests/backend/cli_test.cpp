@@ -536,8 +536,9 @@ TEST_F(CliTest, FetchNamesAFullDiskInItsFailureLines) {
   EXPECT_NE(run.out.find("failed    huge.bin"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("disk full"), std::string::npos) << run.out;
   EXPECT_NE(run.err.find("huge.bin: disk full"), std::string::npos) << run.err;
-  if (run.out.find("succeeded tiny.bin") == std::string::npos)
+  if (run.out.find("succeeded tiny.bin") == std::string::npos) {
     EXPECT_NE(run.err.find("tiny.bin: disk full"), std::string::npos) << run.err;
+  }
   // What huge staged was given back, and the disk has room for tiny now.
   std::uintmax_t staged = 0;
   for (const auto& entry : fs::recursive_directory_iterator(dir_ / "cache" / "staging"))

@@ -18,6 +18,7 @@
 
 #include "demandflight/backend/sha256.h"
 #include "loopback.h"
+#include "test_files.h"
 
 namespace dfl::testing {
 namespace {
@@ -101,11 +102,7 @@ struct Terminals {
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("dfl-client-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "www");
+    dir_ = fresh_test_dir("client");
     for (char c : {'a', 'b', 'c'})
       std::ofstream(dir_ / "www" / (std::string(1, c) + ".bin")) << body(c);
     server_ = std::make_unique<LoopbackServer>(dir_ / "www");

@@ -169,11 +169,7 @@ std::string check_prometheus(const std::string& text,
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("dfl-metrics-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "www");
+    dir_ = fresh_test_dir("metrics");
     for (const char* name : {"a.bin", "b.bin", "c.bin", "e.bin"})
       std::ofstream(dir_ / "www" / name, std::ios::binary) << content_of(name, kSize);
     server_ = std::make_unique<LoopbackServer>(dir_ / "www");

@@ -41,11 +41,7 @@ ArtifactRef ref(const std::string& name, bool with_digest) {
 class MirrorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("dfl-mirrors-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "www");
+    dir_ = fresh_test_dir("mirrors");
     for (int i = 0; i < 6; ++i) {
       const std::string name = "f" + std::to_string(i) + ".bin";
       std::ofstream(dir_ / "www" / name, std::ios::binary) << content_of(name, kSize);

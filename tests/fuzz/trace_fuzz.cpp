@@ -42,6 +42,9 @@ void check(const dfl::format::Trace& t) {
       case dfl::format::Op::fault:
         if (r.fault >= t.faults.size()) fail("a fault out of range");
         break;
+      case dfl::format::Op::throttle:
+        if (r.fault >= t.throttles.size()) fail("a throttle out of range");
+        break;
     }
   }
   for (const dfl::format::Artifact& a : t.artifacts) {

@@ -289,6 +289,26 @@ def test_mirrors_carry_a_trace_through_an_origin_outage():
     assert down.summary["outcomes"]["failed"] == 6, "one origin, down for longer than the retries"
 
 
+def test_throttling_a_prefetch_serves_a_critical_load_sooner():
+    def run(throttle):
+        b = (dfl.TraceBuilder("throttle", 1, client_bandwidth_Bps=10e6, throttle=throttle)
+             .artifact("prefetch", "prefetch.pak", "r1", 20_000_000)
+             .artifact("critical", "critical.pak", "r1", 5_000_000)
+             .subscribe(0.0, "p", "o", "prefetch", 0)
+             .subscribe(0.5, "c", "o", "critical", 3))
+        return dfl.simulate(b.build(), network_model="cm02")
+
+    capped = run({"background_at_or_below": 0, "background_Bps": 1e6})
+    free = run(None)
+    wait = {name: r.demands.set_index("demand").loc["c", "t_end"] - 0.5
+            for name, r in (("capped", capped), ("free", free))}
+    assert wait["capped"] < 0.7 < 1.0 < wait["free"], wait
+    b = dfl.TraceBuilder("t").artifact("a", "a", "r1", 10).throttle(1.0, overall_Bps=5e6)
+    record = b.build().to_dict()["records"][0]
+    assert (record["op"], record["overall_Bps"], record["background_at_or_below"]) == (
+        "throttle", 5e6, None)
+
+
 def test_the_engine_fails_over_to_a_mirror_and_refuses_bad_origins():
     engine = dfl.Engine(max_transfers=2)
     _, commands = engine.subscribe(0.0, "rock", owner=1, origin=0, mirrors=[1], size_bytes=1000)

@@ -211,7 +211,8 @@ class TraceBuilder:
                  network_model: Optional[str] = None, max_transfers: Optional[int] = None,
                  max_per_origin: Optional[int] = None, cache_bytes: Optional[int] = None,
                  retry: Optional[Dict[str, float]] = None,
-                 breaker: Optional[Dict[str, float]] = None) -> None:
+                 breaker: Optional[Dict[str, float]] = None,
+                 throttle: Optional[Dict[str, float]] = None) -> None:
         platform: Dict[str, Any] = {}
         for key, value in (("client_bandwidth_Bps", client_bandwidth_Bps),
                            ("client_latency_s", client_latency_s), ("origins", origins),
@@ -222,7 +223,7 @@ class TraceBuilder:
         scheduler: Dict[str, Any] = {}
         for key, value in (("max_transfers", max_transfers), ("max_per_origin", max_per_origin),
                            ("cache_bytes", cache_bytes), ("retry", retry),
-                           ("breaker", breaker)):
+                           ("breaker", breaker), ("throttle", throttle)):
             if value is not None:
                 scheduler[key] = value
         header: Dict[str, Any] = {"format": "demandflight-trace", "version": 1, "name": name,
@@ -276,6 +277,16 @@ class TraceBuilder:
         """The owner is destroyed (all generations, or those up to ``owner_generation``)."""
         return self._add({"op": "end_owner", "t": t, "owner": owner,
                           "owner_generation": owner_generation})
+
+    def throttle(self, t: float, *, background_at_or_below: Optional[int] = None,
+                 background_Bps: Optional[float] = None,
+                 overall_Bps: Optional[float] = None) -> "TraceBuilder":
+        """From ``t`` on, these caps (an absent one: none): tasks at or below
+        ``background_at_or_below`` share ``background_Bps`` while a demand above waits;
+        every transfer shares ``overall_Bps``."""
+        return self._add({"op": "throttle", "t": t,
+                          "background_at_or_below": background_at_or_below,
+                          "background_Bps": background_Bps, "overall_Bps": overall_Bps})
 
     def fault(self, t: float, kind: str, **fields: Any) -> "TraceBuilder":
         """Injects a fault: ``transfer_error`` (artifact, count, after_fraction,

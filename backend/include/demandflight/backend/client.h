@@ -50,6 +50,7 @@
 #include "demandflight/engine/ids.h"
 #include "demandflight/engine/outcome.h"
 #include "demandflight/engine/scheduler.h"
+#include "demandflight/engine/throttle.h"
 
 namespace dfl::backend {
 
@@ -225,6 +226,10 @@ struct ClientOptions {
   // A successful demand's result carries a Pin on the artifact. Off for
   // callers that only download (`demandflight fetch` and `replay`).
   bool pin_on_success = true;
+  // Background throttling (docs/backend.md, *Throttling*): the transfers of
+  // tasks at or below a priority share a cap while a demand above it waits,
+  // and every transfer shares an overall cap. Client::set_throttle changes it.
+  ThrottleConfig throttle;
   // scheduler.cache_bytes is the cache directory's capacity (CacheOptions::
   // capacity_bytes): eviction, least recently used first, skips what any
   // process pins; an install that cannot fit because the rest is pinned
@@ -268,6 +273,10 @@ class Client {
   std::vector<TransferSnapshot> transfers() const;
   // What the client has done and holds (metrics.h); write_prometheus() writes it.
   ClientMetrics metrics() const;
+  // The throttle caps, effective at once, transfers in flight included.
+  // Throws std::invalid_argument naming the field for a negative rate.
+  void set_throttle(const ThrottleConfig& config);
+  ThrottleConfig throttle() const;
 
  private:
   class Impl;

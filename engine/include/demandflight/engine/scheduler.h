@@ -73,6 +73,9 @@ struct TaskInfo {
   ArtifactKey key;
   TaskState state = TaskState::queued;
   std::optional<Priority> effective_priority;  // nullopt: orphan level.
+  // The highest priority among its active demands; nullopt: none. It differs
+  // from effective_priority only in the callbacks model.
+  std::optional<Priority> demanded_priority;
   std::uint32_t active_demands = 0;
   std::uint32_t attempts = 0;
   std::uint64_t resume_offset_bytes = 0;

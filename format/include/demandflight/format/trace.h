@@ -20,6 +20,7 @@
 
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/ids.h"
+#include "demandflight/engine/throttle.h"
 #include "demandflight/format/defaults.h"
 
 namespace dfl::format {
@@ -106,6 +107,8 @@ struct SchedulerSpec {
   double retry_jitter = 0;
   std::uint32_t breaker_failures = defaults::breaker_failures;  // 0: never opens.
   double breaker_open_s = defaults::breaker_open_s;
+  // scheduler.throttle: the caps at the start (throttle records change them).
+  ThrottleConfig throttle{};
 };
 
 struct Artifact {
@@ -117,7 +120,7 @@ struct Artifact {
   std::optional<std::string> sha256;
 };
 
-enum class Op : std::uint8_t { subscribe, cancel, set_priority, end_owner, fault };
+enum class Op : std::uint8_t { subscribe, cancel, set_priority, end_owner, fault, throttle };
 enum class FaultKind : std::uint8_t { transfer_error, corrupt, origin_down };
 
 // The fields of a fault record. Faults are rare: they live in a table of
@@ -143,7 +146,7 @@ struct Record {
   std::uint32_t demand = 0;    // subscribe, cancel, set_priority
   std::uint32_t artifact = 0;  // subscribe, transfer_error, corrupt
   std::uint32_t owner = 0;     // subscribe, end_owner
-  std::uint32_t fault = 0;     // fault: index into Trace::faults
+  std::uint32_t fault = 0;     // fault: index into Trace::faults; throttle: Trace::throttles
   Priority priority = 0;       // subscribe, set_priority
   Op op = Op::subscribe;
   bool has_generation = false;  // end_owner
@@ -162,6 +165,7 @@ struct Trace {
   std::vector<std::string> owners;      // By owner index.
   std::vector<Record> records;          // In file order (non-decreasing t).
   std::vector<FaultSpec> faults;        // By Record::fault.
+  std::vector<ThrottleConfig> throttles;  // By Record::fault of a throttle record.
 };
 
 // Reads and validates a trace; throws TraceError on the first problem.
