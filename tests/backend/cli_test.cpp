@@ -388,6 +388,26 @@ TEST_F(CliTest, MirrorsFailOverAlikeInTheSimulatorAndInReplay) {
   EXPECT_EQ(server().stats()["/m2.bin"]["requests"], 1);
 }
 
+TEST_F(CliTest, FetchTakesAnArtifactFromItsSecondOriginWhenTheFirstIsDown) {
+  const std::string down = "127.0.0.1:" + std::to_string(dead_port());
+  const std::string good = "127.0.0.1:" + std::to_string(server().port());
+  const std::string bytes = content("m.bin", 300'000);
+  std::ofstream(dir_ / "www" / "m.bin", std::ios::binary) << bytes;
+  const std::string manifest =
+      json{{"op", "artifact"},  {"id", "m.bin"}, {"resource", "m.bin"}, {"revision", "r1"},
+           {"target", "pc"},    {"generation", 0}, {"size", 300'000},
+           {"origins", {down, good}}, {"sha256", backend::Sha256::hex_of(bytes)}}
+          .dump() +
+      "\n";
+  const CliRun run = run_cli(manifest, {"fetch", "--base-url", "http://{origin}/{resource}",
+                                        "--cache", cache(), "--metrics", "DIR/metrics.prom",
+                                        "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(read(object("m.bin")), bytes);
+  EXPECT_NE(read_file(run.dir + "/metrics.prom").find("demandflight_failovers_total 1"),
+            std::string::npos);
+}
+
 TEST_F(CliTest, ReplayFasterThanRealTimeReportsTimesInTheTracesClock) {
   const std::string artifacts =
       serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
