@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "loopback.h"  // dead_port(): a free port to give nginx.
+
 namespace dfl::testing {
 
 // One line of the access log.
@@ -50,8 +52,8 @@ class Nginx {
         "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout '" +
         key.string() + "' -out '" + cert_.string() + "' >/dev/null 2>&1";
     if (std::system(openssl.c_str()) != 0) throw std::runtime_error("openssl could not make a certificate");
-    tls_port_ = free_port();
-    plain_port_ = free_port();
+    tls_port_ = dead_port();
+    plain_port_ = dead_port();
     const fs::path w = work_;
     std::ofstream conf(w / "nginx.conf");
     conf << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
@@ -140,20 +142,6 @@ class Nginx {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
-  }
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(fd);
-      throw std::runtime_error("no free port");
-    }
-    ::close(fd);
-    return ntohs(addr.sin_port);
   }
   static bool listening(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
