@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "backend" / "loopback_server.py"
@@ -360,6 +361,28 @@ def verdict(scores, models, policies, tie):
     return rows
 
 
+def replay_for_real(args, mode, trace, work, index, delay_line, policy):
+    """The trace replayed for real under `policy`, on a network of its own (nothing, a kept
+    connection or a server's state, carries over from another run): (network, wall
+    seconds, results), or results None if the replay failed."""
+    net = Network(mode, trace, work / "www", index, delay_line, args.server_cc)
+    shutil.rmtree(work / "cache", ignore_errors=True)
+    try:
+        started = time.monotonic()
+        port_named_trace(trace, net.ports, work / "real-trace.jsonl")
+        replay = subprocess.run([args.cli, "replay", str(work / "real-trace.jsonl"),
+                                 "--base-url", net.base, "--policy", policy,
+                                 "--cache", str(work / "cache"), "--out",
+                                 str(work / "real.json")], capture_output=True, text=True)
+        wall = time.monotonic() - started
+    finally:
+        net.close()
+    if replay.returncode != 0:
+        print(replay.stderr, file=sys.stderr)
+        return net, wall, None
+    return net, wall, json.loads((work / "real.json").read_text())
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("cli")
@@ -389,6 +412,9 @@ def main():
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "
                              "tcp model assumes; bbr; system: the machine's default)")
+    parser.add_argument("--real-from", metavar="DIR",
+                        help="take each real run from DIR (the files --keep wrote) instead of "
+                             "replaying it: to simulate a new model against the same real runs")
     parser.add_argument("--delay-line", default="auto",
                         help="bench/delay_line, to put round trips in the network when the kernel "
                              "has no netem (auto: next to the CLI's build; none: servers add them)")
@@ -406,6 +432,11 @@ def main():
         if path.exists() and not netem_available():
             delay_line = str(path)
     rows, failed = [], False
+    # The tcp model's idle rule follows the servers' congestion control: a
+    # loss-based one (CUBIC, Reno) restarts slow start after idle, BBR does not.
+    server_cc = args.server_cc if args.server_cc != "system" else Path(
+        "/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    sim_cc = ["--server-cc", "bbr" if server_cc == "bbr" else "cubic"]
     scores = {}  # (trace, model) -> policy -> (real score, simulated score)
     for index, trace_path in enumerate(args.traces):
         trace = read_trace(trace_path)
@@ -420,30 +451,23 @@ def main():
                     if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
             sim_trace = str(work / "sim-trace.jsonl") if trace["faults"] else trace_path
             for policy in policies:
-                # Each policy's real run on a network of its own: nothing (a kept
-                # connection, a server's state) carries over from the previous one.
-                net = Network(mode, trace, work / "www", index, delay_line, args.server_cc)
-                shutil.rmtree(work / "cache", ignore_errors=True)
-                try:
-                    started = time.monotonic()
-                    port_named_trace(trace, net.ports, work / "real-trace.jsonl")
-                    replay = subprocess.run([args.cli, "replay", str(work / "real-trace.jsonl"),
-                                             "--base-url", net.base, "--policy", policy,
-                                             "--cache", str(work / "cache"), "--out",
-                                             str(work / "real.json")], capture_output=True,
-                                            text=True)
-                    wall = time.monotonic() - started
-                finally:
-                    net.close()
-                if replay.returncode != 0:
-                    print(replay.stderr, file=sys.stderr)
-                    return 1
-                real = json.loads((work / "real.json").read_text())
                 tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
+                if args.real_from:
+                    real = json.loads((Path(args.real_from) / f"{stem}{tag}-real.json").read_text())
+                    shutil.copy(Path(args.real_from) / f"{stem}{tag}-real.json", work / "real.json")
+                    net = SimpleNamespace(how=f"real run from {args.real_from}; servers' TCP "
+                                              f"{server_cc}")
+                    wall = float("nan")
+                else:
+                    net, wall, real = replay_for_real(args, mode, trace, work, index, delay_line,
+                                                      policy)
+                    if real is None:
+                        return 1
                 for model in models:
                     name, *settings = model.split("+")
                     extra = [x for setting in settings for x in ("--cfg", setting)]
                     subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra,
+                                    *sim_cc,
                                     "--policy", policy, "--out", str(work / "sim.json"),
                                     "--quiet"], check=True)
                     sim = json.loads((work / "sim.json").read_text())

@@ -238,6 +238,12 @@ int main(int argc, char** argv) {
                   "default) | tcp (default + TCP state per kept-alive connection: handshakes, "
                   "slow start) | ns3 (packet-level TCP, slow); overrides platform.network_model")
       ->check(CLI::IsMember(format::network_model_names()));
+  std::string server_cc;
+  sim->add_option("--server-cc", server_cc,
+                  "the origins' TCP congestion control, for the tcp model: cubic (an idle "
+                  "connection restarts slow start) | bbr (it does not); overrides "
+                  "platform.server_congestion_control")
+      ->check(CLI::IsMember({"cubic", "bbr"}));
   sim->add_option("--cfg", options.simgrid_config,
                   "a SimGrid setting KEY:VALUE applied after the model's (repeatable), e.g. "
                   "network/latency-factor:2")
@@ -352,6 +358,9 @@ int main(int argc, char** argv) {
     if (*per_origin_option) options.max_per_origin = max_per_origin;
     if (!network.empty()) {  // Otherwise platform.network_model decides.
       options.network_model = *format::parse_network_model(network);  // Checked by the option.
+    }
+    if (!server_cc.empty()) {
+      options.server_congestion_control = *format::parse_server_congestion_control(server_cc);
     }
     options.timeline_path = timeline_path;
     options.transfer_log_path = transfer_log_path;

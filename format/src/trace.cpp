@@ -596,6 +596,12 @@ class Reader {
         if (!parsed) pf.fail("network_model", "must be one of " + network_model_names_text());
         p.network_model = *parsed;
       }
+      if (pf.has("server_congestion_control")) {
+        const std::optional<ServerCongestionControl> cc =
+            parse_server_congestion_control(pf.string("server_congestion_control"));
+        if (!cc) pf.fail("server_congestion_control", "must be \"cubic\" or \"bbr\"");
+        p.server_congestion_control = *cc;
+      }
       if (pf.has("origins")) {
         const json& origins = pf.raw("origins");
         if (!origins.is_object()) pf.fail("origins", "must be an object of origin name to link");
@@ -917,6 +923,18 @@ namespace {
 constexpr std::array kNetworkModels{NetworkModel::calibrated, NetworkModel::cm02,
                                     NetworkModel::lv08, NetworkModel::tcp, NetworkModel::ns3};
 }  // namespace
+
+std::string_view to_string(ServerCongestionControl cc) {
+  return cc == ServerCongestionControl::bbr ? "bbr" : "cubic";
+}
+
+std::optional<ServerCongestionControl> parse_server_congestion_control(std::string_view name) {
+  std::string lower;
+  for (const char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "cubic") return ServerCongestionControl::cubic;
+  if (lower == "bbr") return ServerCongestionControl::bbr;
+  return std::nullopt;
+}
 
 std::string_view to_string(NetworkModel model) {
   switch (model) {

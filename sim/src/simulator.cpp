@@ -300,7 +300,11 @@ class Simulation {
     // one built in code: it is announced here.
     if (ns3_) sg4::Engine::on_platform_created();
     if (network == NetworkModel::tcp) {
-      tcp_ = std::make_unique<TcpConnections>(static_cast<std::uint32_t>(p.origins.size()));
+      TcpSettings tcp;
+      tcp.restart_after_idle =
+          options_.server_congestion_control.value_or(p.server_congestion_control) ==
+          format::ServerCongestionControl::cubic;
+      tcp_ = std::make_unique<TcpConnections>(static_cast<std::uint32_t>(p.origins.size()), tcp);
     }
   }
 

@@ -81,9 +81,11 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
     // The server's idle time: from its last send (half a round trip before
     // the last byte reached the client) to this request's arrival (half a
     // round trip after the client sends it).
-    chosen->window_bytes =
-        window_after_idle(chosen->window_bytes, now_s - chosen->last_sent_s + rtt_s,
-                          settings_.rto_s(rtt_s), settings_.initial_window_bytes());
+    if (settings_.restart_after_idle) {
+      chosen->window_bytes =
+          window_after_idle(chosen->window_bytes, now_s - chosen->last_sent_s + rtt_s,
+                            settings_.rto_s(rtt_s), settings_.initial_window_bytes());
+    }
   }
   const SlowStart ss = slow_start(bytes, chosen->window_bytes, rtt_s, share_Bps);
   out.slow_start_s = ss.delay_s;

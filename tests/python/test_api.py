@@ -192,6 +192,24 @@ def test_every_network_model_runs_from_python_as_from_the_cli(scenarios, cli, tm
         dfl.simulate(trace, network_model="ns4")
 
 
+def test_the_tcp_model_follows_the_servers_congestion_control():
+    """Behind BBR servers an idle connection keeps its window (docs/cli.md, tcp)."""
+    def ends(**platform):
+        b = dfl.TraceBuilder("idle", max_transfers=1, max_per_origin=1, **platform)
+        for name in ("a", "b"):
+            b.artifact(name, f"{name}.bin", "r1", 20_000_000)
+        trace = b.subscribe(0, "d1", "o", "a").subscribe(6, "d2", "o", "b").build()
+        return dfl.simulate(trace, network_model="tcp").demands.set_index("demand")["t_end"]
+    cubic, bbr = ends(), ends(server_congestion_control="bbr")
+    assert cubic["d1"] == bbr["d1"]
+    assert bbr["d2"] < cubic["d2"] - 0.1, "after 4 s idle CUBIC restarts slow start, BBR does not"
+    trace = dfl.TraceBuilder("t").artifact("a", "a.bin", "r1", 5).subscribe(0, "d", "o", "a").build()
+    assert (dfl.simulate(trace, network_model="tcp", server_congestion_control="bbr").raw["demands"]
+            is not None)
+    with pytest.raises(ValueError, match="server_congestion_control: must be \"cubic\" or \"bbr\""):
+        dfl.simulate(trace, server_congestion_control="vegas")
+
+
 def test_bad_models_and_policies_are_value_errors(scenarios):
     trace = scenarios / "three_callers.jsonl"
     with pytest.raises(ValueError, match="model"):

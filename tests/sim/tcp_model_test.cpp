@@ -176,6 +176,48 @@ TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
   EXPECT_NEAR(t_end(run, "d3"), d3, 1e-6);
 }
 
+// BBR servers do not restart slow start after idle (Linux skips
+// tcp_slow_start_after_idle for a congestion control that sets its own
+// rates): after the same 1 s idle as d3 above, the window still covers the
+// share, and the transfer takes what it would right after the previous one.
+TEST(TcpModel, BehindBbrServersAnIdleConnectionKeepsItsWindow) {
+  sim::TcpSettings bbr;
+  bbr.restart_after_idle = false;
+  TcpConnections pool(/*origins=*/1, bbr);
+  pool.start(1, 0, 0, 20e6, kRtt_s, kShare_Bps, kShare_Bps);
+  pool.finish(1, 0, 3.0, /*keep=*/true);
+  EXPECT_EQ(pool.start(2, 0, 60.0, 20e6, kRtt_s, kShare_Bps, kShare_Bps).slow_start_s, 0);
+
+  // The trace header says so (platform.server_congestion_control), and
+  // --server-cc overrides it; d3 then ends at 6.0 + flow instead of 8.322410 s.
+  const std::string body = artifact("a", 20'000'000) + artifact("b", 20'000'000) +
+                           artifact("c", 20'000'000) + sub(0, "d1", "a") + sub(2.8, "d2", "b") +
+                           sub(6.0, "d3", "c");
+  const std::string scheduler = R"({"max_transfers": 1, "max_per_origin": 1})";
+  const double flow = kRtt_s + 20e6 / kShare_Bps;
+  const double cubic_d3 = 6.0 + (0.3 - 1'621'760 / kShare_Bps) + flow;
+  const CliRun by_header =
+      simulate_with(header(scheduler, R"(, "server_congestion_control": "BBR")") + body, "tcp");
+  EXPECT_NEAR(t_end(by_header, "d3"), 6.0 + flow, 1e-6);
+  const CliRun by_flag = run_cli(header(scheduler) + body, {"sim", "TRACE", "--out", "OUT",
+                                                            "--quiet", "--network-model", "tcp",
+                                                            "--server-cc", "bbr"});
+  ASSERT_EQ(by_flag.exit_code, 0) << by_flag.err;
+  EXPECT_NEAR(t_end(by_flag, "d3"), 6.0 + flow, 1e-6);
+  const CliRun overridden = run_cli(
+      header(scheduler, R"(, "server_congestion_control": "bbr")") + body,
+      {"sim", "TRACE", "--out", "OUT", "--quiet", "--network-model", "tcp", "--server-cc", "cubic"});
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_NEAR(t_end(overridden, "d3"), cubic_d3, 1e-6);
+
+  const CliRun bad = run_cli(header(scheduler, R"(, "server_congestion_control": "vegas")") + body,
+                             {"validate", "TRACE"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(":1: platform.server_congestion_control: must be \"cubic\" or \"bbr\""),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST(TcpModel, AnAbortedTransfersConnectionIsNotReused) {
   // d1 is cancelled mid-body: its connection closes, so d2 pays a handshake.
   const std::string trace =

@@ -30,7 +30,7 @@ def import_options(format: str) -> "Any":
 
 # Header overrides: keyword -> (section, field) of the trace header.
 _PLATFORM_KEYS = ("client_bandwidth_Bps", "client_latency_s", "disk_write_Bps", "hash_Bps",
-                  "network_model")
+                  "network_model", "server_congestion_control")
 _SCHEDULER_KEYS = ("max_transfers", "max_per_origin", "cache_bytes")
 _RETRY_KEYS = {"retry_max_attempts": "max_attempts", "retry_base_s": "base_s",
                "retry_cap_s": "cap_s", "retry_jitter": "jitter"}
@@ -161,7 +161,7 @@ class Trace:
     def with_overrides(self, **overrides: Any) -> "Trace":
         """A copy whose header has these values: ``client_bandwidth_Bps``,
         ``client_latency_s``, ``disk_write_Bps``, ``hash_Bps``, ``network_model``,
-        ``max_transfers``, ``max_per_origin``, ``cache_bytes``, ``retry_max_attempts``,
+        ``server_congestion_control``, ``max_transfers``, ``max_per_origin``, ``cache_bytes``, ``retry_max_attempts``,
         ``retry_base_s``, ``retry_cap_s``, ``retry_jitter``."""
         if not overrides:
             return self
@@ -208,7 +208,9 @@ class TraceBuilder:
                  client_latency_s: Optional[float] = None,
                  origins: Optional[Dict[str, Dict[str, float]]] = None,
                  disk_write_Bps: Optional[float] = None, hash_Bps: Optional[float] = None,
-                 network_model: Optional[str] = None, max_transfers: Optional[int] = None,
+                 network_model: Optional[str] = None,
+                 server_congestion_control: Optional[str] = None,
+                 max_transfers: Optional[int] = None,
                  max_per_origin: Optional[int] = None, cache_bytes: Optional[int] = None,
                  retry: Optional[Dict[str, float]] = None,
                  breaker: Optional[Dict[str, float]] = None,
@@ -217,7 +219,8 @@ class TraceBuilder:
         for key, value in (("client_bandwidth_Bps", client_bandwidth_Bps),
                            ("client_latency_s", client_latency_s), ("origins", origins),
                            ("disk_write_Bps", disk_write_Bps), ("hash_Bps", hash_Bps),
-                           ("network_model", network_model)):
+                           ("network_model", network_model),
+                           ("server_congestion_control", server_congestion_control)):
             if value is not None:
                 platform[key] = value
         scheduler: Dict[str, Any] = {}

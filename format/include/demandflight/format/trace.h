@@ -87,9 +87,22 @@ std::optional<NetworkModel> parse_network_model(std::string_view name);
 const std::vector<std::string>& network_model_names();
 std::string network_model_names_text();
 
+// The origins' TCP congestion control, which the `tcp` network model follows
+// after a connection's idle period: CUBIC (and every loss-based one) restarts
+// slow start after an idle retransmission timeout (Linux's
+// tcp_slow_start_after_idle); BBR does not (Linux skips that restart for a
+// congestion control of its own, which BBR is) and sends at the bandwidth it
+// measured before.
+enum class ServerCongestionControl { cubic, bbr };
+std::string_view to_string(ServerCongestionControl cc);
+// "cubic" or "bbr", in any case; nullopt for any other name.
+std::optional<ServerCongestionControl> parse_server_congestion_control(std::string_view name);
+
 struct Platform {
   // platform.network_model: a name parse_network_model takes (an optional field).
   NetworkModel network_model = NetworkModel::calibrated;
+  // platform.server_congestion_control (optional, "cubic" by default).
+  ServerCongestionControl server_congestion_control = ServerCongestionControl::cubic;
   double client_bandwidth_Bps = 0;
   double client_latency_s = 0;
   std::vector<OriginSpec> origins;  // Declared ones first, then those first named by artifacts.

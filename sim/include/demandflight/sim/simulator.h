@@ -35,6 +35,8 @@ struct SimOptions {
   std::optional<std::uint32_t> max_transfers;  // Override the trace header.
   std::optional<std::uint32_t> max_per_origin;
   std::optional<format::NetworkModel> network_model;  // Overrides platform.network_model.
+  // Overrides platform.server_congestion_control (the `tcp` model's idle rule).
+  std::optional<format::ServerCongestionControl> server_congestion_control;
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   std::string transfer_log_path;              // Comms started and cancelled (for bench/).

@@ -31,6 +31,9 @@ struct TcpSettings {
   double rto_min_s = 0.2;               // Linux TCP_RTO_MIN.
   double handshake_round_trips = 1;     // SYN, SYN-ACK (the request rides the ACK).
   double max_idle_s = 118;              // libcurl closes a connection idle this long.
+  // Whether an idle connection's window shrinks (window_after_idle): true for
+  // CUBIC servers, false for BBR ones (format::ServerCongestionControl).
+  bool restart_after_idle = true;
 
   double initial_window_bytes() const { return segment_bytes * initial_window_segments; }
   // Linux's retransmission timeout once the round trip is known: the
