@@ -2,7 +2,7 @@
 """The simulator against reality: one trace replayed over a real, shaped network and
 simulated, demand by demand.
 
-usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models default,tcp]
+usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models tcp,calibrated]
                    [--policies always-abort,keep-partial,...] [--markdown FILE]
                    [--check MAX_MEDIAN_ERROR] [--check-without-delay MODEL:BOUND]
                    [--delay-line auto|none|PATH] [--server-cc cubic|bbr|system]
@@ -388,7 +388,7 @@ def main():
     parser.add_argument("cli")
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--mode", choices=["auto", "netns", "server"], default="auto")
-    parser.add_argument("--models", default="default,cm02,lv08",
+    parser.add_argument("--models", default="tcp,calibrated,cm02,lv08",
                         help="network models, each NAME[+KEY:VALUE...] (SimGrid settings)")
     parser.add_argument("--policies", default="always-abort",
                         help="orphan policies NAME[:k=v,...], comma-separated: each is replayed "
@@ -455,8 +455,9 @@ def main():
                 if args.real_from:
                     real = json.loads((Path(args.real_from) / f"{stem}{tag}-real.json").read_text())
                     shutil.copy(Path(args.real_from) / f"{stem}{tag}-real.json", work / "real.json")
-                    net = SimpleNamespace(how=f"real run from {args.real_from}; servers' TCP "
-                                              f"{server_cc}")
+                    net = SimpleNamespace(rtt_in_network=True,
+                                          how=f"real run from {args.real_from}; "
+                                              f"servers' TCP {server_cc}")
                     wall = float("nan")
                 else:
                     net, wall, real = replay_for_real(args, mode, trace, work, index, delay_line,

@@ -233,10 +233,11 @@ int main(int argc, char** argv) {
       sim->add_option("--max-per-origin", max_per_origin, "override scheduler.max_per_origin")
           ->check(CLI::Range(1u, 100000u));
   sim->add_option("--network-model", network,
-                  "default (CM02 calibrated on the real backend: a round trip per transfer, 95.6% "
-                  "of the link rate) | cm02 (exact: size/bw + latency) | lv08 (SimGrid's own "
-                  "default) | tcp (default + TCP state per kept-alive connection: handshakes, "
-                  "slow start) | ns3 (packet-level TCP, slow); overrides platform.network_model")
+                  "default = tcp (calibrated + TCP state per kept-alive connection: handshakes, "
+                  "slow start, its restart after idle) | calibrated (CM02 calibrated on the real "
+                  "backend: a round trip per transfer, 95.6% of the link rate) | cm02 (exact: "
+                  "size/bw + latency) | lv08 (SimGrid's own default) | ns3 (packet-level TCP, "
+                  "slow); overrides platform.network_model")
       ->check(CLI::IsMember(format::network_model_names()));
   std::string server_cc;
   sim->add_option("--server-cc", server_cc,

@@ -920,8 +920,8 @@ class Reader {
 }  // namespace
 
 namespace {
-constexpr std::array kNetworkModels{NetworkModel::calibrated, NetworkModel::cm02,
-                                    NetworkModel::lv08, NetworkModel::tcp, NetworkModel::ns3};
+constexpr std::array kNetworkModels{NetworkModel::tcp, NetworkModel::calibrated,
+                                    NetworkModel::cm02, NetworkModel::lv08, NetworkModel::ns3};
 }  // namespace
 
 std::string_view to_string(ServerCongestionControl cc) {
@@ -939,7 +939,7 @@ std::optional<ServerCongestionControl> parse_server_congestion_control(std::stri
 std::string_view to_string(NetworkModel model) {
   switch (model) {
     case NetworkModel::calibrated:
-      return "default";
+      return "calibrated";
     case NetworkModel::cm02:
       return "cm02";
     case NetworkModel::lv08:
@@ -957,6 +957,7 @@ std::optional<NetworkModel> parse_network_model(std::string_view name) {
   for (const char c : name) {
     if (c != '-') lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
+  if (lower == "default") return NetworkModel::tcp;
   for (const NetworkModel model : kNetworkModels) {
     if (lower == to_string(model)) return model;
   }
@@ -965,7 +966,7 @@ std::optional<NetworkModel> parse_network_model(std::string_view name) {
 
 const std::vector<std::string>& network_model_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
+    std::vector<std::string> out{"default"};  // The tcp model.
     for (const NetworkModel model : kNetworkModels) out.emplace_back(to_string(model));
     return out;
   }();

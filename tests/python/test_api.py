@@ -178,17 +178,19 @@ def test_every_network_model_runs_from_python_as_from_the_cli(scenarios, cli, tm
     """ns3 needs ns-3's defaults in the child's environment before SimGrid loads."""
     trace = scenarios / "three_callers.jsonl"
     ends = {}
-    for model in ("default", "tcp", "ns3"):
+    for model in ("default", "calibrated", "tcp", "ns3"):
         result = dfl.simulate(trace, network_model=model)
         out = tmp_path / f"{model}.json"
         subprocess.run([cli, "sim", str(trace), "--network-model", model, "--out", str(out),
                         "--quiet"], check=True)
         assert result.raw == json.loads(out.read_text()), model
         ends[model] = result.summary["makespan_s"]
-    # Handshakes and slow start make the tcp model's run longer than the default's.
-    assert ends["tcp"] > ends["default"]
-    with pytest.raises(ValueError, match="network_model: must be one of default, cm02, lv08, "
-                                         "tcp, ns3"):
+    # Handshakes and slow start make the tcp model's run longer than the flow model's;
+    # the default is the tcp model.
+    assert ends["tcp"] > ends["calibrated"]
+    assert ends["default"] == ends["tcp"]
+    with pytest.raises(ValueError, match="network_model: must be one of default, tcp, "
+                                         "calibrated, cm02, lv08, ns3"):
         dfl.simulate(trace, network_model="ns4")
 
 

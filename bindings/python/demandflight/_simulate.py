@@ -277,10 +277,11 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
 
     ``policy`` is a built-in name (``"squid:pct=80"``, see :func:`policies`) or an
     :class:`OrphanPolicy` instance. ``overrides`` change the trace's header or the
-    simulator: ``max_transfers``, ``max_per_origin``, ``network_model`` ("default":
-    CM02 calibrated on the real backend, "cm02": exact, "lv08": SimGrid's own, "tcp": the
-    default plus TCP state per kept-alive connection, "ns3": packet-level TCP, slow),
-    ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``, ``disk_write_Bps``,
+    simulator: ``max_transfers``, ``max_per_origin``, ``network_model`` ("default" =
+    "tcp": CM02 calibrated on the real backend plus TCP state per kept-alive connection,
+    "calibrated": the flow model alone, "cm02": exact, "lv08": SimGrid's own, "ns3":
+    packet-level TCP, slow), ``server_congestion_control`` ("cubic" or "bbr", what the
+    tcp model follows after idle), ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``, ``disk_write_Bps``,
     ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``,
     ``retry_jitter``.
 
@@ -402,8 +403,9 @@ def _simulate_streamed(trace: TraceLike, model: str, policy: PolicyLike, seed: O
                                   not 1 <= value <= 100_000):
             raise ValueError(f"{key} must be an integer from 1 to 100000, not {value!r}")
     network = overrides.get("network_model")
-    if network is not None and network not in ("default", "cm02", "lv08"):
-        raise ValueError(f"network_model must be 'default', 'cm02' or 'lv08', not {network!r}")
+    if network is not None and network not in ("default", "tcp", "calibrated", "cm02", "lv08"):
+        raise ValueError("network_model must be 'default', 'tcp', 'calibrated', 'cm02' or "
+                         f"'lv08', not {network!r}")
     keep: Any = None
     if rows_dir is None:
         keep = tempfile.TemporaryDirectory(prefix="dfl-rows-")

@@ -52,11 +52,12 @@ struct OriginSpec {
 };
 
 enum class NetworkModel : std::uint8_t {
-  // The default: CM02 calibrated against the real backend over a shaped link
+  // CM02 calibrated against the real backend over a shaped link
   // (bench/fidelity.py; docs/testing.md, "Fidelity"): a transfer pays a full round trip
   // (latency factor 2: the request goes out before the first byte comes
   // back on a kept-alive connection) and moves payload at 95.6% of the link
-  // rate (TCP/IP headers in 1514-byte frames), shared fairly.
+  // rate (TCP/IP headers in 1514-byte frames), shared fairly. The default
+  // until 2026-12-03; the flow model under `tcp`.
   calibrated,
   // CM02 without cross-traffic: a lone transfer takes exactly size / bandwidth
   // + latency. For tests and hand calculations.
@@ -65,7 +66,8 @@ enum class NetworkModel : std::uint8_t {
   // connections, bandwidth x0.97, ACK cross-traffic). Measured 3-4x too slow
   // for the backend, whose connections are kept alive.
   lv08,
-  // The default plus TCP state per connection (sim/src/tcp_connections.cpp): per
+  // The default ("default" names it): `calibrated` plus TCP state per
+  // connection (sim/src/tcp_connections.cpp): per
   // origin a pool of kept-alive connections, as the backend keeps them; a new
   // connection pays its handshake, a connection idle for longer than its
   // retransmission timeout restarts slow start, and a transfer's first round
@@ -78,12 +80,13 @@ enum class NetworkModel : std::uint8_t {
   ns3,
 };
 
-// "default", "cm02", "lv08", "tcp" or "ns3"; parse_network_model also takes
+// "tcp", "calibrated", "cm02", "lv08" or "ns3", and "default" for tcp
+// (to_string never says "default"); parse_network_model also takes
 // the trace header's spellings ("CM02", "LV08", "TCP", "ns-3": case does not
 // matter), and returns nullopt for any other name.
 std::string_view to_string(NetworkModel model);
 std::optional<NetworkModel> parse_network_model(std::string_view name);
-// "default, cm02, lv08, tcp, ns3": for help texts and errors.
+// "default, tcp, calibrated, cm02, lv08, ns3": for help texts and errors.
 const std::vector<std::string>& network_model_names();
 std::string network_model_names_text();
 
@@ -100,7 +103,7 @@ std::optional<ServerCongestionControl> parse_server_congestion_control(std::stri
 
 struct Platform {
   // platform.network_model: a name parse_network_model takes (an optional field).
-  NetworkModel network_model = NetworkModel::calibrated;
+  NetworkModel network_model = NetworkModel::tcp;
   // platform.server_congestion_control (optional, "cubic" by default).
   ServerCongestionControl server_congestion_control = ServerCongestionControl::cubic;
   double client_bandwidth_Bps = 0;
