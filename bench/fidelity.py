@@ -453,8 +453,8 @@ def main():
             for policy in policies:
                 tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
                 if args.real_from:
-                    real = json.loads((Path(args.real_from) / f"{stem}{tag}-real.json").read_text())
                     shutil.copy(Path(args.real_from) / f"{stem}{tag}-real.json", work / "real.json")
+                    real = json.loads((work / "real.json").read_text())
                     net = SimpleNamespace(rtt_in_network=True,
                                           how=f"real run from {args.real_from}; "
                                               f"servers' TCP {server_cc}")

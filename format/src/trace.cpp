@@ -924,13 +924,16 @@ constexpr std::array kNetworkModels{NetworkModel::tcp, NetworkModel::calibrated,
                                     NetworkModel::cm02, NetworkModel::lv08, NetworkModel::ns3};
 }  // namespace
 
-std::string_view to_string(ServerCongestionControl cc) {
-  return cc == ServerCongestionControl::bbr ? "bbr" : "cubic";
-}
-
-std::optional<ServerCongestionControl> parse_server_congestion_control(std::string_view name) {
+namespace {
+std::string lowercase(std::string_view name) {
   std::string lower;
   for (const char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower;
+}
+}  // namespace
+
+std::optional<ServerCongestionControl> parse_server_congestion_control(std::string_view name) {
+  const std::string lower = lowercase(name);
   if (lower == "cubic") return ServerCongestionControl::cubic;
   if (lower == "bbr") return ServerCongestionControl::bbr;
   return std::nullopt;
@@ -953,10 +956,8 @@ std::string_view to_string(NetworkModel model) {
 }
 
 std::optional<NetworkModel> parse_network_model(std::string_view name) {
-  std::string lower;
-  for (const char c : name) {
-    if (c != '-') lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  std::string lower = lowercase(name);
+  std::erase(lower, '-');
   if (lower == "default") return NetworkModel::tcp;
   for (const NetworkModel model : kNetworkModels) {
     if (lower == to_string(model)) return model;

@@ -281,8 +281,8 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     "tcp": CM02 calibrated on the real backend plus TCP state per kept-alive connection,
     "calibrated": the flow model alone, "cm02": exact, "lv08": SimGrid's own, "ns3":
     packet-level TCP, slow), ``server_congestion_control`` ("cubic" or "bbr", what the
-    tcp model follows after idle), ``cache_bytes``, ``client_bandwidth_Bps``, ``client_latency_s``, ``disk_write_Bps``,
-    ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``,
+    tcp model follows after idle), ``cache_bytes``, ``client_bandwidth_Bps``,
+    ``client_latency_s``, ``disk_write_Bps``, ``hash_Bps``, ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``,
     ``retry_jitter``.
 
     ``seed`` drives the retry jitter; None (the default) takes the trace header's seed, as

@@ -161,8 +161,8 @@ class Trace:
     def with_overrides(self, **overrides: Any) -> "Trace":
         """A copy whose header has these values: ``client_bandwidth_Bps``,
         ``client_latency_s``, ``disk_write_Bps``, ``hash_Bps``, ``network_model``,
-        ``server_congestion_control``, ``max_transfers``, ``max_per_origin``, ``cache_bytes``, ``retry_max_attempts``,
-        ``retry_base_s``, ``retry_cap_s``, ``retry_jitter``."""
+        ``server_congestion_control``, ``max_transfers``, ``max_per_origin``, ``cache_bytes``,
+        ``retry_max_attempts``, ``retry_base_s``, ``retry_cap_s``, ``retry_jitter``."""
         if not overrides:
             return self
         unknown = sorted(set(overrides) - set(OVERRIDE_KEYS))

@@ -97,7 +97,6 @@ std::string network_model_names_text();
 // congestion control of its own, which BBR is) and sends at the bandwidth it
 // measured before.
 enum class ServerCongestionControl { cubic, bbr };
-std::string_view to_string(ServerCongestionControl cc);
 // "cubic" or "bbr", in any case; nullopt for any other name.
 std::optional<ServerCongestionControl> parse_server_congestion_control(std::string_view name);
 
