@@ -333,30 +333,61 @@ def order(a, b, tie):
     return 0 if abs(a - b) <= tie else (-1 if a < b else 1)
 
 
+def spread(diffs):
+    """Mean of paired real differences and its 95% confidence interval (Student's t;
+    (mean, mean) from a single run)."""
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:
+        return mean, mean, mean
+    from scipy import stats  # python3-scipy
+    half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return mean, mean - half, mean + half
+
+
+def judge(real_diffs, d_sim, tie):
+    """How a simulated difference stands to the real ones (paired by run): `agree` (same
+    sign as a real difference whose interval excludes 0), `OPPOSITE`, `tie` (within
+    `tie` in one world); with repeated runs whose interval holds 0, `within` (the
+    simulated difference lies inside the real interval: neither world tells them
+    apart) or `OUTSIDE` (the simulation sees a difference that reality does not)."""
+    mean, lo, hi = spread(real_diffs)
+    ss = order(d_sim, 0, tie)
+    if len(real_diffs) >= 2 and lo <= 0 <= hi:
+        return "within" if lo - tie <= d_sim <= hi + tie else "OUTSIDE"
+    sr = order(mean, 0, tie)
+    return "agree" if sr == ss else "tie" if 0 in (sr, ss) else "OPPOSITE"
+
+
 def verdict(scores, models, policies, tie):
-    """Per trace and model: each policy's score in both worlds, its difference to the
-    first policy's, and whether the two worlds agree on the sign of that difference and
-    on the order of every pair of policies (a pair within `tie` in one world is a tie:
-    reported, not a disagreement)."""
+    """Per trace and model: each policy's score in both worlds (the real one over every
+    repeated run), its difference to the first policy's (paired by run, with its 95%
+    interval), and whether the two worlds agree on the sign of that difference and on
+    the order of every pair of policies (see judge)."""
     rows = []
     for (trace, model), by_policy in scores.items():
-        base_real, base_sim = by_policy[policies[0]]
-        pairs = {"alike": 0, "tie": 0, "opposite": 0}
+        runs = min(len(by_policy[p][0]) for p in policies)
+        real_of = {p: by_policy[p][0][:runs] for p in policies}
+        mean_of = {p: statistics.fmean(real_of[p]) for p in policies}
+
+        def diffs(p, q):
+            return [a - b for a, b in zip(real_of[p], real_of[q])]
+
+        pairs = {}
         for i, p in enumerate(policies):
             for q in policies[i + 1:]:
-                a = order(by_policy[p][0], by_policy[q][0], tie)
-                b = order(by_policy[p][1], by_policy[q][1], tie)
-                pairs["alike" if a == b else "tie" if 0 in (a, b) else "opposite"] += 1
+                kind = judge(diffs(p, q), by_policy[p][1] - by_policy[q][1], tie)
+                pairs[kind] = pairs.get(kind, 0) + 1
+        base = policies[0]
         for p in policies:
-            real, sim = by_policy[p]
-            d_real, d_sim = real - base_real, sim - base_sim
-            sr, ss = order(d_real, 0, tie), order(d_sim, 0, tie)
-            rows.append({"trace": trace, "model": model, "policy": p, "real": real, "sim": sim,
-                         "rank_real": 1 + sum(by_policy[q][0] < real for q in policies),
+            sim = by_policy[p][1]
+            d_sim = sim - by_policy[base][1]
+            d_real, lo, hi = spread(diffs(p, base))
+            rows.append({"trace": trace, "model": model, "policy": p, "real": mean_of[p],
+                         "real_runs": real_of[p], "runs": runs, "sim": sim,
+                         "rank_real": 1 + sum(mean_of[q] < mean_of[p] for q in policies),
                          "rank_sim": 1 + sum(by_policy[q][1] < sim for q in policies),
-                         "d_real": d_real, "d_sim": d_sim,
-                         "sign": "-" if p == policies[0] else
-                                 "agree" if sr == ss else "tie" if 0 in (sr, ss) else "OPPOSITE",
+                         "d_real": d_real, "d_real_lo": lo, "d_real_hi": hi, "d_sim": d_sim,
+                         "sign": "-" if p == base else judge(diffs(p, base), d_sim, tie),
                          "pairs": pairs})
     return rows
 
@@ -408,6 +439,9 @@ def main():
                         help="where the round trips cannot be put in the network (no netem, no "
                              "TAP devices: the servers add them), check this model at this bound "
                              "instead")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="real runs of each policy (the verdict's spread: each policy's "
+                             "difference to the first, paired by run, with its 95%% interval)")
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "
@@ -419,6 +453,8 @@ def main():
                         help="bench/delay_line, to put round trips in the network when the kernel "
                              "has no netem (auto: next to the CLI's build; none: servers add them)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats: at least 1, not {args.repeats}")
     mode = args.mode
     if mode == "auto":
         mode = "netns" if netns_available() else "server"
@@ -450,20 +486,44 @@ def main():
                     line for line in Path(trace_path).read_text().splitlines(keepends=True)
                     if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
             sim_trace = str(work / "sim-trace.jsonl") if trace["faults"] else trace_path
+            # Every policy replayed `--repeats` times for real; run r replays them in an
+            # order turned by r, so that a drift of the machine falls on each alike. The
+            # demand-by-demand comparison uses each policy's first run; the verdict, the
+            # scores of all of them.
+            first, real_scores = {}, {}
+            for run in range(args.repeats):
+                turn = run % len(policies)
+                for policy in policies[turn:] + policies[:turn]:
+                    tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
+                    name = f"{stem}{tag}-real{'' if run == 0 else f'-run{run}'}.json"
+                    if args.real_from:
+                        kept = Path(args.real_from) / name
+                        if not kept.exists():
+                            raise SystemExit(f"fidelity: --real-from {args.real_from}: no {name} "
+                                             f"(real run {run + 1} of {policy} on {stem})")
+                        real = json.loads(kept.read_text())
+                        net = SimpleNamespace(rtt_in_network=True,
+                                              how=f"real run from {args.real_from}; "
+                                                  f"servers' TCP {server_cc}")
+                        wall = float("nan")
+                    else:
+                        net, wall, real = replay_for_real(args, mode, trace, work, index,
+                                                          delay_line, policy)
+                        if real is None:
+                            return 1
+                        if args.keep:
+                            Path(args.keep).mkdir(parents=True, exist_ok=True)
+                            shutil.copy(work / "real.json", Path(args.keep) / name)
+                    if score:
+                        real_scores.setdefault(policy, []).append(score(real))
+                        if args.repeats > 1:
+                            print(f"real run {run + 1}/{args.repeats} {stem} {policy}: score "
+                                  f"{real_scores[policy][-1]:.4f} ({wall:.0f} s)", flush=True)
+                    if run == 0:
+                        first[policy] = (net, wall, real)
             for policy in policies:
                 tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
-                if args.real_from:
-                    shutil.copy(Path(args.real_from) / f"{stem}{tag}-real.json", work / "real.json")
-                    real = json.loads((work / "real.json").read_text())
-                    net = SimpleNamespace(rtt_in_network=True,
-                                          how=f"real run from {args.real_from}; "
-                                              f"servers' TCP {server_cc}")
-                    wall = float("nan")
-                else:
-                    net, wall, real = replay_for_real(args, mode, trace, work, index, delay_line,
-                                                      policy)
-                    if real is None:
-                        return 1
+                net, wall, real = first[policy]
                 for model in models:
                     name, *settings = model.split("+")
                     extra = [x for setting in settings for x in ("--cfg", setting)]
@@ -474,11 +534,11 @@ def main():
                     sim = json.loads((work / "sim.json").read_text())
                     if args.keep:
                         Path(args.keep).mkdir(parents=True, exist_ok=True)
-                        shutil.copy(work / "real.json", Path(args.keep) / f"{stem}{tag}-real.json")
                         shutil.copy(work / "sim.json",
                                     Path(args.keep) / f"{stem}{tag}-sim-{model}.json")
                     if score:
-                        scores.setdefault((stem, model), {})[policy] = (score(real), score(sim))
+                        scores.setdefault((stem, model), {})[policy] = (real_scores[policy],
+                                                                        score(sim))
                     same, total, errors, signed, differ, logs, gaps = compare(real, sim)
                     rates, waits = transfer_rates(real, sim)
                     med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
@@ -515,15 +575,24 @@ def main():
                         if same != total or not (row["median"] <= bound):
                             failed = True
     verdicts = verdict(scores, models, policies, args.tie) if score else []
+    def real_diff(v):
+        if v["runs"] < 2:
+            return f"{v['d_real']:+.4f}"
+        return f"{v['d_real']:+.4f} [{v['d_real_lo']:+.4f}, {v['d_real_hi']:+.4f}]"
+
     for v in verdicts:
+        runs = "" if v["runs"] < 2 else f" (mean of {v['runs']} runs: " + ", ".join(
+            f"{x:.4f}" for x in v["real_runs"]) + ")"
         print(f"verdict {v['trace']:<22} {v['model']:<8} {v['policy']:<18} score real "
-              f"{v['real']:.4f} sim {v['sim']:.4f}; rank {v['rank_real']} / {v['rank_sim']}; "
-              f"vs {policies[0]} real {v['d_real']:+.4f} sim {v['d_sim']:+.4f}: {v['sign']}")
+              f"{v['real']:.4f}{runs} sim {v['sim']:.4f}; rank {v['rank_real']} / "
+              f"{v['rank_sim']}; vs {policies[0]} real {real_diff(v)} sim {v['d_sim']:+.4f}: "
+              f"{v['sign']}")
     for key in dict.fromkeys((v["trace"], v["model"]) for v in verdicts):
         pairs = next(v["pairs"] for v in verdicts if (v["trace"], v["model"]) == key)
-        print(f"verdict {key[0]} {key[1]}: pairs of policies ordered alike {pairs['alike']}, "
-              f"a tie (within {args.tie}) in one world {pairs['tie']}, opposite "
-              f"{pairs['opposite']}")
+        print(f"verdict {key[0]} {key[1]}: pairs of policies: " + ", ".join(
+            f"{kind} {count}" for kind, count in sorted(pairs.items())) +
+            f" (tie: within {args.tie} in one world; within: reality's 95% interval holds 0 "
+            f"and the simulated difference)")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("| trace | sim network model | policy | outcomes identical | median error "
@@ -546,7 +615,7 @@ def main():
                 for v in verdicts:
                     f.write(f"| {v['trace']} | {v['model']} | {v['policy']} | {v['real']:.4f} | "
                             f"{v['sim']:.4f} | {v['rank_real']} / {v['rank_sim']} | "
-                            f"{v['d_real']:+.4f} | {v['d_sim']:+.4f} | {v['sign']} |\n")
+                            f"{real_diff(v)} | {v['d_sim']:+.4f} | {v['sign']} |\n")
     return 1 if failed else 0
 
 
