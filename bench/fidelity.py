@@ -292,6 +292,40 @@ def transfer_rates(real, sim):
     return rate_errors, wait_errors
 
 
+def decompose(real, sim):
+    """The latency error split where it arises. Per demand that succeeded after waiting in
+    both worlds: its wait for its task's first transfer start (a slot: queueing) and the
+    rest (the transfer, its retries and the install: the link model). Returns the
+    relative errors of the demands that waited for no slot in either world (the link
+    model alone), those of the others, and the share of the summed absolute error that
+    is the waits' (|d wait| / (|d wait| + |d rest|), summed over the demands)."""
+    def waits(result):
+        tasks = result["tasks"]
+        out = {}
+        for d in result["demands"]:
+            if d["outcome"] != "succeeded" or d["task"] is None:
+                continue
+            latency = d["t_end"] - d["t_subscribe"]
+            first = tasks[d["task"]].get("t_first_start")
+            wait = 0.0 if first is None else max(0.0, first - d["t_subscribe"])
+            out[d["demand"]] = (latency, min(wait, latency))
+        return out
+    r, s = waits(real), waits(sim)
+    link, queued, d_wait, d_rest = [], [], 0.0, 0.0
+    for demand, (lat_r, wait_r) in r.items():
+        if demand not in s:
+            continue
+        lat_s, wait_s = s[demand]
+        if lat_r < WAITED_S or lat_s < WAITED_S:
+            continue
+        error = abs(lat_s - lat_r) / lat_r
+        (link if wait_r < WAITED_S and wait_s < WAITED_S else queued).append(error)
+        d_wait += abs(wait_s - wait_r)
+        d_rest += abs((lat_s - wait_s) - (lat_r - wait_r))
+    share = d_wait / (d_wait + d_rest) if d_wait + d_rest > 0 else float("nan")
+    return link, queued, share
+
+
 def pct(values, q):
     if not values:
         return float("nan")
@@ -541,6 +575,7 @@ def main():
                                                                         score(sim))
                     same, total, errors, signed, differ, logs, gaps = compare(real, sim)
                     rates, waits = transfer_rates(real, sim)
+                    link, queued, wait_share = decompose(real, sim)
                     med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
                     row = {"trace": stem, "model": model, "policy": policy, "same": same,
                            "total": total, "median": med(errors), "p95": pct(errors, 0.95),
@@ -550,6 +585,10 @@ def main():
                            "rate_ln_median": med(rates), "rate_ln_p95": pct(rates, 0.95),
                            "rates": len(rates), "wait_ln_median": med(waits), "waits": len(waits),
                            "gap_median": med(gaps),
+                           "link_n": len(link), "link_median": med(link),
+                           "link_p95": pct(link, 0.95), "queued_n": len(queued),
+                           "queued_median": med(queued), "queued_p95": pct(queued, 0.95),
+                           "wait_share": wait_share,
                            "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
                     rows.append(row)
                     shown = model if len(policies) == 1 else f"{model} {policy}"
@@ -561,7 +600,12 @@ def main():
                           f"{row['rate_ln_median']:.3f} p95 {row['rate_ln_p95']:.3f} "
                           f"({len(rates)} tasks), |ln wait| median {row['wait_ln_median']:.3f} "
                           f"({len(waits)}); differing outcomes' gap median "
-                          f"{row['gap_median']:.3f} s ({len(errors)} demands; real run "
+                          f"{row['gap_median']:.3f} s; no slot wait in either world "
+                          f"{len(link)} demands, error median {100 * row['link_median']:.1f}% "
+                          f"p95 {100 * row['link_p95']:.1f}%, the others {len(queued)}: "
+                          f"{100 * row['queued_median']:.1f}% / {100 * row['queued_p95']:.1f}%, "
+                          f"waits' share of the error {100 * wait_share:.0f}% "
+                          f"({len(errors)} demands; real run "
                           f"{wall:.0f} s; {net.how})", flush=True)
                     if differ:
                         print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
@@ -598,15 +642,19 @@ def main():
             f.write("| trace | sim network model | policy | outcomes identical | median error "
                     "| p95 error | sim − real (median) | \\|ln\\| median / p95 / max | per "
                     "transfer \\|ln rate\\| median / p95 | \\|ln wait\\| median | differing: "
-                    "gap median | demands compared |\n")
-            f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+                    "gap median | no slot wait: n, median / p95 | waited: n, median / p95 | "
+                    "waits' share of the error | demands compared |\n")
+            f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
             for r in rows:
                 f.write(f"| {r['trace']} | {r['model']} | {r['policy']} | {r['same']}/{r['total']} | "
                         f"{100 * r['median']:.1f}% | {100 * r['p95']:.1f}% | "
                         f"{100 * r['bias']:+.1f}% | {r['ln_median']:.3f} / {r['ln_p95']:.3f} / "
                         f"{r['ln_max']:.3f} | {r['rate_ln_median']:.3f} / {r['rate_ln_p95']:.3f} "
                         f"({r['rates']}) | {r['wait_ln_median']:.3f} ({r['waits']}) | "
-                        f"{r['gap_median']:.3f} s | {r['n']} |\n")
+                        f"{r['gap_median']:.3f} s | {r['link_n']}, {100 * r['link_median']:.1f}% / "
+                        f"{100 * r['link_p95']:.1f}% | {r['queued_n']}, "
+                        f"{100 * r['queued_median']:.1f}% / {100 * r['queued_p95']:.1f}% | "
+                        f"{100 * r['wait_share']:.0f}% | {r['n']} |\n")
             f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
             if verdicts:
                 f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "
