@@ -282,7 +282,9 @@ def transfer_rates(real, sim):
             if (a["outcome"] == b["outcome"] == "installed" and a["attempts"] == b["attempts"] == 1
                     and a.get("t_first_start") is not None and b.get("t_first_start") is not None
                     and a["bytes_transferred"] > 0 and b["bytes_transferred"] > 0):
-                da, db = a["t_end"] - a["t_first_start"], b["t_end"] - b["t_first_start"]
+                # The transfer alone where the result says when its bytes were in.
+                da = (a.get("t_received") or a["t_end"]) - a["t_first_start"]
+                db = (b.get("t_received") or b["t_end"]) - b["t_first_start"]
                 if da > 0 and db > 0:
                     rate_errors.append(abs(math.log((b["bytes_transferred"] / db) /
                                                     (a["bytes_transferred"] / da))))
@@ -292,38 +294,74 @@ def transfer_rates(real, sim):
     return rate_errors, wait_errors
 
 
-def decompose(real, sim):
+def decompose(real, sim, trace):
     """The latency error split where it arises. Per demand that succeeded after waiting in
-    both worlds: its wait for its task's first transfer start (a slot: queueing) and the
-    rest (the transfer, its retries and the install: the link model). Returns the
-    relative errors of the demands that waited for no slot in either world (the link
-    model alone), those of the others, and the share of the summed absolute error that
-    is the waits' (|d wait| / (|d wait| + |d rest|), summed over the demands)."""
-    def waits(result):
+    both worlds, its latency in three parts: the wait for its task's first transfer start
+    (a slot: queueing), the transfers until the bytes were all in (`t_received`: the link
+    model, with any retries) and the finalize (verification and install). Returns the
+    relative errors of the demands that waited for no slot in either world, those of
+    the others, each part's share of the summed absolute error (|d part| summed over the
+    demands, over the sum for the three parts), and, of the demands that waited for no
+    slot, the relative errors of those whose latencies differ by less than two round
+    trips of their origin's path (what is left when a connection that one world opens
+    or restarts and the other finds warm is set aside). A result without `t_received`
+    (before 2026-12-03) counts its finalize in the transfers."""
+    rtt = {a["id"]: 2 * (trace["client_latency_s"] + trace["origins"][a["origin"]]["latency_s"])
+           for a in trace["artifacts"]}
+    artifact_of = {d["demand"]: d["artifact"] for d in real["demands"]}
+
+    def parts(result):
         tasks = result["tasks"]
         out = {}
         for d in result["demands"]:
             if d["outcome"] != "succeeded" or d["task"] is None:
                 continue
-            latency = d["t_end"] - d["t_subscribe"]
-            first = tasks[d["task"]].get("t_first_start")
-            wait = 0.0 if first is None else max(0.0, first - d["t_subscribe"])
-            out[d["demand"]] = (latency, min(wait, latency))
+            task = tasks[d["task"]]
+            a, e = d["t_subscribe"], d["t_end"]
+            first = task.get("t_first_start")
+            s = min(e, a if first is None else max(a, first))
+            received = task.get("t_received")
+            r = e if received is None else min(e, max(s, received))
+            out[d["demand"]] = (e - a, s - a, r - s, e - r)
         return out
-    r, s = waits(real), waits(sim)
-    link, queued, d_wait, d_rest = [], [], 0.0, 0.0
-    for demand, (lat_r, wait_r) in r.items():
+    r, s = parts(real), parts(sim)
+    link, queued, close = [], [], []
+    summed = [0.0, 0.0, 0.0]
+    for demand, (lat_r, *part_r) in r.items():
         if demand not in s:
             continue
-        lat_s, wait_s = s[demand]
+        lat_s, *part_s = s[demand]
         if lat_r < WAITED_S or lat_s < WAITED_S:
             continue
         error = abs(lat_s - lat_r) / lat_r
-        (link if wait_r < WAITED_S and wait_s < WAITED_S else queued).append(error)
-        d_wait += abs(wait_s - wait_r)
-        d_rest += abs((lat_s - wait_s) - (lat_r - wait_r))
-    share = d_wait / (d_wait + d_rest) if d_wait + d_rest > 0 else float("nan")
-    return link, queued, share
+        if part_r[0] < WAITED_S and part_s[0] < WAITED_S:
+            link.append(error)
+            if abs(lat_s - lat_r) < 2 * rtt[artifact_of[demand]]:
+                close.append(error)
+        else:
+            queued.append(error)
+        for i in range(3):
+            summed[i] += abs(part_s[i] - part_r[i])
+    total = sum(summed)
+    shares = [x / total if total > 0 else float("nan") for x in summed]
+    return link, queued, shares, close
+
+
+def finalize_times(real, sim):
+    """Per task installed in both worlds (one attempt each, `t_received` known in both):
+    the finalize's time (t_end - t_received), real and simulated."""
+    pairs = []
+    r_by, s_by = {}, {}
+    for t in real["tasks"]:
+        r_by.setdefault(t["artifact"], []).append(t)
+    for t in sim["tasks"]:
+        s_by.setdefault(t["artifact"], []).append(t)
+    for artifact, tasks in r_by.items():
+        for a, b in zip(tasks, s_by.get(artifact, [])):
+            if (a["outcome"] == b["outcome"] == "installed" and a["attempts"] == b["attempts"] == 1
+                    and a.get("t_received") is not None and b.get("t_received") is not None):
+                pairs.append((a["t_end"] - a["t_received"], b["t_end"] - b["t_received"]))
+    return pairs
 
 
 def pct(values, q):
@@ -575,7 +613,8 @@ def main():
                                                                         score(sim))
                     same, total, errors, signed, differ, logs, gaps = compare(real, sim)
                     rates, waits = transfer_rates(real, sim)
-                    link, queued, wait_share = decompose(real, sim)
+                    link, queued, shares, close = decompose(real, sim, trace)
+                    fin = finalize_times(real, sim)
                     med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
                     row = {"trace": stem, "model": model, "policy": policy, "same": same,
                            "total": total, "median": med(errors), "p95": pct(errors, 0.95),
@@ -588,7 +627,11 @@ def main():
                            "link_n": len(link), "link_median": med(link),
                            "link_p95": pct(link, 0.95), "queued_n": len(queued),
                            "queued_median": med(queued), "queued_p95": pct(queued, 0.95),
-                           "wait_share": wait_share,
+                           "shares": shares, "close_n": len(close),
+                           "finalize_n": len(fin),
+                           "finalize_real": med([x for x, _ in fin]),
+                           "finalize_sim": med([y for _, y in fin]),
+                           "close_median": med(close), "close_p95": pct(close, 0.95),
                            "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
                     rows.append(row)
                     shown = model if len(policies) == 1 else f"{model} {policy}"
@@ -602,9 +645,14 @@ def main():
                           f"({len(waits)}); differing outcomes' gap median "
                           f"{row['gap_median']:.3f} s; no slot wait in either world "
                           f"{len(link)} demands, error median {100 * row['link_median']:.1f}% "
-                          f"p95 {100 * row['link_p95']:.1f}%, the others {len(queued)}: "
+                          f"p95 {100 * row['link_p95']:.1f}% ({len(close)} within 2 round "
+                          f"trips: {100 * row['close_median']:.1f}% / "
+                          f"{100 * row['close_p95']:.1f}%), the others {len(queued)}: "
                           f"{100 * row['queued_median']:.1f}% / {100 * row['queued_p95']:.1f}%, "
-                          f"waits' share of the error {100 * wait_share:.0f}% "
+                          f"the error's share in waits / transfers / finalizes "
+                          f"{' / '.join(f'{100 * x:.0f}%' for x in shares)}; finalize median "
+                          f"real {1000 * row['finalize_real']:.1f} ms sim "
+                          f"{1000 * row['finalize_sim']:.1f} ms ({len(fin)} tasks) "
                           f"({len(errors)} demands; real run "
                           f"{wall:.0f} s; {net.how})", flush=True)
                     if differ:
@@ -642,9 +690,12 @@ def main():
             f.write("| trace | sim network model | policy | outcomes identical | median error "
                     "| p95 error | sim − real (median) | \\|ln\\| median / p95 / max | per "
                     "transfer \\|ln rate\\| median / p95 | \\|ln wait\\| median | differing: "
-                    "gap median | no slot wait: n, median / p95 | waited: n, median / p95 | "
-                    "waits' share of the error | demands compared |\n")
-            f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+                    "gap median | no slot wait: n, median / p95 | of those, within 2 round "
+                    "trips: n, median / p95 | waited: n, median / p95 | "
+                    "error's share: waits / transfers / finalizes | finalize median real / "
+                    "sim | demands compared |\n")
+            f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    "---:|\n")
             for r in rows:
                 f.write(f"| {r['trace']} | {r['model']} | {r['policy']} | {r['same']}/{r['total']} | "
                         f"{100 * r['median']:.1f}% | {100 * r['p95']:.1f}% | "
@@ -652,9 +703,13 @@ def main():
                         f"{r['ln_max']:.3f} | {r['rate_ln_median']:.3f} / {r['rate_ln_p95']:.3f} "
                         f"({r['rates']}) | {r['wait_ln_median']:.3f} ({r['waits']}) | "
                         f"{r['gap_median']:.3f} s | {r['link_n']}, {100 * r['link_median']:.1f}% / "
-                        f"{100 * r['link_p95']:.1f}% | {r['queued_n']}, "
+                        f"{100 * r['link_p95']:.1f}% | {r['close_n']}, "
+                        f"{100 * r['close_median']:.1f}% / {100 * r['close_p95']:.1f}% | "
+                        f"{r['queued_n']}, "
                         f"{100 * r['queued_median']:.1f}% / {100 * r['queued_p95']:.1f}% | "
-                        f"{100 * r['wait_share']:.0f}% | {r['n']} |\n")
+                        f"{' / '.join(f'{100 * x:.0f}%' for x in r['shares'])} | "
+                        f"{1000 * r['finalize_real']:.1f} / {1000 * r['finalize_sim']:.1f} ms | "
+                        f"{r['n']} |\n")
             f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
             if verdicts:
                 f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "

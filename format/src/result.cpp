@@ -253,6 +253,12 @@ void write_task_row(JsonOut& json, const TaskResult& t, std::string_view policy,
   } else {
     json.raw("null");
   }
+  json.raw(",").key("t_received");
+  if (t.t_received) {
+    json.number(*t.t_received);
+  } else {
+    json.raw("null");
+  }
   json.raw(",").key("t_end").number(t.t_end);
   json.raw(",").key("outcome").string(to_string(t.outcome));
   json.raw(",").key("attempts").number(t.attempts);

@@ -140,7 +140,8 @@ CsvRowWriter::CsvRowWriter(const std::string& demands_path, const std::string& t
   if (!tasks_path.empty()) {
     impl_->tasks = std::make_unique<CsvFile>(
         tasks_path,
-        "task,artifact,t_start,t_first_start,t_end,outcome,attempts,bytes_transferred,installs,"
+        "task,artifact,t_start,t_first_start,t_received,t_end,outcome,attempts,bytes_transferred,"
+        "installs,"
         "priority_timeline,orphan_decisions");
   }
 }
@@ -175,10 +176,12 @@ void CsvRowWriter::task(const TaskResult& t) {
   if (!impl_->tasks) return;
   CsvFile& f = *impl_->tasks;
   f.number(index).field(impl_->trace.artifacts[t.artifact].id).number(t.t_start);
-  if (t.t_first_start) {
-    f.number(*t.t_first_start);
-  } else {
-    f.null();
+  for (const std::optional<double>& at : {t.t_first_start, t.t_received}) {
+    if (at) {
+      f.number(*at);
+    } else {
+      f.null();
+    }
   }
   f.number(t.t_end).field(to_string(t.outcome)).number(t.attempts).number(t.bytes_transferred);
   f.number(t.installs);

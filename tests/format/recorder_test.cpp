@@ -203,5 +203,44 @@ TEST(ResultRecorder, ListsTheFirstOrphanDecisionAndTheOneThatStoppedTheTask) {
   EXPECT_EQ(result.tasks[1].priority_timeline, (Timeline{{5, 1}}));
 }
 
+// When a task's bytes were all in: its last finalize's start, after a body
+// that failed verification and was fetched again; never, for a task aborted
+// before its transfer completed.
+TEST(ResultRecorder, ATaskWasReceivedWhenItsLastFinalizeBegan) {
+  const format::Trace trace = two_callers_of_one_artifact();
+  format::ResultRecorder recorder(trace, "demand", "always-abort", 1);
+  const DemandHandle a{0, 1};
+  start_task(recorder, trace, 0, trace.records[0], a, 1, 0);
+  const KeyRef key(trace.artifacts[0].key);
+  recorder.on(2, StartFinalize{TaskId{1}, FinalizeId{21}, key, 1000});
+  recorder.after_commands(2);
+  recorder.transfer_started();
+  recorder.on(3, StartTransfer{TaskId{1}, TransferId{12}, key, 0, 0, 1000, 2});
+  recorder.after_commands(3);
+  recorder.on(5, StartFinalize{TaskId{1}, FinalizeId{22}, key, 1000});
+  recorder.after_commands(5);
+  recorder.on(6, Deliver{a, DemandOutcome::succeeded, TaskId{1}});
+  recorder.on(6, TaskPriorityChanged{TaskId{1}, std::nullopt, std::nullopt});
+  recorder.on(6, TaskEnded{TaskId{1}, TaskOutcome::installed, 2, 2000});
+  recorder.after_commands(6);
+
+  const DemandHandle b{0, 2};
+  start_task(recorder, trace, 7, trace.records[2], b, 2, 0);
+  recorder.on(8, Deliver{b, DemandOutcome::cancelled, TaskId{2}});
+  recorder.on(8, AbortTransfer{TaskId{2}, TransferId{12}, false, 0});
+  recorder.attempt_aborted(TaskId{2}, 0);
+  recorder.on(8, TaskPriorityChanged{TaskId{2}, std::nullopt, std::nullopt});
+  recorder.on(8, TaskEnded{TaskId{2}, TaskOutcome::aborted, 1, 0});
+  recorder.after_commands(8);
+  const format::Result result = recorder.finish(8);
+
+  ASSERT_EQ(result.tasks.size(), 2u);
+  EXPECT_EQ(result.tasks[0].t_first_start, 0.0);
+  EXPECT_EQ(result.tasks[0].t_received, 5.0);
+  EXPECT_EQ(result.tasks[0].t_end, 6.0);
+  EXPECT_EQ(result.tasks[1].t_first_start, 7.0);
+  EXPECT_FALSE(result.tasks[1].t_received.has_value());
+}
+
 }  // namespace
 }  // namespace dfl::testing

@@ -90,6 +90,7 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
                                        k % 2 ? std::optional<Priority>() : Priority(k));
     }
     if (i % 3 != 1) t.t_first_start = times[(i + 3) % times.size()];  // Some never started.
+    if (i % 4 != 2) t.t_received = times[(i + 5) % times.size()];      // Some never received.
     for (std::size_t k = 0; k < i % 3; ++k) {
       t.orphan_decisions.push_back(OrphanDecisionResult{
           times[(i + k + 4) % times.size()], static_cast<OrphanDecision>((i + k) % 3),
@@ -138,6 +139,7 @@ TEST(ResultJson, EachRecordIsWhatNlohmannDumpGivesAndReadsBackExactly) {
                          {"t_start", t.t_start},
                          {"t_first_start", t.t_first_start ? ojson(*t.t_first_start)
                                                            : ojson(nullptr)},
+                         {"t_received", t.t_received ? ojson(*t.t_received) : ojson(nullptr)},
                          {"t_end", t.t_end},
                          {"outcome", std::string(to_string(t.outcome))},
                          {"attempts", t.attempts},

@@ -42,7 +42,7 @@ def test_a_streamed_run_gives_the_in_memory_result(trace_path, tmp_path):
     assert (tmp_path / "rows" / "demands.csv.gz").exists()
     same_rows(streamed.demands, whole.demands, COLUMNS)
     same_rows(streamed.tasks, whole.tasks,
-              ["artifact", "t_start", "t_first_start", "t_end", "outcome", "attempts",
+              ["artifact", "t_start", "t_first_start", "t_received", "t_end", "outcome", "attempts",
                "bytes_transferred", "installs"])
     assert whole.summary["outcomes"]["cancelled"] + whole.summary["outcomes"]["owner_ended"] > 0
     # In chunks: every row once, in order.

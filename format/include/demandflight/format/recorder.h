@@ -306,8 +306,7 @@ class ResultRecorder {
     charge_pending(c.key, partial_pending_, pending_partials_);
   }
 
-  // Commands that change no result field.
-  void on(double, const StartFinalize&) {}
+  void on(double t, const StartFinalize& c) { task_row(c.task).t_received = t; }
 
   // After a batch of commands: priority pollution may have started or stopped.
   void after_commands(double t) {

@@ -67,6 +67,11 @@ struct TaskResult {
   double t_start = 0;
   double t_end = 0;
   std::optional<double> t_first_start;  // Its first transfer's start; none: never started.
+  // When its last transfer had all its bytes and its finalize (verification
+  // and install) began; none: no transfer completed. t_end - t_received is
+  // the finalize's time, t_received - t_first_start the transfers' (with any
+  // retries and their backoff).
+  std::optional<double> t_received;
   TaskOutcome outcome = TaskOutcome::failed;
   std::uint32_t attempts = 0;
   std::uint64_t bytes_transferred = 0;
