@@ -630,6 +630,7 @@ class Simulation {
 
   void handle(StartFinalize& c) {
     expect_on_time("start a finalize");
+    recorder_.on(now(), c);
     const std::uint32_t key = recorder_.key_of_task(c.task);
     Finalize f;
     f.id = c.finalize;

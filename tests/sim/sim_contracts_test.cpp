@@ -438,6 +438,12 @@ TEST(SimContracts, EachDemandAndTaskCarriesItsLatencyFirstStartAndOrphanDecision
   EXPECT_DOUBLE_EQ(grass["t_start"].get<double>(), 0.2);
   EXPECT_NEAR(grass["t_first_start"].get<double>(), rock["t_end"].get<double>(), 1e-6);
   EXPECT_GT(grass["t_first_start"].get<double>(), 2.0);
+  // The rock's bytes were all in when its transfer ended, which freed the slot.
+  EXPECT_DOUBLE_EQ(rock["t_received"].get<double>(), grass["t_first_start"].get<double>());
+  EXPECT_GT(rock["t_end"].get<double>(), rock["t_received"].get<double>());
+  EXPECT_NEAR(rock["t_end"].get<double>(), rock["t_received"].get<double>(), 1e-6);
+  EXPECT_GT(grass["t_received"].get<double>(), grass["t_first_start"].get<double>());
+  EXPECT_LT(grass["t_received"].get<double>(), grass["t_end"].get<double>());
   EXPECT_TRUE(grass["orphan_decisions"].empty());
   ASSERT_EQ(rock["orphan_decisions"].size(), 1u) << rock;
   const nlohmann::json& decision = rock["orphan_decisions"][0];
