@@ -3,7 +3,7 @@
 simulated, demand by demand.
 
 usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models tcp,calibrated]
-                   [--policies always-abort,keep-partial,...] [--markdown FILE]
+                   [--policies always-abort,keep-partial,...] [--repeats N] [--markdown FILE]
                    [--check MAX_MEDIAN_ERROR] [--check-without-delay MODEL:BOUND]
                    [--delay-line auto|none|PATH] [--server-cc cubic|bbr|system]
 
@@ -25,12 +25,16 @@ For each trace:
   4. per demand: outcomes compared, and for demands that succeeded in both, the
      relative error of the latency |t_real - t_sim| / t_real (latency = t_end -
      t_subscribe) and |ln(t_sim / t_real)|; per task that ran once in both worlds,
-     |ln| of the ratio of its rates (bytes / (end - first start)) and of its waits
-     for a slot; for demands that ended differently, how far apart their ends were.
-  5. with --policies, each policy is replayed and simulated, scored with compare's
-     score (format/score.h, through the Python package of the CLI's build tree), and
-     the verdict table says, per model, whether both worlds rank the policies alike
-     and agree on the sign of each policy's difference to the first.
+     |ln| of the ratio of its rates (bytes / (t_received - first start)) and of its
+     waits for a slot; for demands that ended differently, how far apart their ends
+     were; the error split between the waits for a slot, the transfers and the
+     finalizes (decompose()), and the finalize's median time in both worlds.
+  5. with --policies, each policy is replayed (--repeats times) and simulated, scored
+     with compare's score (format/score.h, through the Python package of the CLI's
+     build tree), and the verdict table says, per model, whether the simulated
+     difference of each policy to the first (and of each pair) has the sign of the
+     real one where the real runs resolve it (its 95% interval excludes 0), and lies
+     inside the real interval where they do not.
 Prints a table (and writes it as Markdown); with --check, exits 1 unless outcomes
 are identical and the median error of the first model is at most the value given.
 """
