@@ -111,7 +111,8 @@ class Network:
     and under it one class per origin, capped at that origin's bandwidth), or, without
     namespaces, on 127.0.0.1 throttling in the server."""
 
-    def __init__(self, mode, trace, www, index, delay_line=None, server_cc="cubic"):
+    def __init__(self, mode, trace, www, index, delay_line=None, server_cc="cubic",
+                 tcp_info=None):
         self.mode, self.ns, self.procs, self.ports = mode, None, [], {}
         self.delay = None
         client_bw = trace["client_bandwidth_Bps"]
@@ -155,6 +156,9 @@ class Network:
                 # Each server's connections: what the simulator's tcp model and ns-3
                 # assume (slow start, its restart after idle).
                 cmd += ["--congestion-control", server_cc]
+            if tcp_info:
+                # Each server connection's TCP state per request (window, RTO, idle).
+                cmd += ["--tcp-info-log", f"{tcp_info}-{name}.jsonl"]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
             self.procs.append(proc)
             self.ports[name] = int(proc.stdout.readline().split()[1])
@@ -472,7 +476,12 @@ def replay_for_real(args, mode, trace, work, index, delay_line, policy):
     """The trace replayed for real under `policy`, on a network of its own (nothing, a kept
     connection or a server's state, carries over from another run): (network, wall
     seconds, results), or results None if the replay failed."""
-    net = Network(mode, trace, work / "www", index, delay_line, args.server_cc)
+    tcp_info = None
+    if args.tcp_info:
+        Path(args.tcp_info).mkdir(parents=True, exist_ok=True)
+        tag = f"{trace['name']}-{policy.replace(':', '_')}"
+        tcp_info = str(Path(args.tcp_info).resolve() / tag)
+    net = Network(mode, trace, work / "www", index, delay_line, args.server_cc, tcp_info)
     shutil.rmtree(work / "cache", ignore_errors=True)
     try:
         started = time.monotonic()
@@ -518,6 +527,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=1,
                         help="real runs of each policy (the verdict's spread: each policy's "
                              "difference to the first, paired by run, with its 95%% interval)")
+    parser.add_argument("--tcp-info", metavar="DIR",
+                        help="the servers log each connection's TCP state (window, RTO, idle "
+                             "time) per request into DIR/TRACE-POLICY-ORIGIN.jsonl")
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "

@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import socket
+import struct
 import sys
 import threading
 import time
@@ -254,7 +255,31 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
         self.end_headers()
         if not head:
+            self.log_tcp_info(path, "request")
             self.send_body(path, real, first, length, fault)
+            self.log_tcp_info(path, "sent")
+
+    def log_tcp_info(self, path, when):
+        """With --tcp-info-log: this connection's TCP state as the kernel keeps it (its
+        window, smoothed round trip and retransmission timeout, and how long it has
+        been idle), one JSON line per request and one once its body is written."""
+        log = getattr(self.server, "tcp_info_log", None)
+        if log is None:
+            return
+        try:
+            raw = self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        except OSError:
+            return
+        # struct tcp_info (linux/tcp.h): 8 one-byte fields, then 32-bit ones from
+        # tcpi_rto on.
+        f = struct.unpack_from("=24I", raw, 8)
+        line = json.dumps({"t": time.monotonic(), "peer": self.client_address[1], "path": path,
+                           "when": when, "rto_us": f[0], "mss": f[2],
+                           "idle_ms": f[9], "rtt_us": f[15], "rttvar_us": f[16],
+                           "ssthresh": f[17], "cwnd": f[18]})
+        with self.server.tcp_info_lock:
+            log.write(line + "\n")
+            log.flush()
 
     def send_body(self, path, real, first, length, fault):
         sent = 0
@@ -348,8 +373,13 @@ def main():
                         help="mixed into every ETag: a mirror whose ETags differ from another's")
     parser.add_argument("--congestion-control", default=None,
                         help="TCP congestion control of every connection (e.g. cubic, bbr)")
+    parser.add_argument("--tcp-info-log", default=None,
+                        help="append each connection's TCP state (window, RTO, idle time) "
+                             "here, a JSON line as each request comes and as its body ends")
     args = parser.parse_args()
     server = Server((args.bind, args.port), Handler)
+    server.tcp_info_log = open(args.tcp_info_log, "a") if args.tcp_info_log else None
+    server.tcp_info_lock = threading.Lock()
     if args.congestion_control:
         # Set on the listening socket, inherited by each accepted one.
         try:

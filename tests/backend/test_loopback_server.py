@@ -170,3 +170,32 @@ def test_a_throttled_body_arrives_intact_and_stats_count_it(server):
 def test_an_empty_file_is_served(server):
     response, data = get(server, "/empty.bin")
     assert (response.status, data) == (200, b"")
+
+
+def test_the_tcp_info_log_has_each_connections_window_and_timeout(tmp_path):
+    (tmp_path / "a.bin").write_bytes(BODY)
+    log = tmp_path / "tcp.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "loopback_server.py"), "--root", str(tmp_path),
+         "--tcp-info-log", str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split()[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for _ in range(2):  # Two requests on one kept-alive connection.
+            conn.request("GET", "/a.bin")
+            assert conn.getresponse().read() == BODY
+        conn.close()
+        get(port, "/_control/stats")  # Not a body: not logged.
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [x["when"] for x in lines] == ["request", "sent", "request", "sent"]
+    assert len({x["peer"] for x in lines}) == 1
+    for x in lines:
+        assert x["path"] == "/a.bin"
+        assert x["rto_us"] >= 200_000  # Linux's floor.
+        assert x["mss"] > 0 and x["cwnd"] >= 1
+        assert x["rtt_us"] > 0
+    # The second request's idle time is the gap since the first body's last send.
+    assert lines[2]["idle_ms"] < 10_000
