@@ -246,6 +246,8 @@ class Handler(BaseHTTPRequestHandler):
         length = last - first + 1 if size > 0 else 0
         status = 206 if byte_range else 200
         self.state.record(path, status, [first, last] if byte_range else None)
+        if not head:
+            self.log_tcp_info(path, "request")  # Before the headers: the idle time is right.
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(length))
@@ -255,7 +257,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
         self.end_headers()
         if not head:
-            self.log_tcp_info(path, "request")
             self.send_body(path, real, first, length, fault)
             self.log_tcp_info(path, "sent")
 
