@@ -273,32 +273,39 @@ def compare(real, sim):
     return same, len(r), [abs(e) for e in signed], signed, differ, logs, gaps
 
 
-def transfer_rates(real, sim):
-    """Per task that moved its bytes in one attempt in both worlds: |ln| of the ratio of
-    their rates (bytes / (end - first start)), which leaves out the wait for a slot, and
-    |ln| of the ratio of their waits for a slot (first start - start). The first is the
-    link model's error, the second the queueing's."""
+def installed_once(real, sim):
+    """The tasks of an artifact paired in order between the two worlds, where both were
+    installed after one attempt: (real task, simulated task)."""
     def by_artifact(result):
         rows = {}
         for t in result["tasks"]:
             rows.setdefault(t["artifact"], []).append(t)
         return rows
     r, s = by_artifact(real), by_artifact(sim)
-    rate_errors, wait_errors = [], []
     for artifact, tasks in r.items():
         for a, b in zip(tasks, s.get(artifact, [])):
-            if (a["outcome"] == b["outcome"] == "installed" and a["attempts"] == b["attempts"] == 1
-                    and a.get("t_first_start") is not None and b.get("t_first_start") is not None
-                    and a["bytes_transferred"] > 0 and b["bytes_transferred"] > 0):
-                # The transfer alone where the result says when its bytes were in.
-                da = (a.get("t_received") or a["t_end"]) - a["t_first_start"]
-                db = (b.get("t_received") or b["t_end"]) - b["t_first_start"]
-                if da > 0 and db > 0:
-                    rate_errors.append(abs(math.log((b["bytes_transferred"] / db) /
-                                                    (a["bytes_transferred"] / da))))
-                wa, wb = a["t_first_start"] - a["t_start"], b["t_first_start"] - b["t_start"]
-                if wa >= WAITED_S and wb >= WAITED_S:
-                    wait_errors.append(abs(math.log(wb / wa)))
+            if a["outcome"] == b["outcome"] == "installed" and a["attempts"] == b["attempts"] == 1:
+                yield a, b
+
+
+def transfer_rates(real, sim):
+    """Per task that moved its bytes in one attempt in both worlds: |ln| of the ratio of
+    their rates (bytes / (t_received - first start)), which leaves out the wait for a slot, and
+    |ln| of the ratio of their waits for a slot (first start - start). The first is the
+    link model's error, the second the queueing's."""
+    rate_errors, wait_errors = [], []
+    for a, b in installed_once(real, sim):
+        if (a.get("t_first_start") is not None and b.get("t_first_start") is not None
+                and a["bytes_transferred"] > 0 and b["bytes_transferred"] > 0):
+            # The transfer alone where the result says when its bytes were in.
+            da = (a.get("t_received") or a["t_end"]) - a["t_first_start"]
+            db = (b.get("t_received") or b["t_end"]) - b["t_first_start"]
+            if da > 0 and db > 0:
+                rate_errors.append(abs(math.log((b["bytes_transferred"] / db) /
+                                                (a["bytes_transferred"] / da))))
+            wa, wb = a["t_first_start"] - a["t_start"], b["t_first_start"] - b["t_start"]
+            if wa >= WAITED_S and wb >= WAITED_S:
+                wait_errors.append(abs(math.log(wb / wa)))
     return rate_errors, wait_errors
 
 
@@ -358,18 +365,9 @@ def decompose(real, sim, trace):
 def finalize_times(real, sim):
     """Per task installed in both worlds (one attempt each, `t_received` known in both):
     the finalize's time (t_end - t_received), real and simulated."""
-    pairs = []
-    r_by, s_by = {}, {}
-    for t in real["tasks"]:
-        r_by.setdefault(t["artifact"], []).append(t)
-    for t in sim["tasks"]:
-        s_by.setdefault(t["artifact"], []).append(t)
-    for artifact, tasks in r_by.items():
-        for a, b in zip(tasks, s_by.get(artifact, [])):
-            if (a["outcome"] == b["outcome"] == "installed" and a["attempts"] == b["attempts"] == 1
-                    and a.get("t_received") is not None and b.get("t_received") is not None):
-                pairs.append((a["t_end"] - a["t_received"], b["t_end"] - b["t_received"]))
-    return pairs
+    return [(a["t_end"] - a["t_received"], b["t_end"] - b["t_received"])
+            for a, b in installed_once(real, sim)
+            if a.get("t_received") is not None and b.get("t_received") is not None]
 
 
 def pct(values, q):
