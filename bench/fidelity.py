@@ -362,6 +362,96 @@ def decompose(real, sim, trace):
     return link, queued, shares, close
 
 
+def connection_states(trace, tcp_info, transfer_log, real, sim):
+    """Each transfer's TCP connection in both worlds: the servers' TCP state per request
+    (--tcp-info: TCP_INFO logged as the request arrives) against the `tcp` model's
+    choice (the simulator's --transfer-log, its C lines). A transfer's state is `new`
+    (the connection's first request), `restarted` (a kept connection idle for longer
+    than its retransmission timeout: Linux restarts slow start) or `warm`. The
+    transfers of a resource are paired in order. Returns None without the logs, else
+    the counts per (real state, simulated state), and per task installed once in both
+    worlds ln(simulated / real transfer time) (first start to t_received), with its
+    states and origin: where the states agree the difference is the share the flow
+    model gives the transfer, where they differ it is the connection's too."""
+    paths = {}
+    for origin in trace["origins"]:
+        log = Path(f"{tcp_info}-{origin}.jsonl")
+        if not log.exists():
+            return None
+        seen = set()
+        for line in log.read_text().splitlines():
+            r = json.loads(line)
+            if r["when"] != "request":
+                continue
+            state = ("new" if r["peer"] not in seen else
+                     "restarted" if r["idle_ms"] * 1000 > r["rto_us"] else "warm")
+            seen.add(r["peer"])
+            paths.setdefault(r["path"], []).append((r["t"], state))
+    resource = {a["id"]: "/" + a["resource"] for a in trace["artifacts"]}
+    origin_of = {a["id"]: a["origin"] for a in trace["artifacts"]}
+    simulated = {}
+    for line in Path(transfer_log).read_text().splitlines():
+        if not line.startswith("C "):
+            continue
+        # C t id origin connection new|kept idle_s window_bytes delay_s artifact
+        f = line.split(" ", 9)
+        artifact = f[9]
+        rtt = 2 * (trace["client_latency_s"] + trace["origins"][origin_of[artifact]]["latency_s"])
+        # The model's timeout: the round trip plus Linux's floor of 200 ms (TcpSettings).
+        state = ("new" if f[5] == "new" else
+                 "restarted" if float(f[6]) > rtt + 0.2 else "warm")
+        simulated.setdefault(resource[artifact], []).append((float(f[1]), state))
+    def tasks_by_path(result):
+        out = {}
+        for t in result["tasks"]:
+            if t.get("t_first_start") is not None:
+                out.setdefault(resource[t["artifact"]], []).append(t)
+        return {p: sorted(v, key=lambda t: t["t_first_start"]) for p, v in out.items()}
+    real_tasks, sim_tasks = tasks_by_path(real), tasks_by_path(sim)
+    counts, times = {}, []
+    for path, rows in paths.items():
+        rows.sort()
+        mine = sorted(simulated.get(path, []))
+        pairs = list(zip((s for _, s in rows), (s for _, s in mine)))
+        for pair in pairs:
+            counts[pair] = counts.get(pair, 0) + 1
+        # The tasks of a resource, in order, took its transfers in order where each
+        # task made one transfer in both worlds.
+        ra, sa = real_tasks.get(path, []), sim_tasks.get(path, [])
+        if not len(ra) == len(sa) == len(rows) == len(mine):
+            continue
+        for a, b, states in zip(ra, sa, pairs):
+            if not (a["outcome"] == b["outcome"] == "installed" and
+                    a["attempts"] == b["attempts"] == 1):
+                continue
+            # A result without t_received (before 2026-12-03): its finalize counts too.
+            da = (a.get("t_received") or a["t_end"]) - a["t_first_start"]
+            db = (b.get("t_received") or b["t_end"]) - b["t_first_start"]
+            if da > 0 and db > 0:
+                times.append((math.log(db / da), states, origin_of[a["artifact"]]))
+    return counts, times
+
+
+def connection_report(counts, times):
+    """One line of the report from connection_states()."""
+    med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
+    total = sum(counts.values())
+    same = sum(n for (a, b), n in counts.items() if a == b)
+    agree = [abs(x) for x, (a, b), _ in times if a == b]
+    differ = [abs(x) for x, (a, b), _ in times if a != b]
+    summed = sum(agree) + sum(differ)
+    matrix = ", ".join(f"{a}/{b} {counts.get((a, b), 0)}"
+                       for a in ("new", "warm", "restarted") for b in ("new", "warm", "restarted"))
+    origins = sorted({o for _, _, o in times})
+    bias = ", ".join(
+        f"{o} {med([x for x, (a, b), oo in times if oo == o and a == b]):+.3f}" for o in origins)
+    return (f"connections: {same}/{total} transfers in the same state (real/sim: {matrix}); "
+            f"per task |ln transfer time| median {med(agree):.3f} where the states agree "
+            f"({len(agree)}), {med(differ):.3f} where they differ ({len(differ)}, "
+            f"{100 * sum(differ) / summed if summed else float('nan'):.0f}% of the summed "
+            f"|ln|); where they agree, ln(sim / real) median by origin: {bias}")
+
+
 def finalize_times(real, sim):
     """Per task installed in both worlds (one attempt each, `t_received` known in both):
     the finalize's time (t_end - t_received), real and simulated."""
@@ -470,15 +560,23 @@ def verdict(scores, models, policies, tie):
     return rows
 
 
-def replay_for_real(args, mode, trace, work, index, delay_line, policy):
+def tcp_info_prefix(args, trace, policy, run):
+    """Where the servers of a real run log their TCP state (--tcp-info): DIR/TRACE-POLICY
+    (-runR after the first run), one file per origin after it."""
+    tag = f"{trace['name']}-{policy.replace(':', '_')}{'' if run == 0 else f'-run{run}'}"
+    return str(Path(args.tcp_info).resolve() / tag)
+
+
+def replay_for_real(args, mode, trace, work, index, delay_line, policy, run=0):
     """The trace replayed for real under `policy`, on a network of its own (nothing, a kept
     connection or a server's state, carries over from another run): (network, wall
     seconds, results), or results None if the replay failed."""
     tcp_info = None
     if args.tcp_info:
         Path(args.tcp_info).mkdir(parents=True, exist_ok=True)
-        tag = f"{trace['name']}-{policy.replace(':', '_')}"
-        tcp_info = str(Path(args.tcp_info).resolve() / tag)
+        tcp_info = tcp_info_prefix(args, trace, policy, run)
+        for origin in trace["origins"]:  # The servers append: a run starts afresh.
+            Path(f"{tcp_info}-{origin}.jsonl").unlink(missing_ok=True)
     net = Network(mode, trace, work / "www", index, delay_line, args.server_cc, tcp_info)
     shutil.rmtree(work / "cache", ignore_errors=True)
     try:
@@ -527,7 +625,10 @@ def main():
                              "difference to the first, paired by run, with its 95%% interval)")
     parser.add_argument("--tcp-info", metavar="DIR",
                         help="the servers log each connection's TCP state (window, RTO, idle "
-                             "time) per request into DIR/TRACE-POLICY-ORIGIN.jsonl")
+                             "time) per request into DIR/TRACE-POLICY[-runR]-ORIGIN.jsonl, and "
+                             "the report compares each transfer's connection (new, warm, "
+                             "restarted after idle) with the tcp model's; with --real-from, "
+                             "the logs already in DIR")
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "
@@ -594,7 +695,7 @@ def main():
                         wall = float("nan")
                     else:
                         net, wall, real = replay_for_real(args, mode, trace, work, index,
-                                                          delay_line, policy)
+                                                          delay_line, policy, run)
                         if real is None:
                             return 1
                         if args.keep:
@@ -613,10 +714,14 @@ def main():
                 for model in models:
                     name, *settings = model.split("+")
                     extra = [x for setting in settings for x in ("--cfg", setting)]
+                    # The tcp model's connections against the servers' TCP state.
+                    tcp_info = (tcp_info_prefix(args, trace, policy, 0)
+                                if args.tcp_info and name == "tcp" else None)
+                    log = ["--transfer-log", str(work / "transfers.log")] if tcp_info else []
                     subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra,
                                     *sim_cc,
                                     "--policy", policy, "--out", str(work / "sim.json"),
-                                    "--quiet"], check=True)
+                                    *log, "--quiet"], check=True)
                     sim = json.loads((work / "sim.json").read_text())
                     if args.keep:
                         Path(args.keep).mkdir(parents=True, exist_ok=True)
@@ -671,6 +776,11 @@ def main():
                           f"{wall:.0f} s; {net.how})", flush=True)
                     if differ:
                         print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
+                    states = (connection_states(trace, tcp_info, work / "transfers.log", real,
+                                                sim) if tcp_info else None)
+                    if states is not None:
+                        row["connections"] = connection_report(*states)
+                        print(f"  {row['connections']}", flush=True)
                     check_model, bound = models[0], args.check
                     if args.check_without_delay and not net.rtt_in_network:
                         check_model, bound = args.check_without_delay.rsplit(":", 1)
@@ -725,6 +835,9 @@ def main():
                         f"{1000 * r['finalize_real']:.1f} / {1000 * r['finalize_sim']:.1f} ms | "
                         f"{r['n']} |\n")
             f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
+            for r in rows:
+                if "connections" in r:
+                    f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: {r['connections']}.\n")
             if verdicts:
                 f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "
                         f"real / sim | vs {policies[0]} real | vs {policies[0]} sim | sign |\n")

@@ -6,7 +6,8 @@
 // Usage: sim_bare_replay TRACE TRANSFER_LOG [cm02]
 // TRACE supplies only its header (the platform); TRANSFER_LOG is what
 // `demandflight sim --transfer-log` wrote: "T t id origin bytes" per comm
-// started, "A t id" per comm cancelled (an abort, an origin going down).
+// started, "A t id" per comm cancelled (an abort, an origin going down); the
+// tcp model's "C ..." lines (each transfer's connection) are skipped.
 // Prints what it replayed and the wall time of the replay itself: from making
 // the SimGrid engine and its platform to tearing them down, after loading
 // the input. That is the scope of `demandflight sim --profile`'s simulate
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -58,6 +60,10 @@ int main(int argc, char** argv) {
     std::ifstream log(argv[2]);
     std::string kind;
     while (log >> kind) {
+      if (kind == "C") {  // A connection's state (the tcp model): no comm.
+        log.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+        continue;
+      }
       if (kind != "T" && kind != "A") {
         std::fprintf(stderr, "%s: unknown line kind '%s' (expected T or A)\n", argv[2],
                      kind.c_str());

@@ -256,7 +256,9 @@ int main(int argc, char** argv) {
   sim->add_option("--timeline", timeline_path, "write a Chrome/Perfetto trace-event JSON here");
   sim->add_option("--transfer-log", transfer_log_path,
                   "write the network activities for bench/sim_bare_replay: a line per comm "
-                  "started (T t id origin bytes) and cancelled (A t id)");
+                  "started (T t id origin bytes) and cancelled (A t id); under the tcp model also "
+                  "the connection each transfer takes (C t id origin connection new|kept "
+                  "idle_s window_bytes delay_s artifact)");
   std::string resample_name = "none";
   sim->add_option("--resample", resample_name,
                   "none | owners: a bootstrap of the trace's owners drawn with the seed, so that "

@@ -553,6 +553,12 @@ class Simulation {
       const TcpConnections::Start start =
           tcp_->start(id, origin, now(), static_cast<double>(transfer.payload),
                       round_trip_s(origin), share, path);
+      if (logging()) {
+        transfer_log_ << "C " << now() << ' ' << id << ' ' << origin << ' ' << start.connection
+                      << (start.new_connection ? " new " : " kept ") << start.idle_s << ' '
+                      << start.window_bytes << ' ' << start.delay_s << ' '
+                      << recorder_.key_name(transfer.key) << '\n';
+      }
       transfer.on_connection = true;
       if (start.delay_s > 0) {
         transfer.connecting = true;

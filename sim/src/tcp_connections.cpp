@@ -56,7 +56,7 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
                                             double share_Bps, double path_Bps) {
   auto& pool = pools_.at(origin);
   // libcurl closes a connection idle for longer than its maximum age.
-  std::erase_if(pool, [&](const Connection& c) {
+  connections_ -= std::erase_if(pool, [&](const Connection& c) {
     return !c.busy && now_s - c.last_sent_s > settings_.max_idle_s;
   });
   Start out;
@@ -72,7 +72,8 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
     // within max_per_origin, as libcurl's connection limit does.
     Connection fresh;
     fresh.window_bytes = settings_.initial_window_bytes();
-    ++opened_;
+    fresh.number = ++opened_;
+    ++connections_;
     pool.push_back(fresh);
     chosen = &pool.back();
     out.new_connection = true;
@@ -81,12 +82,15 @@ TcpConnections::Start TcpConnections::start(std::uint64_t transfer, std::uint32_
     // The server's idle time: from its last send (half a round trip before
     // the last byte reached the client) to this request's arrival (half a
     // round trip after the client sends it).
+    out.idle_s = now_s - chosen->last_sent_s + rtt_s;
     if (settings_.restart_after_idle) {
-      chosen->window_bytes =
-          window_after_idle(chosen->window_bytes, now_s - chosen->last_sent_s + rtt_s,
-                            settings_.rto_s(rtt_s), settings_.initial_window_bytes());
+      chosen->window_bytes = window_after_idle(chosen->window_bytes, out.idle_s,
+                                               settings_.rto_s(rtt_s),
+                                               settings_.initial_window_bytes());
     }
   }
+  out.connection = chosen->number;
+  out.window_bytes = chosen->window_bytes;
   const SlowStart ss = slow_start(bytes, chosen->window_bytes, rtt_s, share_Bps);
   out.slow_start_s = ss.delay_s;
   out.delay_s = out.handshake_s + out.slow_start_s;
@@ -106,14 +110,36 @@ void TcpConnections::finish(std::uint64_t transfer, std::uint32_t origin, double
   auto& pool = pools_.at(origin);
   for (auto it = pool.begin(); it != pool.end(); ++it) {
     if (!it->busy || it->transfer != transfer) continue;
+    const std::uint32_t in_multi = busy_total_;  // This transfer's handle still counts.
     --busy_[origin];
     --busy_total_;
-    if (keep) {
-      it->busy = false;
-      it->transfer = 0;
-      it->last_sent_s = now_s;
-    } else {
+    if (!keep) {
       pool.erase(it);
+      --connections_;
+      return;
+    }
+    it->busy = false;
+    it->transfer = 0;
+    it->last_sent_s = now_s;
+    if (settings_.cache_per_transfer > 0 &&
+        static_cast<double>(connections_) > settings_.cache_per_transfer * in_multi) {
+      // Curl_conncache_extract_oldest(): the idle one unused longest, any origin.
+      std::vector<Connection>* oldest_pool = nullptr;
+      std::size_t oldest = 0;
+      for (auto& p : pools_) {
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          if (p[i].busy) continue;
+          if (oldest_pool == nullptr || p[i].last_sent_s < (*oldest_pool)[oldest].last_sent_s) {
+            oldest_pool = &p;
+            oldest = i;
+          }
+        }
+      }
+      if (oldest_pool != nullptr) {
+        oldest_pool->erase(oldest_pool->begin() + static_cast<std::ptrdiff_t>(oldest));
+        --connections_;
+        ++evicted_;
+      }
     }
     return;
   }
@@ -122,7 +148,7 @@ void TcpConnections::finish(std::uint64_t transfer, std::uint32_t origin, double
 
 void TcpConnections::close_all(std::uint32_t origin) {
   auto& pool = pools_.at(origin);
-  std::erase_if(pool, [](const Connection& c) { return !c.busy; });
+  connections_ -= std::erase_if(pool, [](const Connection& c) { return !c.busy; });
   // Busy ones are closed by their transfers' finish (not kept).
 }
 

@@ -268,16 +268,20 @@ class Handler(BaseHTTPRequestHandler):
         if log is None:
             return
         try:
-            raw = self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+            raw = self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 160)
         except OSError:
             return
         # struct tcp_info (linux/tcp.h): 8 one-byte fields, then 32-bit ones from
-        # tcpi_rto on.
+        # tcpi_rto on (to tcpi_total_retrans), four 64-bit ones, then 32-bit ones
+        # again (tcpi_segs_out on; tcpi_data_segs_out since Linux 4.6).
         f = struct.unpack_from("=24I", raw, 8)
-        line = json.dumps({"t": time.monotonic(), "peer": self.client_address[1], "path": path,
-                           "when": when, "rto_us": f[0], "mss": f[2],
-                           "idle_ms": f[9], "rtt_us": f[15], "rttvar_us": f[16],
-                           "ssthresh": f[17], "cwnd": f[18]})
+        record = {"t": time.monotonic(), "peer": self.client_address[1], "path": path,
+                  "when": when, "rto_us": f[0], "mss": f[2],
+                  "idle_ms": f[9], "rtt_us": f[15], "rttvar_us": f[16],
+                  "ssthresh": f[17], "cwnd": f[18], "retrans_segs": f[23]}
+        if len(raw) >= 160:
+            record["data_segs_out"] = struct.unpack_from("=I", raw, 156)[0]
+        line = json.dumps(record)
         with self.server.tcp_info_lock:
             log.write(line + "\n")
             log.flush()

@@ -199,3 +199,8 @@ def test_the_tcp_info_log_has_each_connections_window_and_timeout(tmp_path):
         assert x["rtt_us"] > 0
     # The second request's idle time is the gap since the first body's last send.
     assert lines[2]["idle_ms"] < 10_000
+    # By the second request the segments sent count all of the first body's
+    # (as it is written, some may still be in the socket's buffer).
+    assert lines[2]["data_segs_out"] >= len(BODY) // lines[2]["mss"]
+    assert lines[3]["data_segs_out"] > lines[2]["data_segs_out"]
+    assert all(x["retrans_segs"] == 0 for x in lines)

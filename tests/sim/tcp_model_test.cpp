@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -159,6 +161,42 @@ TEST(TcpModel, ThePoolReusesTheFirstIdleConnectionAndClosesAbortedOnes) {
   EXPECT_EQ(pool.opened(), 3u);
 }
 
+// libcurl's connection cache holds 4 connections per transfer in its multi
+// handle (CURLMOPT_MAXCONNECTS unset): returning a fifth with one transfer
+// running closes the one idle longest, of any origin.
+TEST(TcpModel, TheConnectionCacheKeepsFourPerTransferAndClosesTheOldestIdle) {
+  TcpConnections pool(/*origins=*/5);
+  for (std::uint32_t origin = 0; origin < 5; ++origin) {  // One at a time.
+    EXPECT_TRUE(pool.start(origin + 1, origin, origin, 1e6, kRtt_s, kShare_Bps, kShare_Bps)
+                    .new_connection);
+    pool.finish(origin + 1, origin, origin + 0.5, /*keep=*/true);
+  }
+  EXPECT_EQ(pool.evicted(), 1u);  // Origin 0's, idle since 0.5 s.
+  EXPECT_TRUE(pool.start(10, 0, 6, 1e6, kRtt_s, kShare_Bps, kShare_Bps).new_connection);
+  pool.finish(10, 0, 6.5, /*keep=*/true);  // Closes origin 1's, the oldest now.
+  EXPECT_TRUE(pool.start(11, 1, 7, 1e6, kRtt_s, kShare_Bps, kShare_Bps).new_connection);
+  pool.finish(11, 1, 7.5, /*keep=*/true);  // Closes origin 2's.
+  const auto kept = pool.start(12, 4, 8, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
+  EXPECT_FALSE(kept.new_connection);  // Origin 4's survived.
+  EXPECT_EQ(kept.connection, 5u);
+  pool.finish(12, 4, 8.5, /*keep=*/true);  // Four now: none closed.
+  EXPECT_EQ(pool.evicted(), 3u);
+
+  // Two transfers in the multi handle: room for 8, nothing closed.
+  TcpConnections two(/*origins=*/6);
+  for (std::uint32_t origin = 0; origin < 6; ++origin) {
+    two.start(2 * origin + 1, origin, origin, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
+    two.start(2 * origin + 2, origin, origin, 1e6, kRtt_s, kShare_Bps, kShare_Bps);
+    two.finish(2 * origin + 1, origin, origin + 0.5, /*keep=*/true);
+    two.finish(2 * origin + 2, origin, origin + 0.5, /*keep=*/true);
+  }
+  // Each pair's first return sees 2 in the multi (limit 8), its second 1
+  // (limit 4); each return closes one at most: 2, 4, 6 -> 5, 7 -> 6, 8 -> 7,
+  // 9 -> 8 -> 7.
+  EXPECT_EQ(two.opened(), 12u);
+  EXPECT_EQ(two.evicted(), 5u);
+}
+
 // One origin, one connection: a 20 MB transfer on a new connection, another
 // right after it on the same (kept alive, window open), a third after 1 s idle.
 TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
@@ -166,7 +204,9 @@ TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
                             artifact("a", 20'000'000) + artifact("b", 20'000'000) +
                             artifact("c", 20'000'000) + sub(0, "d1", "a") + sub(2.8, "d2", "b") +
                             sub(6.0, "d3", "c");
-  const CliRun run = simulate_with(trace, "tcp");
+  const CliRun run = run_cli(trace, {"sim", "TRACE", "--out", "OUT", "--network-model", "tcp",
+                                     "--quiet", "--transfer-log", "DIR/transfers.log"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
   // The default model: a round trip, then 20 MB at the share.
   const double flow = kRtt_s + 20e6 / kShare_Bps;  // 2.192050 s
   // d1: the handshake (0.1 s) and 7 window-limited rounds (0.507640 s).
@@ -180,6 +220,70 @@ TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
   const double d3 = 6.0 + (0.3 - 1'621'760 / kShare_Bps) + flow;  // 8.322410 s
   EXPECT_NEAR(t_end(run, "d3"), d3, d3 * 0.01);
   EXPECT_NEAR(t_end(run, "d3"), d3, 1e-6);
+
+  // The transfer log says which connection each transfer took and in what
+  // state (C t id origin connection new|kept idle_s window_bytes delay_s artifact):
+  // what bench/fidelity.py compares with the servers' TCP state.
+  std::istringstream log(read_file(run.dir + "/transfers.log"));
+  std::vector<std::vector<std::string>> c;
+  for (std::string line; std::getline(log, line);) {
+    std::istringstream fields(line);
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+    if (!f.empty() && f[0] == "C") c.push_back(f);
+  }
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0][4], "1");
+  EXPECT_EQ(c[0][5], "new");
+  EXPECT_EQ(std::stod(c[0][7]), 14'480);
+  EXPECT_NEAR(std::stod(c[0][8]), kRtt_s + (0.7 - 1'838'960 / kShare_Bps), 1e-9);
+  EXPECT_EQ(c[0][9], "a");
+  for (std::size_t i : {1u, 2u}) {
+    EXPECT_EQ(c[i][4], "1");  // The same connection, kept alive.
+    EXPECT_EQ(c[i][5], "kept");
+  }
+  // The server's idle time: the client's gap plus a round trip.
+  EXPECT_NEAR(std::stod(c[1][6]), 2.8 - d1 + kRtt_s, 1e-6);
+  EXPECT_EQ(std::stod(c[1][8]), 0);
+  EXPECT_NEAR(std::stod(c[2][6]), 6.0 - (2.8 + flow) + kRtt_s, 1e-6);
+  EXPECT_EQ(std::stod(c[2][7]), 231'680);  // Three halvings.
+  EXPECT_EQ(c[2][9], "c");
+}
+
+// Two 20 MB transfers from origins 40 and 200 ms away share the client link
+// (10 MB/s) as CM02 shares it: in inverse proportion to their routes' latencies
+// (0.02 s against 0.1 s one way: the near one gets 5/6). Real CUBIC flows this
+// long share a link that way (docs/testing.md, *What sharing rule*); the tcp
+// model adds only the delays before each transfer's bytes flow.
+TEST(TcpModel, FlowsFromNearAndFarOriginsShareTheBottleneckByTheirRoundTrips) {
+  const std::string trace =
+      R"({"format": "demandflight-trace", "version": 1, "name": "test", "seed": 3, )"
+      R"("platform": {"client_bandwidth_Bps": 10000000, "client_latency_s": 0.01, )"
+      R"("origins": {"near": {"bandwidth_Bps": 40000000, "latency_s": 0.01}, )"
+      R"("far": {"bandwidth_Bps": 40000000, "latency_s": 0.09}}, )"
+      R"("disk_write_Bps": 1e15, "hash_Bps": 1e15}, )"
+      R"("scheduler": {"max_transfers": 2, "max_per_origin": 2}})"
+      "\n"
+      R"({"op": "artifact", "id": "a", "resource": "a", "revision": "r1", "target": "pc", )"
+      R"("generation": 0, "size": 20000000, "origin": "near"})"
+      "\n"
+      R"({"op": "artifact", "id": "b", "resource": "b", "revision": "r1", "target": "pc", )"
+      R"("generation": 0, "size": 20000000, "origin": "far"})"
+      "\n" +
+      sub(0, "d1", "a") + sub(0, "d2", "b");
+  const CliRun run = simulate_with(trace, "tcp");
+  const double share = kShare_Bps;  // 10 MB/s at the default model's 95.6%.
+  // d1 starts alone: the handshake (0.04 s), 5 window-limited rounds at the whole
+  // share (14,480 to 231,680 B are below its 382,400 B product), then the round trip
+  // before its first byte (0.04 s). d2 starts with half the share: 0.2 s of
+  // handshake, 7 rounds (to 926,720 B, below 956,000), 0.2 s to its first byte.
+  const double near_flows = 0.04 + (0.2 - 448'880 / share) + 0.04;
+  const double far_flows = 0.2 + (1.4 - 1'838'960 / (share / 2)) + 0.2;
+  const double alone = (far_flows - near_flows) * share;  // d1's bytes before d2's flow.
+  // Then d1 at 5/6 of the share until its rest is in; d2 has 1/5 of that by then,
+  // and moves the rest alone.
+  const double d1 = far_flows + (20e6 - alone) / (share * 5 / 6);
+  EXPECT_NEAR(t_end(run, "d1"), d1, 1e-6);
+  EXPECT_NEAR(t_end(run, "d2"), d1 + (20e6 - (20e6 - alone) / 5) / share, 1e-6);
 }
 
 // BBR servers do not restart slow start after idle (Linux skips

@@ -39,7 +39,9 @@ struct SimOptions {
   std::optional<format::ServerCongestionControl> server_congestion_control;
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
-  std::string transfer_log_path;              // Comms started and cancelled (for bench/).
+  // Comms started and cancelled, and under the tcp model each transfer's
+  // connection (for bench/; cli --transfer-log says the lines).
+  std::string transfer_log_path;
   // Every orphan decision, its view and the key's next subscribe (JSON lines;
   // docs/trace-format.md), when set; a key "came back" within the horizon.
   std::string decisions_path;

@@ -31,6 +31,10 @@ struct TcpSettings {
   double rto_min_s = 0.2;               // Linux TCP_RTO_MIN.
   double handshake_round_trips = 1;     // SYN, SYN-ACK (the request rides the ACK).
   double max_idle_s = 118;              // libcurl closes a connection idle this long.
+  // libcurl's connection cache holds at most this many connections (all origins,
+  // busy and idle) per transfer in its multi handle (CURLMOPT_MAXCONNECTS unset);
+  // 0: no limit.
+  double cache_per_transfer = 4;
   // Whether an idle connection's window shrinks (window_after_idle): true for
   // CUBIC servers, false for BBR ones (format::ServerCongestionControl).
   bool restart_after_idle = true;
@@ -72,6 +76,9 @@ class TcpConnections {
     bool new_connection = false;
     double handshake_s = 0;
     double slow_start_s = 0;
+    std::uint64_t connection = 0;  // The connection's number (1, 2, ... as opened).
+    double idle_s = 0;             // The server's idle time on a kept one (0 on a new one).
+    double window_bytes = 0;       // The window the transfer starts with (after idle).
   };
 
   explicit TcpConnections(std::uint32_t origins, TcpSettings settings = {});
@@ -89,6 +96,11 @@ class TcpConnections {
               double rtt_s, double share_Bps, double path_Bps);
   // The transfer ended at `now_s`: its connection stays for the next one
   // (`keep`, a complete response) or is closed (an abort mid-body, an error).
+  // As libcurl returns a kept connection to its cache, it closes the one idle
+  // longest (of any origin) if the cache then holds more than
+  // `cache_per_transfer` connections per transfer still in the multi handle,
+  // the one ending included (Curl_conncache_return_conn()): with one transfer
+  // at a time, at most 4 connections survive.
   void finish(std::uint64_t transfer, std::uint32_t origin, double now_s, bool keep);
   // The origin went down: its connections are gone.
   void close_all(std::uint32_t origin);
@@ -96,9 +108,11 @@ class TcpConnections {
   std::uint32_t busy(std::uint32_t origin) const { return busy_[origin]; }
   std::uint32_t busy_total() const { return busy_total_; }
   std::uint64_t opened() const { return opened_; }
+  std::uint64_t evicted() const { return evicted_; }  // Closed by the cache's limit.
 
  private:
   struct Connection {
+    std::uint64_t number = 0;    // As opened: 1, 2, ...
     std::uint64_t transfer = 0;  // Running on it, or 0 if idle.
     bool busy = false;
     double window_bytes = 0;
@@ -109,6 +123,8 @@ class TcpConnections {
   std::vector<std::uint32_t> busy_;
   std::uint32_t busy_total_ = 0;
   std::uint64_t opened_ = 0;
+  std::uint64_t evicted_ = 0;
+  std::uint64_t connections_ = 0;  // In every pool.
 };
 
 }  // namespace dfl::sim
