@@ -6,13 +6,16 @@ usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models tcp,calibra
                    [--policies always-abort,keep-partial,...] [--repeats N] [--markdown FILE]
                    [--check MAX_MEDIAN_ERROR] [--check-without-delay MODEL:BOUND]
                    [--delay-line auto|none|PATH] [--server-cc cubic|bbr|system]
+                   [--link-sharing origins|flows] [--tcp-info DIR] [--keep DIR] [--real-from DIR]
 
 For each trace:
   1. an origin server (tests/backend/loopback_server.py) serves a sparse file per
      artifact. In `netns` mode it runs in a network namespace of its own, joined to
      this one by a veth pair on addresses the script creates (10.213.N.1/.2), and
      the link is shaped by the kernel: HTB at the trace's client bandwidth (the
-     bottleneck of every bundled scenario), netem for the round-trip latency when
+     bottleneck of every bundled scenario), with a class per origin under it (or,
+     with --link-sharing flows, one FIFO for every flow and the narrower origins
+     throttled by their servers), netem for the round-trip latency when
      the kernel has it, otherwise bench/delay_line (two TAP devices instead of the
      veth pair, each origin's round trip held in user space, so that TCP sees it),
      and without that binary the server adds the latency before each response (said
@@ -112,7 +115,7 @@ class Network:
     namespaces, on 127.0.0.1 throttling in the server."""
 
     def __init__(self, mode, trace, www, index, delay_line=None, server_cc="cubic",
-                 tcp_info=None):
+                 tcp_info=None, sharing="origins"):
         self.mode, self.ns, self.procs, self.ports = mode, None, [], {}
         self.delay = None
         client_bw = trace["client_bandwidth_Bps"]
@@ -174,6 +177,13 @@ class Network:
                "htb", "rate", total, "ceil", total)
             n = len(trace["origins"])
             for i, (name, origin) in enumerate(trace["origins"].items()):
+                if sharing == "flows":
+                    # One FIFO for every flow (a client's access link); each origin's
+                    # own link, where it is narrower, is its server's throttle.
+                    if netem_available():
+                        raise SystemExit("fidelity: --link-sharing flows needs the delay line "
+                                         "for the round trips (netem sits on per-origin classes)")
+                    continue
                 cap = min(origin["bandwidth_Bps"], client_bw)
                 share = f"{int(8 * client_bw / n)}bit"
                 sh(*prefix, "tc", "class", "add", "dev", peer, "parent", "1:1", "classid",
@@ -190,7 +200,7 @@ class Network:
         for name, origin in trace["origins"].items():
             rtt = 2 * (trace["client_latency_s"] + origin["latency_s"])
             control = {"latency_s": 0.0 if netem or self.delay else rtt}
-            if mode != "netns":
+            if mode != "netns" or (sharing == "flows" and origin["bandwidth_Bps"] < client_bw):
                 control["shared_rate_Bps"] = int(min(origin["bandwidth_Bps"], client_bw))
             req = urllib.request.Request(f"http://{bind}:{self.ports[name]}/_control/rate",
                                          data=json.dumps(control).encode(), method="POST")
@@ -202,7 +212,10 @@ class Network:
         if mode == "netns":
             self.how = ((f"netns + TAP delay line" if self.delay else "netns + veth") +
                         f"; servers' TCP {self.cc}" +
-                        f"; HTB: client link {client_bw / 1e6:g} MB/s shared by {links}; " +
+                        (f"; HTB: client link {client_bw / 1e6:g} MB/s shared by {links}; "
+                         if sharing == "origins" else
+                         f"; HTB: client link {client_bw / 1e6:g} MB/s, one FIFO for every flow; "
+                         f"origins {links}, the narrower throttled by their servers; ") +
                         ("netem for the round trips" if netem else
                          "round trips in the delay line (no netem in this kernel)" if self.delay
                          else "no netem in this kernel: each server adds its round trip"))
@@ -577,7 +590,8 @@ def replay_for_real(args, mode, trace, work, index, delay_line, policy, run=0):
         tcp_info = tcp_info_prefix(args, trace, policy, run)
         for origin in trace["origins"]:  # The servers append: a run starts afresh.
             Path(f"{tcp_info}-{origin}.jsonl").unlink(missing_ok=True)
-    net = Network(mode, trace, work / "www", index, delay_line, args.server_cc, tcp_info)
+    net = Network(mode, trace, work / "www", index, delay_line, args.server_cc, tcp_info,
+                  args.link_sharing)
     shutil.rmtree(work / "cache", ignore_errors=True)
     try:
         started = time.monotonic()
@@ -629,6 +643,11 @@ def main():
                              "the report compares each transfer's connection (new, warm, "
                              "restarted after idle) with the tcp model's; with --real-from, "
                              "the logs already in DIR")
+    parser.add_argument("--link-sharing", choices=["origins", "flows"], default="origins",
+                        help="how the shaped client link is shared: origins (an HTB class per "
+                             "origin under it, each guaranteed an equal part) or flows (one "
+                             "FIFO for every flow; origins narrower than the client link "
+                             "throttled by their servers)")
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "

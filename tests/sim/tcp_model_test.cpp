@@ -251,9 +251,9 @@ TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
 
 // Two 20 MB transfers from origins 40 and 200 ms away share the client link
 // (10 MB/s) as CM02 shares it: in inverse proportion to their routes' latencies
-// (0.02 s against 0.1 s one way: the near one gets 5/6). Real CUBIC flows this
-// long share a link that way (docs/testing.md, *What sharing rule*); the tcp
-// model adds only the delays before each transfer's bytes flow.
+// (0.02 s against 0.1 s one way: the near one gets 5/6); the tcp model adds only
+// the delays before each transfer's bytes flow. (Against real CUBIC flows:
+// docs/testing.md, *How the test link shares, and what sharing rule*.)
 TEST(TcpModel, FlowsFromNearAndFarOriginsShareTheBottleneckByTheirRoundTrips) {
   const std::string trace =
       R"({"format": "demandflight-trace", "version": 1, "name": "test", "seed": 3, )"
