@@ -82,6 +82,11 @@ def read_trace(path):
             "faults": sum(1 for r in lines[1:] if r.get("op") == "fault")}
 
 
+def round_trip_s(trace, origin):
+    """The round trip of an origin's path: the client's latency and the origin's, both ways."""
+    return 2 * (trace["client_latency_s"] + trace["origins"][origin]["latency_s"])
+
+
 def serve_files(trace, root):
     for a in trace["artifacts"]:
         path = root / a["resource"]
@@ -130,8 +135,8 @@ class Network:
             if delay_line:
                 # Two TAP devices joined by the delay line: each origin's round trip
                 # is in the network (the servers are on ports 18000 + i).
-                rtts = [f"{18000 + i}:{2 * (trace['client_latency_s'] + o['latency_s'])}"
-                        for i, o in enumerate(trace["origins"].values())]
+                rtts = [f"{18000 + i}:{round_trip_s(trace, name)}"
+                        for i, name in enumerate(trace["origins"])]
                 self.delay = subprocess.Popen([delay_line, self.host, peer] + rtts,
                                               stdout=subprocess.PIPE, text=True)
                 if self.delay.stdout.readline().strip() != "ready":  # No TAP here: veth.
@@ -176,14 +181,14 @@ class Network:
             sh(*prefix, "tc", "class", "add", "dev", peer, "parent", "1:", "classid", "1:1",
                "htb", "rate", total, "ceil", total)
             n = len(trace["origins"])
-            for i, (name, origin) in enumerate(trace["origins"].items()):
-                if sharing == "flows":
-                    # One FIFO for every flow (a client's access link); each origin's
-                    # own link, where it is narrower, is its server's throttle.
-                    if netem_available():
-                        raise SystemExit("fidelity: --link-sharing flows needs the delay line "
-                                         "for the round trips (netem sits on per-origin classes)")
-                    continue
+            # With --link-sharing flows, one FIFO for every flow (a client's access
+            # link): no class per origin; each origin's own link, where it is
+            # narrower, is its server's throttle (below).
+            if sharing == "flows" and netem_available():
+                raise SystemExit("fidelity: --link-sharing flows needs the delay line for the "
+                                 "round trips (netem sits on per-origin classes)")
+            classes = trace["origins"].items() if sharing == "origins" else []
+            for i, (name, origin) in enumerate(classes):
                 cap = min(origin["bandwidth_Bps"], client_bw)
                 share = f"{int(8 * client_bw / n)}bit"
                 sh(*prefix, "tc", "class", "add", "dev", peer, "parent", "1:1", "classid",
@@ -192,13 +197,13 @@ class Network:
                 sh(*prefix, "tc", "filter", "add", "dev", peer, "parent", "1:", "protocol", "ip",
                    "prio", "1", "u32", "match", "ip", "sport", str(self.ports[name]), "0xffff",
                    "flowid", f"1:{10 + i}")
-                rtt = 2 * (trace["client_latency_s"] + origin["latency_s"])
+                rtt = round_trip_s(trace, name)
                 netem |= sh(*prefix, "tc", "qdisc", "add", "dev", peer, "parent", f"1:{10 + i}",
                             "handle", f"{20 + i}:", "netem", "delay", f"{rtt * 1000:.1f}ms",
                             check=False).returncode == 0
         import urllib.request
         for name, origin in trace["origins"].items():
-            rtt = 2 * (trace["client_latency_s"] + origin["latency_s"])
+            rtt = round_trip_s(trace, name)
             control = {"latency_s": 0.0 if netem or self.delay else rtt}
             if mode != "netns" or (sharing == "flows" and origin["bandwidth_Bps"] < client_bw):
                 control["shared_rate_Bps"] = int(min(origin["bandwidth_Bps"], client_bw))
@@ -210,7 +215,7 @@ class Network:
         links = ", ".join(f"{n} {min(o['bandwidth_Bps'], client_bw) / 1e6:g} MB/s"
                           for n, o in trace["origins"].items())
         if mode == "netns":
-            self.how = ((f"netns + TAP delay line" if self.delay else "netns + veth") +
+            self.how = (("netns + TAP delay line" if self.delay else "netns + veth") +
                         f"; servers' TCP {self.cc}" +
                         (f"; HTB: client link {client_bw / 1e6:g} MB/s shared by {links}; "
                          if sharing == "origins" else
@@ -334,8 +339,7 @@ def decompose(real, sim, trace):
     trips of their origin's path (what is left when a connection that one world opens
     or restarts and the other finds warm is set aside). A result without `t_received`
     (before 2026-12-03) counts its finalize in the transfers."""
-    rtt = {a["id"]: 2 * (trace["client_latency_s"] + trace["origins"][a["origin"]]["latency_s"])
-           for a in trace["artifacts"]}
+    rtt = {a["id"]: round_trip_s(trace, a["origin"]) for a in trace["artifacts"]}
     artifact_of = {d["demand"]: d["artifact"] for d in real["demands"]}
 
     def parts(result):
@@ -409,10 +413,9 @@ def connection_states(trace, tcp_info, transfer_log, real, sim):
         # C t id origin connection new|kept idle_s window_bytes delay_s artifact
         f = line.split(" ", 9)
         artifact = f[9]
-        rtt = 2 * (trace["client_latency_s"] + trace["origins"][origin_of[artifact]]["latency_s"])
         # The model's timeout: the round trip plus Linux's floor of 200 ms (TcpSettings).
-        state = ("new" if f[5] == "new" else
-                 "restarted" if float(f[6]) > rtt + 0.2 else "warm")
+        rto = round_trip_s(trace, origin_of[artifact]) + 0.2
+        state = "new" if f[5] == "new" else "restarted" if float(f[6]) > rto else "warm"
         simulated.setdefault(resource[artifact], []).append((float(f[1]), state))
     def tasks_by_path(result):
         out = {}
