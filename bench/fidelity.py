@@ -618,7 +618,8 @@ def main():
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--mode", choices=["auto", "netns", "server"], default="auto")
     parser.add_argument("--models", default="tcp,calibrated,cm02,lv08",
-                        help="network models, each NAME[+KEY:VALUE...] (SimGrid settings)")
+                        help="network models, each NAME[+KEY:VALUE...] (SimGrid settings, and "
+                             "sharing:rtt|equal, the tcp model's --tcp-sharing)")
     parser.add_argument("--policies", default="always-abort",
                         help="orphan policies NAME[:k=v,...], comma-separated: each is replayed "
                              "for real and simulated; with more than one, the verdict table "
@@ -735,7 +736,10 @@ def main():
                 net, wall, real = first[policy]
                 for model in models:
                     name, *settings = model.split("+")
-                    extra = [x for setting in settings for x in ("--cfg", setting)]
+                    # sharing:rtt|equal is the tcp model's --tcp-sharing; the rest SimGrid's.
+                    extra = [x for setting in settings for x in (
+                        ("--tcp-sharing", setting.split(":", 1)[1])
+                        if setting.startswith("sharing:") else ("--cfg", setting))]
                     # The tcp model's connections against the servers' TCP state.
                     tcp_info = (tcp_info_prefix(args, trace, policy, 0)
                                 if args.tcp_info and name == "tcp" else None)

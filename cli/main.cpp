@@ -245,6 +245,12 @@ int main(int argc, char** argv) {
                   "connection restarts slow start) | bbr (it does not); overrides "
                   "platform.server_congestion_control")
       ->check(CLI::IsMember({"cubic", "bbr"}));
+  std::string tcp_sharing;
+  sim->add_option("--tcp-sharing", tcp_sharing,
+                  "how the tcp model shares a link among flows at different round trips: rtt "
+                  "(the default: CM02's weights, in inverse proportion to the latency) | equal "
+                  "(the same share each; the latency a delay before the bytes flow)")
+      ->check(CLI::IsMember({"rtt", "equal"}));
   sim->add_option("--cfg", options.simgrid_config,
                   "a SimGrid setting KEY:VALUE applied after the model's (repeatable), e.g. "
                   "network/latency-factor:2")
@@ -365,6 +371,7 @@ int main(int argc, char** argv) {
     if (!server_cc.empty()) {
       options.server_congestion_control = *format::parse_server_congestion_control(server_cc);
     }
+    if (!tcp_sharing.empty()) options.tcp_sharing = parse_tcp_sharing(tcp_sharing);
     options.timeline_path = timeline_path;
     options.transfer_log_path = transfer_log_path;
     try {

@@ -19,6 +19,7 @@
 // and fails every transfer that starts while it is down after one round trip
 // (a refused connection).
 #include <absl/container/flat_hash_map.h>
+#include <xbt/config.hpp>
 #include <xbt/log.h>
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
@@ -241,6 +242,15 @@ class Simulation {
     for (const std::string& setting : options_.simgrid_config)
       engine_->set_config(setting);
     const Platform& p = trace_.platform;
+    if (network == NetworkModel::tcp &&
+        options_.tcp_sharing.value_or(TcpSharing::round_trip) == TcpSharing::equal) {
+      // Equal shares: the origins' links carry no latency (CM02 weighs a flow
+      // by its route's latency); each transfer waits for it instead, scaled as
+      // CM02 scales it, and its window bounds its rate as CM02's would.
+      equal_latency_factor_ = simgrid::config::get_value<double>("network/latency-factor");
+      equal_gamma_ = simgrid::config::get_value<double>("network/TCP-gamma");
+      equal_shares_ = true;
+    }
     auto* zone = sg4::create_full_zone("world");
     client_ = zone->create_host("client", p.hash_Bps);
     disk_ = zone->create_host("client-disk", p.disk_write_Bps);
@@ -276,7 +286,7 @@ class Simulation {
     for (const OriginSpec& origin : p.origins) {
       sg4::Host* host = zone->create_host("origin-" + origin.name, 1e9);
       auto* link = zone->create_link("link-" + origin.name, origin.bandwidth_Bps);
-      link->set_latency(origin.latency_s);
+      link->set_latency(equal_shares_ ? 0 : origin.latency_s);
       link->seal();
       zone->add_route(host->get_netpoint(), client_->get_netpoint(), nullptr, nullptr,
                       {sg4::LinkInRoute(link), sg4::LinkInRoute(client_link)}, true);
@@ -550,9 +560,10 @@ class Simulation {
                    p.client_bandwidth_Bps / (tcp_->busy_total() + 1.0));
       const double path = defaults::calibrated_bandwidth_factor *
                           std::min(p.origins[origin].bandwidth_Bps, p.client_bandwidth_Bps);
-      const TcpConnections::Start start =
+      TcpConnections::Start start =
           tcp_->start(id, origin, now(), static_cast<double>(transfer.payload),
                       round_trip_s(origin), share, path);
+      if (equal_shares_) start.delay_s += equal_latency_factor_ * p.origins[origin].latency_s;
       if (logging()) {
         transfer_log_ << "C " << now() << ' ' << id << ' ' << origin << ' ' << start.connection
                       << (start.new_connection ? " new " : " kept ") << start.idle_s << ' '
@@ -585,8 +596,16 @@ class Simulation {
                     << transfer.payload - done << '\n';
     }
     transfer.via_background = throttle_on_ && throttle_.is_background(transfer.task);
-    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin],
-                                           transfer.via_background ? client_background_ : client_);
+    sg4::Host* to = transfer.via_background ? client_background_ : client_;
+    if (equal_shares_) {
+      // The window's bound on the whole round trip, which the route's latency
+      // no longer gives (TcpSharing::equal).
+      transfer.comm = sg4::Comm::sendto_init();
+      transfer.comm->set_rate(equal_gamma_ / round_trip_s(transfer.origin));
+      transfer.comm->set_source(origin_hosts_[transfer.origin])->set_destination(to);
+    } else {
+      transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin], to);
+    }
     // bytes_done() is payload minus the comm's remaining bytes, whichever comm.
     transfer.comm->set_payload_size(transfer.payload - done);
     tag(*transfer.comm, Tag::transfer, id);
@@ -1078,6 +1097,10 @@ class Simulation {
   std::vector<double> origin_down_until_;
   std::unique_ptr<TcpConnections> tcp_;  // The tcp network model's connection pools.
   bool ns3_ = false;                     // The ns3 network model (heartbeat()).
+  // TcpSharing::equal: the latency factor and TCP-gamma SimGrid would apply.
+  bool equal_shares_ = false;
+  double equal_latency_factor_ = 1;
+  double equal_gamma_ = 0;
   bool heartbeat_armed_ = false;
   std::uint64_t comms_running_ = 0;
 
@@ -1159,6 +1182,12 @@ Result simulate_streamed(TraceStream& stream, const SimOptions& options, RowSink
   }
   Simulation simulation(stream.trace(), options, &stream, &rows);
   return simulation.run();
+}
+
+std::optional<TcpSharing> parse_tcp_sharing(std::string_view name) {
+  if (name == "rtt") return TcpSharing::round_trip;
+  if (name == "equal") return TcpSharing::equal;
+  return std::nullopt;
 }
 
 Result simulate(const Trace& trace, const SimOptions& options) {

@@ -249,27 +249,32 @@ TEST(TcpModel, FreshKeptAliveAndIdleConnectionsEndAtTheHandCalculatedTimes) {
   EXPECT_EQ(c[2][9], "c");
 }
 
+// Two 20 MB transfers, from origins 40 and 200 ms of round trip away, behind a
+// 10 MB/s client link.
+std::string near_and_far_trace() {
+  return R"({"format": "demandflight-trace", "version": 1, "name": "test", "seed": 3, )"
+         R"("platform": {"client_bandwidth_Bps": 10000000, "client_latency_s": 0.01, )"
+         R"("origins": {"near": {"bandwidth_Bps": 40000000, "latency_s": 0.01}, )"
+         R"("far": {"bandwidth_Bps": 40000000, "latency_s": 0.09}}, )"
+         R"("disk_write_Bps": 1e15, "hash_Bps": 1e15}, )"
+         R"("scheduler": {"max_transfers": 2, "max_per_origin": 2}})"
+         "\n"
+         R"({"op": "artifact", "id": "a", "resource": "a", "revision": "r1", "target": "pc", )"
+         R"("generation": 0, "size": 20000000, "origin": "near"})"
+         "\n"
+         R"({"op": "artifact", "id": "b", "resource": "b", "revision": "r1", "target": "pc", )"
+         R"("generation": 0, "size": 20000000, "origin": "far"})"
+         "\n" +
+         sub(0, "d1", "a") + sub(0, "d2", "b");
+}
+
 // Two 20 MB transfers from origins 40 and 200 ms away share the client link
 // (10 MB/s) as CM02 shares it: in inverse proportion to their routes' latencies
 // (0.02 s against 0.1 s one way: the near one gets 5/6); the tcp model adds only
 // the delays before each transfer's bytes flow. (Against real CUBIC flows:
 // docs/testing.md, *How the test link shares, and what sharing rule*.)
 TEST(TcpModel, FlowsFromNearAndFarOriginsShareTheBottleneckByTheirRoundTrips) {
-  const std::string trace =
-      R"({"format": "demandflight-trace", "version": 1, "name": "test", "seed": 3, )"
-      R"("platform": {"client_bandwidth_Bps": 10000000, "client_latency_s": 0.01, )"
-      R"("origins": {"near": {"bandwidth_Bps": 40000000, "latency_s": 0.01}, )"
-      R"("far": {"bandwidth_Bps": 40000000, "latency_s": 0.09}}, )"
-      R"("disk_write_Bps": 1e15, "hash_Bps": 1e15}, )"
-      R"("scheduler": {"max_transfers": 2, "max_per_origin": 2}})"
-      "\n"
-      R"({"op": "artifact", "id": "a", "resource": "a", "revision": "r1", "target": "pc", )"
-      R"("generation": 0, "size": 20000000, "origin": "near"})"
-      "\n"
-      R"({"op": "artifact", "id": "b", "resource": "b", "revision": "r1", "target": "pc", )"
-      R"("generation": 0, "size": 20000000, "origin": "far"})"
-      "\n" +
-      sub(0, "d1", "a") + sub(0, "d2", "b");
+  const std::string trace = near_and_far_trace();
   const CliRun run = simulate_with(trace, "tcp");
   const double share = kShare_Bps;  // 10 MB/s at the default model's 95.6%.
   // d1 starts alone: the handshake (0.04 s), 5 window-limited rounds at the whole
@@ -284,6 +289,31 @@ TEST(TcpModel, FlowsFromNearAndFarOriginsShareTheBottleneckByTheirRoundTrips) {
   const double d1 = far_flows + (20e6 - alone) / (share * 5 / 6);
   EXPECT_NEAR(t_end(run, "d1"), d1, 1e-6);
   EXPECT_NEAR(t_end(run, "d2"), d1 + (20e6 - (20e6 - alone) / 5) / share, 1e-6);
+}
+
+// --tcp-sharing equal: the same trace, the same start delays (the far origin's
+// latency is waited for before its bytes flow instead of weighing its flow),
+// then each at half the share until d1's rest is in, and d2's rest alone.
+TEST(TcpModel, WithEqualSharingNearAndFarFlowsSplitTheBottleneckInHalves) {
+  const CliRun run =
+      run_cli(near_and_far_trace(), {"sim", "TRACE", "--out", "OUT", "--quiet", "--network-model",
+                                     "tcp", "--tcp-sharing", "equal"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const double share = kShare_Bps;
+  const double near_flows = 0.04 + (0.2 - 448'880 / share) + 0.04;
+  const double far_flows = 0.2 + (1.4 - 1'838'960 / (share / 2)) + 0.2;
+  const double alone = (far_flows - near_flows) * share;
+  const double d1 = far_flows + (20e6 - alone) / (share / 2);
+  EXPECT_NEAR(t_end(run, "d1"), d1, 1e-6);
+  EXPECT_NEAR(t_end(run, "d2"), d1 + alone / share, 1e-6);
+  // By round trips d1 would end sooner (5/6 of the share) and d2 later.
+  const CliRun by_rtt = simulate_with(near_and_far_trace(), "tcp");
+  EXPECT_LT(t_end(by_rtt, "d1"), d1 - 0.5);
+
+  const CliRun bad = run_cli(near_and_far_trace(),
+                             {"sim", "TRACE", "--out", "OUT", "--quiet", "--tcp-sharing", "fair"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--tcp-sharing"), std::string::npos) << bad.err;
 }
 
 // BBR servers do not restart slow start after idle (Linux skips
@@ -309,14 +339,15 @@ TEST(TcpModel, BehindBbrServersAnIdleConnectionKeepsItsWindow) {
   const CliRun by_header =
       simulate_with(header(scheduler, R"(, "server_congestion_control": "BBR")") + body, "tcp");
   EXPECT_NEAR(t_end(by_header, "d3"), 6.0 + flow, 1e-6);
-  const CliRun by_flag = run_cli(header(scheduler) + body, {"sim", "TRACE", "--out", "OUT",
-                                                            "--quiet", "--network-model", "tcp",
-                                                            "--server-cc", "bbr"});
+  const CliRun by_flag = run_cli(
+      header(scheduler) + body,
+      {"sim", "TRACE", "--out", "OUT", "--quiet", "--network-model", "tcp", "--server-cc", "bbr"});
   ASSERT_EQ(by_flag.exit_code, 0) << by_flag.err;
   EXPECT_NEAR(t_end(by_flag, "d3"), 6.0 + flow, 1e-6);
-  const CliRun overridden = run_cli(
-      header(scheduler, R"(, "server_congestion_control": "bbr")") + body,
-      {"sim", "TRACE", "--out", "OUT", "--quiet", "--network-model", "tcp", "--server-cc", "cubic"});
+  const CliRun overridden =
+      run_cli(header(scheduler, R"(, "server_congestion_control": "bbr")") + body,
+              {"sim", "TRACE", "--out", "OUT", "--quiet", "--network-model", "tcp", "--server-cc",
+               "cubic"});
   ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
   EXPECT_NEAR(t_end(overridden, "d3"), cubic_d3, 1e-6);
 
@@ -330,10 +361,10 @@ TEST(TcpModel, BehindBbrServersAnIdleConnectionKeepsItsWindow) {
 
 TEST(TcpModel, AnAbortedTransfersConnectionIsNotReused) {
   // d1 is cancelled mid-body: its connection closes, so d2 pays a handshake.
-  const std::string trace =
-      header(R"({"max_transfers": 1, "max_per_origin": 1})") + artifact("a", 20'000'000) +
-      artifact("b", 20'000'000) + sub(0, "d1", "a") +
-      R"({"op": "cancel", "t": 1.5, "demand": "d1"})" + "\n" + sub(2.0, "d2", "b");
+  const std::string trace = header(R"({"max_transfers": 1, "max_per_origin": 1})") +
+                            artifact("a", 20'000'000) + artifact("b", 20'000'000) +
+                            sub(0, "d1", "a") + R"({"op": "cancel", "t": 1.5, "demand": "d1"})" +
+                            "\n" + sub(2.0, "d2", "b");
   const CliRun run = simulate_with(trace, "tcp");
   const double flow = kRtt_s + 20e6 / kShare_Bps;
   EXPECT_NEAR(t_end(run, "d2"), 2.0 + kRtt_s + (0.7 - 1'838'960 / kShare_Bps) + flow, 1e-6);

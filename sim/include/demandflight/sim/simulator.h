@@ -28,6 +28,15 @@
 
 namespace dfl::sim {
 
+// How a link is shared among flows whose round trips differ, under the tcp
+// network model. `round_trip`: CM02's weights, a flow's share in inverse
+// proportion to its route's latency (Reno's bias against long round trips).
+// `equal`: every flow the same share (CUBIC grows its window by the clock,
+// not by round trips); the route's latency is then charged as a delay before
+// the bytes flow, and the window still bounds the rate (TCP-gamma / RTT).
+enum class TcpSharing { round_trip, equal };
+std::optional<TcpSharing> parse_tcp_sharing(std::string_view name);  // "rtt" | "equal".
+
 struct SimOptions {
   Model model = Model::demand;
   std::string policy = "always-abort";         // NAME[:k=v,...], see policies/registry.h.
@@ -37,6 +46,9 @@ struct SimOptions {
   std::optional<format::NetworkModel> network_model;  // Overrides platform.network_model.
   // Overrides platform.server_congestion_control (the `tcp` model's idle rule).
   std::optional<format::ServerCongestionControl> server_congestion_control;
+  // How the tcp model shares a link among flows from origins at different
+  // round trips (TcpSharing); the default when unset.
+  std::optional<TcpSharing> tcp_sharing;
   std::vector<std::string> simgrid_config;    // KEY:VALUE, applied after the model's.
   std::string timeline_path;                  // Chrome/Perfetto trace-event JSON, when set.
   // Comms started and cancelled, and under the tcp model each transfer's
