@@ -1184,12 +1184,6 @@ Result simulate_streamed(TraceStream& stream, const SimOptions& options, RowSink
   return simulation.run();
 }
 
-std::optional<TcpSharing> parse_tcp_sharing(std::string_view name) {
-  if (name == "rtt") return TcpSharing::round_trip;
-  if (name == "equal") return TcpSharing::equal;
-  return std::nullopt;
-}
-
 Result simulate(const Trace& trace, const SimOptions& options) {
   if (!options.timeline_path.empty()) {
     // Fail before running, not after an hour of simulation.

@@ -35,7 +35,12 @@ namespace dfl::sim {
 // not by round trips); the route's latency is then charged as a delay before
 // the bytes flow, and the window still bounds the rate (TCP-gamma / RTT).
 enum class TcpSharing { round_trip, equal };
-std::optional<TcpSharing> parse_tcp_sharing(std::string_view name);  // "rtt" | "equal".
+// "rtt" | "equal". Inline: the CLI must not link SimGrid (prepare_ns3_environment).
+inline std::optional<TcpSharing> parse_tcp_sharing(std::string_view name) {
+  if (name == "rtt") return TcpSharing::round_trip;
+  if (name == "equal") return TcpSharing::equal;
+  return std::nullopt;
+}
 
 struct SimOptions {
   Model model = Model::demand;
