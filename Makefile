@@ -13,13 +13,14 @@
 # make test-engine-only  the engine built and tested alone (C++ standard library only)
 # make check-exhaustive  the core's exhaustive bounded check at its large scope, and
 #             the mutants it must catch (docs/testing.md)
-# make fidelity  bundled scenarios replayed over a shaped real network vs simulated
+# make fidelity  bundled scenarios replayed twice over a shaped real network vs simulated (~50 min)
 
 JOBS ?= 2
 .PHONY: wheel deps demo demo-engine test test-engine-only bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 300
-FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/open_world_streaming.jsonl scenarios/session_churn.jsonl
+FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/flaky_network.jsonl scenarios/open_world_streaming.jsonl \
+                   scenarios/session_churn.jsonl scenarios/cache_pressure.jsonl
 
 deps:
 	@bash scripts/install-deps
@@ -101,7 +102,8 @@ check-exhaustive: deps
 fidelity: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j$(JOBS) --target demandflight delay_line
-	/usr/bin/python3 bench/fidelity.py build/release/cli/demandflight $(FIDELITY_TRACES) --markdown build/release/fidelity.md
+	/usr/bin/python3 bench/fidelity.py build/release/cli/demandflight $(FIDELITY_TRACES) \
+	  --models tcp,calibrated,rerun --repeats 2 --markdown build/release/fidelity.md
 
 # The Python package as a wheel (pyproject.toml: setuptools driving CMake in build/wheel).
 wheel: deps

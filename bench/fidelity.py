@@ -6,16 +6,16 @@ usage: fidelity.py CLI TRACE... [--mode auto|netns|server] [--models tcp,calibra
                    [--policies always-abort,keep-partial,...] [--repeats N] [--markdown FILE]
                    [--check MAX_MEDIAN_ERROR] [--check-without-delay MODEL:BOUND]
                    [--delay-line auto|none|PATH] [--server-cc cubic|bbr|system]
-                   [--link-sharing origins|flows] [--tcp-info DIR] [--keep DIR] [--real-from DIR]
+                   [--link-sharing auto|flows|origins] [--tcp-info DIR] [--keep DIR] [--real-from DIR]
 
 For each trace:
   1. an origin server (tests/backend/loopback_server.py) serves a sparse file per
      artifact. In `netns` mode it runs in a network namespace of its own, joined to
      this one by a veth pair on addresses the script creates (10.213.N.1/.2), and
      the link is shaped by the kernel: HTB at the trace's client bandwidth (the
-     bottleneck of every bundled scenario), with a class per origin under it (or,
-     with --link-sharing flows, one FIFO for every flow and the narrower origins
-     throttled by their servers), netem for the round-trip latency when
+     bottleneck of every bundled scenario), one FIFO for every flow and the origins
+     narrower than it throttled by their servers (or, with --link-sharing origins,
+     a class per origin under it), netem for the round-trip latency when
      the kernel has it, otherwise bench/delay_line (two TAP devices instead of the
      veth pair, each origin's round trip held in user space, so that TCP sees it),
      and without that binary the server adds the latency before each response (said
@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "backend" / "loopback_server.py"
 PYTHON = "/usr/bin/python3"
 WAITED_S = 0.01  # Below this a demand did not wait for a transfer (a cache hit).
+RERUN = "rerun"  # --models: the second real run in the place of a simulation.
 
 
 def sh(*cmd, check=True):
@@ -379,17 +380,12 @@ def decompose(real, sim, trace):
     return link, queued, shares, close
 
 
-def connection_states(trace, tcp_info, transfer_log, real, sim):
-    """Each transfer's TCP connection in both worlds: the servers' TCP state per request
-    (--tcp-info: TCP_INFO logged as the request arrives) against the `tcp` model's
-    choice (the simulator's --transfer-log, its C lines). A transfer's state is `new`
-    (the connection's first request), `restarted` (a kept connection idle for longer
-    than its retransmission timeout: Linux restarts slow start) or `warm`. The
-    transfers of a resource are paired in order. Returns None without the logs, else
-    the counts per (real state, simulated state), and per task installed once in both
-    worlds ln(simulated / real transfer time) (first start to t_received), with its
-    states and origin: where the states agree the difference is the share the flow
-    model gives the transfer, where they differ it is the connection's too."""
+def served_states(trace, tcp_info):
+    """Per resource path, each real request's (time, connection state) as the servers
+    logged it (--tcp-info: TCP_INFO as the request arrives), or None without the logs. A
+    request's state is `new` (the connection's first request), `restarted` (a kept
+    connection idle for longer than its retransmission timeout: Linux restarts slow
+    start) or `warm`."""
     paths = {}
     for origin in trace["origins"]:
         log = Path(f"{tcp_info}-{origin}.jsonl")
@@ -404,9 +400,15 @@ def connection_states(trace, tcp_info, transfer_log, real, sim):
                      "restarted" if r["idle_ms"] * 1000 > r["rto_us"] else "warm")
             seen.add(r["peer"])
             paths.setdefault(r["path"], []).append((r["t"], state))
+    return paths
+
+
+def modelled_states(trace, transfer_log):
+    """Per resource path, each transfer's (time, connection state) as the `tcp` model
+    chose it (the simulator's --transfer-log, its C lines)."""
     resource = {a["id"]: "/" + a["resource"] for a in trace["artifacts"]}
     origin_of = {a["id"]: a["origin"] for a in trace["artifacts"]}
-    simulated = {}
+    paths = {}
     for line in Path(transfer_log).read_text().splitlines():
         if not line.startswith("C "):
             continue
@@ -416,7 +418,23 @@ def connection_states(trace, tcp_info, transfer_log, real, sim):
         # The model's timeout: the round trip plus Linux's floor of 200 ms (TcpSettings).
         rto = round_trip_s(trace, origin_of[artifact]) + 0.2
         state = "new" if f[5] == "new" else "restarted" if float(f[6]) > rto else "warm"
-        simulated.setdefault(resource[artifact], []).append((float(f[1]), state))
+        paths.setdefault(resource[artifact], []).append((float(f[1]), state))
+    return paths
+
+
+def connection_states(trace, paths, simulated, real, sim):
+    """Each transfer's TCP connection in both worlds: the servers' states (served_states)
+    against the other world's (modelled_states, or another real run's served_states).
+    The transfers of a resource are paired in order. Returns None without the states,
+    else the counts per (real state, simulated state), and per task installed once in
+    both worlds ln(simulated / real transfer time) (first start to t_received), with its
+    states and origin: where the states agree the difference is the share the flow
+    model gives the transfer, where they differ it is the connection's too."""
+    if paths is None or simulated is None:
+        return None
+    resource = {a["id"]: "/" + a["resource"] for a in trace["artifacts"]}
+    origin_of = {a["id"]: a["origin"] for a in trace["artifacts"]}
+
     def tasks_by_path(result):
         out = {}
         for t in result["tasks"]:
@@ -619,7 +637,9 @@ def main():
     parser.add_argument("--mode", choices=["auto", "netns", "server"], default="auto")
     parser.add_argument("--models", default="tcp,calibrated,cm02,lv08",
                         help="network models, each NAME[+KEY:VALUE...] (SimGrid settings, and "
-                             "sharing:rtt|equal, the tcp model's --tcp-sharing)")
+                             "sharing:rtt|equal, the tcp model's --tcp-sharing); rerun (with "
+                             "--repeats 2 or more): the second real run compared with the first "
+                             "as if it were a model, the floor no model can go under")
     parser.add_argument("--policies", default="always-abort",
                         help="orphan policies NAME[:k=v,...], comma-separated: each is replayed "
                              "for real and simulated; with more than one, the verdict table "
@@ -647,11 +667,13 @@ def main():
                              "the report compares each transfer's connection (new, warm, "
                              "restarted after idle) with the tcp model's; with --real-from, "
                              "the logs already in DIR")
-    parser.add_argument("--link-sharing", choices=["origins", "flows"], default="origins",
-                        help="how the shaped client link is shared: origins (an HTB class per "
-                             "origin under it, each guaranteed an equal part) or flows (one "
-                             "FIFO for every flow; origins narrower than the client link "
-                             "throttled by their servers)")
+    parser.add_argument("--link-sharing", choices=["auto", "origins", "flows"], default="auto",
+                        help="how the shaped client link is shared: flows (one FIFO for every "
+                             "flow, as a client's access link; origins narrower than it "
+                             "throttled by their servers) or origins (an HTB class per origin "
+                             "under it, each guaranteed an equal part; where netem puts the "
+                             "round trips on those classes, the only choice); auto: flows "
+                             "unless netem is used")
     parser.add_argument("--keep", help="copy the real and simulated results into this directory")
     parser.add_argument("--server-cc", default="cubic",
                         help="the servers' TCP congestion control (cubic: what the "
@@ -669,6 +691,11 @@ def main():
     if mode == "auto":
         mode = "netns" if netns_available() else "server"
     models = args.models.split(",")
+    if RERUN in models and args.repeats < 2:
+        parser.error(f"--models {RERUN}: compares the second real run with the first, so it "
+                     f"needs --repeats 2 or more")
+    if args.check is not None and models[0] == RERUN:
+        parser.error(f"--check: the first model is the one checked, not {RERUN}")
     policies = split_policies(args.policies)
     score = load_scorer(args.cli, args.weights) if len(policies) > 1 else None
     delay_line = None
@@ -677,6 +704,8 @@ def main():
                 if args.delay_line == "auto" else Path(args.delay_line))
         if path.exists() and not netem_available():
             delay_line = str(path)
+    if args.link_sharing == "auto":
+        args.link_sharing = "origins" if mode == "netns" and netem_available() else "flows"
     rows, failed = [], False
     # The tcp model's idle rule follows the servers' congestion control: a
     # loss-based one (CUBIC, Reno) restarts slow start after idle, BBR does not.
@@ -700,7 +729,7 @@ def main():
             # order turned by r, so that a drift of the machine falls on each alike. The
             # demand-by-demand comparison uses each policy's first run; the verdict, the
             # scores of all of them.
-            first, real_scores = {}, {}
+            first, real_scores, runs = {}, {}, {}
             for run in range(args.repeats):
                 turn = run % len(policies)
                 for policy in policies[turn:] + policies[:turn]:
@@ -724,6 +753,7 @@ def main():
                         if args.keep:
                             Path(args.keep).mkdir(parents=True, exist_ok=True)
                             shutil.copy(work / "real.json", Path(args.keep) / name)
+                    runs.setdefault(policy, []).append(real)
                     if score:
                         real_scores.setdefault(policy, []).append(score(real))
                         if args.repeats > 1:
@@ -742,20 +772,25 @@ def main():
                         if setting.startswith("sharing:") else ("--cfg", setting))]
                     # The tcp model's connections against the servers' TCP state.
                     tcp_info = (tcp_info_prefix(args, trace, policy, 0)
-                                if args.tcp_info and name == "tcp" else None)
-                    log = ["--transfer-log", str(work / "transfers.log")] if tcp_info else []
-                    subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra,
-                                    *sim_cc,
-                                    "--policy", policy, "--out", str(work / "sim.json"),
-                                    *log, "--quiet"], check=True)
-                    sim = json.loads((work / "sim.json").read_text())
-                    if args.keep:
+                                if args.tcp_info and name in ("tcp", RERUN) else None)
+                    log = (["--transfer-log", str(work / "transfers.log")]
+                           if tcp_info and name == "tcp" else [])
+                    if name == RERUN:
+                        # Reality against itself: the second real run in the place of a
+                        # simulation, the floor under any model's error.
+                        sim = runs[policy][1]
+                    else:
+                        subprocess.run([args.cli, "sim", sim_trace, "--network-model", name,
+                                        *extra, *sim_cc, "--policy", policy, "--out",
+                                        str(work / "sim.json"), *log, "--quiet"], check=True)
+                        sim = json.loads((work / "sim.json").read_text())
+                    if score and name != RERUN:
+                        scores.setdefault((stem, model), {})[policy] = (real_scores[policy],
+                                                                        score(sim))
+                    if args.keep and name != RERUN:
                         Path(args.keep).mkdir(parents=True, exist_ok=True)
                         shutil.copy(work / "sim.json",
                                     Path(args.keep) / f"{stem}{tag}-sim-{model}.json")
-                    if score:
-                        scores.setdefault((stem, model), {})[policy] = (real_scores[policy],
-                                                                        score(sim))
                     same, total, errors, signed, differ, logs, gaps = compare(real, sim)
                     rates, waits = transfer_rates(real, sim)
                     link, queued, shares, close = decompose(real, sim, trace)
@@ -802,8 +837,14 @@ def main():
                           f"{wall:.0f} s; {net.how})", flush=True)
                     if differ:
                         print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
-                    states = (connection_states(trace, tcp_info, work / "transfers.log", real,
-                                                sim) if tcp_info else None)
+                    states = None
+                    if tcp_info:
+                        # Against the model's choices, or (rerun) the second real run's.
+                        states = connection_states(
+                            trace, served_states(trace, tcp_info),
+                            served_states(trace, tcp_info_prefix(args, trace, policy, 1))
+                            if name == RERUN else modelled_states(trace, work / "transfers.log"),
+                            real, sim)
                     if states is not None:
                         row["connections"] = connection_report(*states)
                         print(f"  {row['connections']}", flush=True)

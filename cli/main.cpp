@@ -264,7 +264,8 @@ int main(int argc, char** argv) {
                   "write the network activities for bench/sim_bare_replay: a line per comm "
                   "started (T t id origin bytes) and cancelled (A t id); under the tcp model also "
                   "the connection each transfer takes (C t id origin connection new|kept "
-                  "idle_s window_bytes delay_s artifact)");
+                  "idle_s window_bytes delay_s artifact; delay_s is the handshake and slow start, and "
+                  "under --tcp-sharing equal the origin's latency too)");
   std::string resample_name = "none";
   sim->add_option("--resample", resample_name,
                   "none | owners: a bootstrap of the trace's owners drawn with the seed, so that "

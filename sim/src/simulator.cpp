@@ -246,9 +246,11 @@ class Simulation {
         options_.tcp_sharing.value_or(TcpSharing::round_trip) == TcpSharing::equal) {
       // Equal shares: the origins' links carry no latency (CM02 weighs a flow
       // by its route's latency); each transfer waits for it instead, scaled as
-      // CM02 scales it, and its window bounds its rate as CM02's would.
+      // CM02 scales it. CM02's window bound (TCP-gamma / round trip) goes with
+      // the latency, and SimGrid 3.32 ignores a rate set on a host-to-host
+      // comm: a flow from an origin is bounded by the links alone
+      // (TcpModel.WithEqualSharingALongFatPathIsNotBoundByTheWindow).
       equal_latency_factor_ = simgrid::config::get_value<double>("network/latency-factor");
-      equal_gamma_ = simgrid::config::get_value<double>("network/TCP-gamma");
       equal_shares_ = true;
     }
     auto* zone = sg4::create_full_zone("world");
@@ -597,15 +599,7 @@ class Simulation {
     }
     transfer.via_background = throttle_on_ && throttle_.is_background(transfer.task);
     sg4::Host* to = transfer.via_background ? client_background_ : client_;
-    if (equal_shares_) {
-      // The window's bound on the whole round trip, which the route's latency
-      // no longer gives (TcpSharing::equal).
-      transfer.comm = sg4::Comm::sendto_init();
-      transfer.comm->set_rate(equal_gamma_ / round_trip_s(transfer.origin));
-      transfer.comm->set_source(origin_hosts_[transfer.origin])->set_destination(to);
-    } else {
-      transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin], to);
-    }
+    transfer.comm = sg4::Comm::sendto_init(origin_hosts_[transfer.origin], to);
     // bytes_done() is payload minus the comm's remaining bytes, whichever comm.
     transfer.comm->set_payload_size(transfer.payload - done);
     tag(*transfer.comm, Tag::transfer, id);
@@ -1097,10 +1091,9 @@ class Simulation {
   std::vector<double> origin_down_until_;
   std::unique_ptr<TcpConnections> tcp_;  // The tcp network model's connection pools.
   bool ns3_ = false;                     // The ns3 network model (heartbeat()).
-  // TcpSharing::equal: the latency factor and TCP-gamma SimGrid would apply.
+  // TcpSharing::equal, and the latency factor SimGrid would apply.
   bool equal_shares_ = false;
   double equal_latency_factor_ = 1;
-  double equal_gamma_ = 0;
   bool heartbeat_armed_ = false;
   std::uint64_t comms_running_ = 0;
 

@@ -316,6 +316,38 @@ TEST(TcpModel, WithEqualSharingNearAndFarFlowsSplitTheBottleneckInHalves) {
   EXPECT_NE(bad.err.find("--tcp-sharing"), std::string::npos) << bad.err;
 }
 
+// CM02 bounds a flow by its window, TCP-gamma (4 MiB) over twice its route's
+// latency; under equal shares the route carries no latency, and SimGrid 3.32
+// ignores a rate set on a host-to-host comm, so the links alone bound it. A
+// lone 100 MB transfer over a 0.5 s round trip and 100 MB/s links: by round
+// trips it moves at 4,194,304 / 0.5 B/s (times the default model's 95.6%);
+// with equal shares at the whole 95.6 MB/s. Both pay the handshake (0.5 s),
+// the same slow start and one-way latencies of 0.25 s times the latency
+// factor 2 (equal: the origin's 0.24 s as a delay, the client's 0.01 s on the
+// link).
+TEST(TcpModel, WithEqualSharingALongFatPathIsNotBoundByTheWindow) {
+  const std::string trace =
+      R"({"format": "demandflight-trace", "version": 1, "name": "test", "seed": 3, )"
+      R"("platform": {"client_bandwidth_Bps": 100000000, "client_latency_s": 0.01, )"
+      R"("origins": {"far": {"bandwidth_Bps": 100000000, "latency_s": 0.24}}, )"
+      R"("disk_write_Bps": 1e15, "hash_Bps": 1e15}, )"
+      R"("scheduler": {"max_transfers": 1, "max_per_origin": 1}})"
+      "\n"
+      R"({"op": "artifact", "id": "a", "resource": "a", "revision": "r1", "target": "pc", )"
+      R"("generation": 0, "size": 100000000, "origin": "far"})"
+      "\n" +
+      sub(0, "d1", "a");
+  const double factor = format::defaults::calibrated_bandwidth_factor;
+  const double share = 100e6 * factor;
+  const double before = 0.5 + slow_start(100e6, 14'480, 0.5, share).delay_s + 2 * 0.25;
+  const CliRun by_rtt = simulate_with(trace, "tcp");
+  EXPECT_NEAR(t_end(by_rtt, "d1"), before + 100e6 / (factor * 4'194'304 / 0.5), 1e-6);
+  const CliRun equal = run_cli(trace, {"sim", "TRACE", "--out", "OUT", "--quiet",
+                                       "--network-model", "tcp", "--tcp-sharing", "equal"});
+  ASSERT_EQ(equal.exit_code, 0) << equal.err;
+  EXPECT_NEAR(t_end(equal, "d1"), before + 100e6 / share, 1e-6);
+}
+
 // BBR servers do not restart slow start after idle (Linux skips
 // tcp_slow_start_after_idle for a congestion control that sets its own
 // rates): after the same 1 s idle as d3 above, the window still covers the

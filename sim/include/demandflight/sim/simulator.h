@@ -33,7 +33,7 @@ namespace dfl::sim {
 // proportion to its route's latency (Reno's bias against long round trips).
 // `equal`: every flow the same share (CUBIC grows its window by the clock,
 // not by round trips); the route's latency is then charged as a delay before
-// the bytes flow, and the window still bounds the rate (TCP-gamma / RTT).
+// the bytes flow (CM02's window bound, TCP-gamma / RTT, goes with it).
 enum class TcpSharing { round_trip, equal };
 // "rtt" | "equal". Inline: the CLI must not link SimGrid (prepare_ns3_environment).
 inline std::optional<TcpSharing> parse_tcp_sharing(std::string_view name) {
