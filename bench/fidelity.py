@@ -328,6 +328,38 @@ def transfer_rates(real, sim):
     return rate_errors, wait_errors
 
 
+OVERLAP_BINS = ((0, 0.05, "alone"), (0.05, 1, "0.05-1 others"), (1, 3, "1-3 others"),
+                (3, math.inf, "3 or more"))
+
+
+def by_flows_in_flight(real, sim):
+    """Per task that moved its bytes in one attempt in both worlds, ln(simulated / real) of
+    its transfer time (first start to t_received), binned by how many other transfers
+    were in flight during it in the real run (their mean number): a transfer alone
+    tests the connection model, one among others the sharing of the link too. Returns
+    per bin (label, n, median |ln|, median ln)."""
+    spans = [(t["t_first_start"], t["t_received"]) for t in real["tasks"]
+             if t.get("t_first_start") is not None and t.get("t_received") is not None]
+    logs = []
+    for a, b in installed_once(real, sim):
+        if None in (a.get("t_first_start"), b.get("t_first_start"), a.get("t_received"),
+                    b.get("t_received")):
+            continue
+        da, db = a["t_received"] - a["t_first_start"], b["t_received"] - b["t_first_start"]
+        if da <= 0 or db <= 0:
+            continue
+        others = sum(max(0.0, min(a["t_received"], e) - max(a["t_first_start"], s))
+                     for s, e in spans) / da - 1
+        logs.append((others, math.log(db / da)))
+    out = []
+    for lo, hi, label in OVERLAP_BINS:
+        x = [v for o, v in logs if lo <= o < hi]
+        if x:
+            out.append((label, len(x), statistics.median(abs(v) for v in x),
+                        statistics.median(x)))
+    return out
+
+
 def decompose(real, sim, trace):
     """The latency error split where it arises. Per demand that succeeded after waiting in
     both worlds, its latency in three parts: the wait for its task's first transfer start
@@ -795,6 +827,7 @@ def main():
                     rates, waits = transfer_rates(real, sim)
                     link, queued, shares, close = decompose(real, sim, trace)
                     fin = finalize_times(real, sim)
+                    flows = by_flows_in_flight(real, sim)
                     med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
                     row = {"trace": stem, "model": model, "policy": policy, "same": same,
                            "total": total, "median": med(errors), "p95": pct(errors, 0.95),
@@ -812,6 +845,7 @@ def main():
                            "finalize_real": med([x for x, _ in fin]),
                            "finalize_sim": med([y for _, y in fin]),
                            "close_median": med(close), "close_p95": pct(close, 0.95),
+                           "in_flight": flows,
                            "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
                     rows.append(row)
                     shown = model if len(policies) == 1 else f"{model} {policy}"
@@ -837,6 +871,10 @@ def main():
                           f"{wall:.0f} s; {net.how})", flush=True)
                     if differ:
                         print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
+                    print("  per transfer |ln time| median (ln sim / real median) by the "
+                          "transfers in flight beside it in the real run: " + ", ".join(
+                              f"{label} {n}: {abs_med:.3f} ({signed:+.3f})"
+                              for label, n, abs_med, signed in flows), flush=True)
                     states = None
                     if tcp_info:
                         # Against the model's choices, or (rerun) the second real run's.
@@ -905,6 +943,10 @@ def main():
             for r in rows:
                 if "connections" in r:
                     f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: {r['connections']}.\n")
+                f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: per transfer \\|ln time\\| "
+                        f"median (ln sim / real median) by the transfers in flight beside it: " +
+                        ", ".join(f"{label} {n}: {a:.3f} ({b:+.3f})"
+                                  for label, n, a, b in r["in_flight"]) + ".\n")
             if verdicts:
                 f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "
                         f"real / sim | vs {policies[0]} real | vs {policies[0]} sim | sign |\n")
