@@ -24,14 +24,17 @@ For each trace:
      adds the latency itself. `auto` tries netns first.
   2. `demandflight replay` runs the trace in real time against it (the production
      backend: libcurl, verification, atomic installs);
-  3. `demandflight sim` runs it with each network model;
+  3. `demandflight sim` runs it with each network model (and the model `rerun`, with
+     --repeats 2 or more, is the second real run: reality against itself);
   4. per demand: outcomes compared, and for demands that succeeded in both, the
      relative error of the latency |t_real - t_sim| / t_real (latency = t_end -
      t_subscribe) and |ln(t_sim / t_real)|; per task that ran once in both worlds,
      |ln| of the ratio of its rates (bytes / (t_received - first start)) and of its
      waits for a slot; for demands that ended differently, how far apart their ends
      were; the error split between the waits for a slot, the transfers and the
-     finalizes (decompose()), and the finalize's median time in both worlds.
+     finalizes (decompose()), the finalize's median time in both worlds, and the
+     transfers' error by how many others were in flight beside them
+     (by_flows_in_flight()).
   5. with --policies, each policy is replayed (--repeats times) and simulated, scored
      with compare's score (format/score.h, through the Python package of the CLI's
      build tree), and the verdict table says, per model, whether the simulated
