@@ -11,9 +11,12 @@
 # Each comparison runs back to back, REPEAT times (default 3); medians, the
 # ratio of the minimums, and the median of each pair's ratio (a simulator run
 # and the bare replay right after it see about the same machine).
-# Usage: bench/sim_bench.sh [BUILD_DIR]   (default build/release; N from DEMANDS)
+# Usage: bench/sim_bench.sh [BUILD_DIR]   (default build/release; N from DEMANDS;
+# MODEL=calibrated|tcp|... simulates with that network model instead of the trace's, tcp)
 set -euo pipefail
 build=${1:-build/release}
+model=()
+if [[ -n "${MODEL:-}" ]]; then model=(--network-model "$MODEL"); fi
 demands=${DEMANDS:-1000000}
 seed=${SEED:-1}
 repeat=${REPEAT:-3}
@@ -29,12 +32,12 @@ gen_s=$(awk -v a="$t0" -v b="$(seconds)" 'BEGIN { printf "%.2f", b - a }')
 
 # The transfer log (comms started and cancelled) feeds the bare replay; writing
 # it costs the simulator time, so a run of its own writes it.
-"$build/cli/demandflight" sim "$work/trace.jsonl" --quiet --transfer-log "$work/transfers.log"
+"$build/cli/demandflight" sim "$work/trace.jsonl" "${model[@]}" --quiet --transfer-log "$work/transfers.log"
 
 : > "$work/e2e"; : > "$work/sim"; : > "$work/bare"
 for _ in $(seq "$repeat"); do
   t1=$(seconds)
-  "$build/cli/demandflight" sim "$work/trace.jsonl" --out "$work/result.json" --profile \
+  "$build/cli/demandflight" sim "$work/trace.jsonl" "${model[@]}" --out "$work/result.json" --profile \
     > "$work/summary.txt" 2> "$work/profile.txt"
   awk -v a="$t1" -v b="$(seconds)" 'BEGIN { printf "%.3f\n", b - a }' >> "$work/e2e"
   sed -n 's/.*simulate \([0-9.]*\) s.*/\1/p' "$work/profile.txt" >> "$work/sim"
@@ -47,6 +50,7 @@ bare=$(median < "$work/bare")
 sim_min=$(sort -n "$work/sim" | head -1); bare_min=$(sort -n "$work/bare" | head -1)
 pair=$(paste -d' ' "$work/sim" "$work/bare" | awk '{ printf "%.4f\n", $1 / $2 }' | median)
 
+echo "network model: ${MODEL:-as the trace says (tcp)}"
 echo "trace: open_world_streaming, $demands demands, seed $seed ($(du -h "$work/trace.jsonl" | cut -f1)), generated in $gen_s s"
 sed 's/^/  /' "$work/summary.txt"
 echo "  last run's phases: $(cat "$work/profile.txt")"
