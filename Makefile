@@ -101,7 +101,8 @@ check-exhaustive: deps
 
 fidelity: deps
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j$(JOBS) --target demandflight delay_line
+	# dfl_python_core: the verdict (fidelity.py --policies) scores with the Python package.
+	cmake --build --preset release -j$(JOBS) --target demandflight delay_line dfl_python_core
 	/usr/bin/python3 bench/fidelity.py build/release/cli/demandflight $(FIDELITY_TRACES) \
 	  --models tcp,calibrated,rerun --repeats 2 --markdown build/release/fidelity.md
 
