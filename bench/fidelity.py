@@ -295,6 +295,12 @@ def compare(real, sim):
     return same, len(r), [abs(e) for e in signed], signed, differ, logs, gaps
 
 
+def transfer_time(task):
+    """A task's transfers, first start to the last byte (t_received; a result from before
+    2026-12-03 has none, and its finalize counts too)."""
+    return (task.get("t_received") or task["t_end"]) - task["t_first_start"]
+
+
 def installed_once(real, sim):
     """The tasks of an artifact paired in order between the two worlds, where both were
     installed after one attempt: (real task, simulated task)."""
@@ -319,9 +325,7 @@ def transfer_rates(real, sim):
     for a, b in installed_once(real, sim):
         if (a.get("t_first_start") is not None and b.get("t_first_start") is not None
                 and a["bytes_transferred"] > 0 and b["bytes_transferred"] > 0):
-            # The transfer alone where the result says when its bytes were in.
-            da = (a.get("t_received") or a["t_end"]) - a["t_first_start"]
-            db = (b.get("t_received") or b["t_end"]) - b["t_first_start"]
+            da, db = transfer_time(a), transfer_time(b)
             if da > 0 and db > 0:
                 rate_errors.append(abs(math.log((b["bytes_transferred"] / db) /
                                                 (a["bytes_transferred"] / da))))
@@ -348,7 +352,7 @@ def by_flows_in_flight(real, sim):
         if None in (a.get("t_first_start"), b.get("t_first_start"), a.get("t_received"),
                     b.get("t_received")):
             continue
-        da, db = a["t_received"] - a["t_first_start"], b["t_received"] - b["t_first_start"]
+        da, db = transfer_time(a), transfer_time(b)
         if da <= 0 or db <= 0:
             continue
         others = sum(max(0.0, min(a["t_received"], e) - max(a["t_first_start"], s))
@@ -493,9 +497,7 @@ def connection_states(trace, paths, simulated, real, sim):
             if not (a["outcome"] == b["outcome"] == "installed" and
                     a["attempts"] == b["attempts"] == 1):
                 continue
-            # A result without t_received (before 2026-12-03): its finalize counts too.
-            da = (a.get("t_received") or a["t_end"]) - a["t_first_start"]
-            db = (b.get("t_received") or b["t_end"]) - b["t_first_start"]
+            da, db = transfer_time(a), transfer_time(b)
             if da > 0 and db > 0:
                 times.append((math.log(db / da), states, origin_of[a["artifact"]]))
     return counts, times
