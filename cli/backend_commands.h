@@ -22,7 +22,9 @@ Subcommand add_replay_command(CLI::App& app);
 
 // --base-url: a URL the artifact's resource is appended to ("URL/RESOURCE"),
 // or, when it contains '{', a template with {resource}, {revision}, {target},
-// {generation} and {origin}. Values are substituted as they are.
+// {generation} and {origin}. The resource, revision and target are
+// percent-encoded as url_template does ("a b.bin" is "a%20b.bin"); the
+// origin's name is substituted as it is (it is a host).
 backend::UrlResolver base_url_resolver(const std::string& base_url, const format::Trace& trace);
 
 // What the subcommands that talk to a server share: --base-url and --cache
@@ -31,6 +33,8 @@ struct ServerArgs {
   std::string base_url, cache_dir, http = "negotiate", cacert;
   unsigned h2_connections = 1;
   std::optional<double> max_rate_Bps;  // --max-rate: the overall cap (ThrottleConfig::overall_Bps).
+  backend::TransferBounds bounds;      // --stall-window, --stall-floor, --attempt-base, --attempt-floor.
+  double connect_timeout_s = 10;       // --connect-timeout.
 };
 void add_server_options(CLI::App& command, ServerArgs& args);
 // Sets the client's HTTP options from them (the resolver and the cache are

@@ -5,14 +5,18 @@
 // resume, SHA-256 verification, atomic installs. Progress bars per transfer
 // and in total on a terminal, one plain line per artifact otherwise; a final
 // summary; exit code 1 if any artifact failed.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -75,6 +79,22 @@ struct FetchArgs {
   bool direct_io = true;
 };
 
+// Pins hold an open file each: as many as the open-file limit allows,
+// raised to its hard limit. How many artifacts the run may keep pinned.
+std::size_t pin_budget() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  constexpr rlim_t kSpare = 512;  // Connections, staging files, locks.
+  return limit.rlim_cur == RLIM_INFINITY ? ~std::size_t{0}
+         : limit.rlim_cur > kSpare       ? static_cast<std::size_t>(limit.rlim_cur - kSpare)
+                                         : 0;
+}
+
 int run_fetch(const FetchArgs& args) {
   const format::Trace manifest = format::read_manifest(args.manifest);
   policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
@@ -98,7 +118,25 @@ int run_fetch(const FetchArgs& args) {
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
   options.drop_behind_bytes = args.drop_behind;
   options.direct_writes = args.direct_io;
-  options.pin_on_success = false;  // It only downloads.
+  // What it fetched stays for the length of the run: each artifact is
+  // pinned at its success, so that a later install cannot evict it (one that
+  // does not fit fails instead, "disk full" or "cache full"). Where the
+  // open-file limit is too low for that, what was evicted after its success
+  // is found and reported at the end.
+  std::size_t distinct = 0;
+  {
+    std::unordered_map<ArtifactKey, int> keys;
+    for (const format::Artifact& a : manifest.artifacts)
+      keys.emplace(a.key, 0);
+    distinct = keys.size();
+  }
+  options.pin_on_success = distinct <= pin_budget();
+  if (!options.pin_on_success) {
+    std::fprintf(stderr,
+                 "demandflight fetch: %zu artifacts are more than the open-file limit lets it "
+                 "pin (ulimit -n); an artifact evicted after its success is reported at the end\n",
+                 distinct);
+  }
   Counter counter;
   options.observer = &counter;
 
@@ -119,6 +157,8 @@ int run_fetch(const FetchArgs& args) {
   std::vector<std::string> failures;
   std::unordered_map<std::string, std::string> failure_reason;  // Artifact id -> why.
   std::vector<std::string> lines;  // Plain lines waiting to be printed.
+  std::unordered_map<std::string, backend::Pin> pins;  // Artifact id -> its pin, for the run.
+  std::vector<std::string> evicted;  // Succeeded, then gone from the cache before the end.
 
   backend::CacheDir::SyncCounts syncs;
   backend::ClientMetrics metrics;
@@ -133,10 +173,11 @@ int run_fetch(const FetchArgs& args) {
         o.priority = args.priority;
         client.subscribe(
             artifact_ref(a), o,
-            [&, id = a.id, size = a.size_bytes, copy](const backend::DemandResult& result) {
+            [&, id = a.id, size = a.size_bytes, copy](backend::DemandResult result) {
               const DemandOutcome outcome = result.outcome;
               std::lock_guard lock(mutex);
               ++outcomes[static_cast<std::size_t>(outcome)];
+              if (result.pin) pins.try_emplace(id, std::move(result.pin));
               if (outcome != DemandOutcome::succeeded) {
                 failures.push_back(id);
                 failure_reason.try_emplace(id, result.reason);
@@ -204,6 +245,12 @@ int run_fetch(const FetchArgs& args) {
     }
     for (const std::string& line : lines)
       std::printf("%s\n", line.c_str());
+    // Everything that succeeded is still there (pinned, or checked).
+    std::set<std::string> failed(failures.begin(), failures.end());
+    for (const format::Artifact& a : manifest.artifacts) {
+      if (failed.count(a.id) == 0 && !std::filesystem::exists(client.path_of(a.key)))
+        evicted.push_back(a.id);
+    }
     syncs = client.sync_counts();
     metrics = client.metrics();
   }
@@ -243,6 +290,15 @@ int run_fetch(const FetchArgs& args) {
     std::printf("  %s written around the page cache (O_DIRECT)\n",
                 human_bytes(static_cast<double>(syncs.direct_bytes)).c_str());
   }
+  if (!evicted.empty()) {
+    std::fprintf(stderr,
+                 "fetch: %zu artifacts were evicted after their success, to make room for others "
+                 "(the manifest does not fit in the cache):",
+                 evicted.size());
+    for (std::size_t i = 0; i < evicted.size() && i < 20; ++i)
+      std::fprintf(stderr, " %s", evicted[i].c_str());
+    std::fprintf(stderr, evicted.size() > 20 ? " ...\n" : "\n");
+  }
   if (!failures.empty()) {
     std::sort(failures.begin(), failures.end());
     failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
@@ -259,9 +315,23 @@ int run_fetch(const FetchArgs& args) {
       std::fprintf(stderr, "  %s: %s\n", failures[i].c_str(),
                    why.empty() ? "no attempt failed (cancelled or timed out)" : why.c_str());
     }
+    const std::size_t no_room =
+        std::count_if(failures.begin(), failures.end(), [&](const std::string& id) {
+          const std::string& why = failure_reason[id];
+          return why.rfind("disk full", 0) == 0 || why.rfind("cache full", 0) == 0;
+        });
+    if (no_room > 0) {
+      std::fprintf(stderr,
+                   "fetch: the manifest (%s) does not fit in the cache %s: %zu artifacts found no "
+                   "room; the %llu fetched stay installed%s\n",
+                   human_bytes(static_cast<double>(total_bytes)).c_str(),
+                   args.server.cache_dir.c_str(), no_room,
+                   static_cast<unsigned long long>(manifest.artifacts.size() - failures.size()),
+                   args.cache_bytes != 0 ? " (--cache-bytes is the cache's capacity)" : "");
+    }
     return 1;
   }
-  return 0;
+  return evicted.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -274,7 +344,9 @@ backend::UrlResolver base_url_resolver(const std::string& base_url, const format
     std::string base = base_url;
     while (!base.empty() && base.back() == '/')
       base.pop_back();
-    return [base](const ArtifactKey& key, OriginId) { return base + "/" + key.resource; };
+    return [base](const ArtifactKey& key, OriginId) {
+      return base + "/" + backend::percent_encode_path(key.resource, /*keep_slash=*/true);
+    };
   }
   auto with_key = backend::url_template(base_url);
   return [with_key, origins](const ArtifactKey& key, OriginId origin) {
@@ -314,6 +386,34 @@ void add_server_options(CLI::App& command, ServerArgs& args) {
                   "bytes per second for every transfer together (overrides the header's "
                   "scheduler.throttle.overall_Bps; 0: none)")
       ->check(CLI::Range(0.0, 1e15));
+  const backend::TransferBounds defaults;
+  command
+      .add_option("--stall-window", args.bounds.stall_window_s,
+                  "SECONDS: an attempt that receives less than --stall-floor bytes/s over this "
+                  "long is stalled, and ends (retried); time our own throttle holds it back "
+                  "does not count (0: no stall rule)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->default_str(std::to_string(static_cast<int>(defaults.stall_window_s)));
+  command
+      .add_option("--stall-floor", args.bounds.stall_floor_Bps,
+                  "BYTES/S of the stall rule (0: no stall rule)")
+      ->check(CLI::Range(0.0, 1e12))
+      ->default_str(std::to_string(static_cast<int>(defaults.stall_floor_Bps)));
+  command
+      .add_option("--attempt-base", args.bounds.attempt_base_s,
+                  "SECONDS: an attempt's deadline is this plus its bytes at --attempt-floor")
+      ->check(CLI::Range(0.0, 1e9))
+      ->default_str(std::to_string(static_cast<int>(defaults.attempt_base_s)));
+  command
+      .add_option("--attempt-floor", args.bounds.attempt_floor_Bps,
+                  "BYTES/S of the attempt deadline (0: no deadline)")
+      ->check(CLI::Range(0.0, 1e12))
+      ->default_str(std::to_string(static_cast<int>(defaults.attempt_floor_Bps)));
+  command
+      .add_option("--connect-timeout", args.connect_timeout_s,
+                  "SECONDS a connection may take to open")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
 }
 
 void apply_server_options(const ServerArgs& args, backend::ClientOptions& options) {
@@ -324,6 +424,8 @@ void apply_server_options(const ServerArgs& args, backend::ClientOptions& option
   options.h2_connections_per_origin = args.h2_connections;
   options.ca_file = args.cacert;
   if (args.max_rate_Bps) options.throttle.overall_Bps = *args.max_rate_Bps;
+  options.bounds = args.bounds;
+  options.connect_timeout_ms = static_cast<long>(std::ceil(args.connect_timeout_s * 1000));
 }
 
 backend::ArtifactRef artifact_ref(const format::Artifact& artifact) {

@@ -274,6 +274,7 @@ class Client::Impl {
         start_(std::chrono::steady_clock::now()) {
     if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
     check_throttle(options_.throttle, "ClientOptions.throttle");
+    check_bounds(options_.bounds, "ClientOptions.bounds");
     throttle_rule_.set(options_.throttle);
     global_curl_init();
     if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
@@ -510,6 +511,8 @@ class Client::Impl {
     std::vector<Expect> expects;  // Every distinct expectation its demands stated.
     std::string last_reason;      // Why its last attempt failed.
     std::string rejected_digest;  // The last body's digest, if no demand's digest met it.
+    bool keep_rejected = false;   // The task ended on it: its demands' verdicts name it.
+    std::string last_url;         // Where its last attempt went.
     std::optional<CacheDir::ObjectInfo> installed;  // Once installed: what.
     std::optional<CacheDir::Hold> held;             // Installed by another process: held here.
   };
@@ -572,6 +575,8 @@ class Client::Impl {
             *demand.expect.sha256 != record->rejected_digest) {
           r.reason = "sha256 mismatch: expected " + *demand.expect.sha256 + ", got " +
                      record->rejected_digest;
+          if (!record->last_url.empty()) r.reason += " from " + record->last_url;
+          if (record->keep_rejected) r.reason += " (the same bytes twice in a row: not fetched again)";
         } else if (record != nullptr && !record->last_reason.empty()) {
           r.reason = record->last_reason;
         } else {
@@ -636,6 +641,22 @@ class Client::Impl {
   void route_locked() {
     engine_.take_commands(commands_);
     bool io = false, finalize = false, delivery = false;
+    // Each demand's verdict first: what an observer hears of a Deliver is
+    // what the caller gets (a success the caller's own expectation
+    // contradicts is its failure).
+    deliveries_now_.clear();
+    for (Command& command : commands_) {
+      auto* d = std::get_if<Deliver>(&command);
+      if (d == nullptr) continue;
+      auto it = demands_.find(pack(d->demand));
+      if (it == demands_.end()) continue;
+      DemandRecord demand = std::move(it->second);
+      demands_.erase(it);
+      Delivery out{std::move(demand.callback), verdict(*d, demand)};
+      count_demand(demand, out.result.outcome);
+      d->outcome = out.result.outcome;
+      deliveries_now_.push_back(std::move(out));
+    }
     if (options_.observer != nullptr) {
       const double t = now();
       for (const Command& command : commands_)
@@ -670,20 +691,17 @@ class Client::Impl {
         std::lock_guard lock(finalize_mutex_);
         finalize_jobs_.push_back(FinalizeJob{f->finalize, f->task, *f->key});
         finalize = true;
-      } else if (auto* d = std::get_if<Deliver>(&command)) {
-        auto it = demands_.find(pack(d->demand));
-        if (it == demands_.end()) continue;
-        DemandRecord demand = std::move(it->second);
-        demands_.erase(it);
-        Delivery out{std::move(demand.callback), verdict(*d, demand)};
-        count_demand(demand, out.result.outcome);
-        std::lock_guard lock(delivery_mutex_);
-        deliveries_.push_back(std::move(out));
-        delivery = true;
       } else if (auto* ev = std::get_if<EvictArtifact>(&command)) {
         // Synchronously, so that no later install of the key can be undone by it.
         cache_.remove(ev->key);
       }
+    }
+    if (!deliveries_now_.empty()) {
+      std::lock_guard lock(delivery_mutex_);
+      for (Delivery& out : deliveries_now_)
+        deliveries_.push_back(std::move(out));
+      deliveries_now_.clear();
+      delivery = true;
     }
     if (throttle_changed && throttle_rule_.config().background_at_or_below) {
       throttle_generation_.fetch_add(1, std::memory_order_release);
@@ -732,6 +750,9 @@ class Client::Impl {
     std::optional<double> first_byte_s;     // now() at its first body byte.
     bool too_large = false;
     std::optional<IoError> write_error;
+    AttemptWatch watch;             // Its stall rule and deadline.
+    std::optional<std::string> breach;  // Why the watch ended it.
+    char error_detail[CURL_ERROR_SIZE] = {};  // CURLOPT_ERRORBUFFER.
   };
   struct TaskFiles {
     std::optional<CacheDir::Staging> staging;
@@ -774,6 +795,7 @@ class Client::Impl {
         if (msg->msg == CURLMSG_DONE) finish(msg->easy_handle, msg->data.result);
       }
       publish_progress();
+      enforce_bounds();
       int timeout_ms = 100;
       {
         std::lock_guard lock(engine_mutex_);
@@ -859,6 +881,7 @@ class Client::Impl {
       if ((in_background && !background_bucket_.ready()) || !overall_bucket_.ready()) continue;
       t->paused = false;
       --paused_;
+      t->watch.release(at);
       curl_easy_pause(t->easy, CURLPAUSE_CONT);
     }
   }
@@ -893,6 +916,23 @@ class Client::Impl {
     }
     std::lock_guard lock(progress_mutex_);
     snapshot_ = std::move(snapshot);
+  }
+
+  // Now and then: ends the attempts that broke their bounds
+  // (ClientOptions::bounds): a stall or a deadline, a retryable failure.
+  void enforce_bounds() {
+    const double t = now();
+    if (t < next_bounds_check_s_) return;
+    next_bounds_check_s_ = t + kBoundsCheckS;
+    std::vector<CURL*> ended;
+    for (auto& [id, transfer] : transfers_) {
+      if (auto breach = transfer->watch.check(t, transfer->appended)) {
+        transfer->breach = describe(*breach, transfer->url);
+        ended.push_back(transfer->easy);
+      }
+    }
+    for (CURL* e : ended)
+      finish(e, CURLE_OPERATION_TIMEDOUT);
   }
 
   void handle(IoJob& job) {
@@ -1079,8 +1119,9 @@ class Client::Impl {
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, options_.stall_speed_Bps);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, options_.stall_time_s);
+    // Slow and stalled servers: enforce_bounds(), not libcurl's low-speed
+    // limit, which cannot tell our own throttle's pauses from the server's.
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error_detail);
     // Large bodies arrive in fewer, larger pieces with a large buffer; a small
     // body does not need one (libcurl allocates it per handle).
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
@@ -1123,6 +1164,8 @@ class Client::Impl {
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     t->requested_s = now();
+    t->watch = AttemptWatch(options_.bounds, t->requested_s);
+    if (t->expected_size) t->watch.set_to_move(*t->expected_size - std::min(*t->expected_size, t->offset));
     if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
     curl_multi_add_handle(multi_, e);
     transfers_.emplace(c.transfer.value, std::move(t));
@@ -1167,6 +1210,15 @@ class Client::Impl {
     exchange.content_range = t.content_range;
     exchange.retry_after = t.retry_after;
     t.verdict = judge_headers(exchange);
+    if (!t.expected_size && t.verdict.plan != BodyPlan::reject) {
+      curl_off_t length = -1;
+      if (curl_easy_getinfo(t.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK &&
+          length >= 0) {
+        t.watch.set_to_move(static_cast<std::uint64_t>(length));
+      }
+    } else if (t.expected_size && t.verdict.plan == BodyPlan::restart) {
+      t.watch.set_to_move(*t.expected_size);  // The whole body after all.
+    }
     TaskFiles& files = files_[t.task.value];
     if (t.verdict.plan == BodyPlan::restart && files.staging && files.staging->bytes() > 0) {
       // The whole body is coming (the server ignored Range, or If-Range no
@@ -1199,6 +1251,7 @@ class Client::Impl {
       // libcurl keeps the piece and hands it over again once unpaused.
       t->paused = true;
       ++self.paused_;
+      t->watch.hold(self.now());  // Held back by us: no stall.
       return CURL_WRITEFUNC_PAUSE;
     }
     TaskFiles& files = self.files_[t->task.value];
@@ -1222,17 +1275,29 @@ class Client::Impl {
     judge(*t);  // A response without a body (404, 503) is judged here.
     TransferStatus status = TransferStatus::ok;
     std::string reason;
-    if (t->verdict.plan == BodyPlan::reject && t->status == 0 && code != CURLE_OK) {
+    // The transport's words, with where it happened.
+    auto transport = [&] {
+      long os_errno = 0;
+      curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+      const std::string what = describe_transport_error(code, t->error_detail, os_errno);
+      return t->appended > 0 ? what + " after " + human_bytes(t->appended) + " of " + t->url
+                             : what + " from " + t->url;
+    };
+    if (t->breach) {
+      status = TransferStatus::retryable_error;  // A slower server, or a later attempt, may do.
+      reason = *t->breach;
+    } else if (t->verdict.plan == BodyPlan::reject && t->status == 0 && code != CURLE_OK) {
       // No response at all: the transport says why (refused, timed out, TLS, ...).
       status = judge_transport_error(code);
-      reason = curl_easy_strerror(code);
+      reason = transport();
     } else if (t->verdict.plan == BodyPlan::reject) {
       status = t->verdict.status;
-      reason = t->verdict.reason;
+      reason = t->verdict.reason + " from " + t->url;
     } else if (t->too_large) {
       status = TransferStatus::permanent_error;
       reason = "body larger than the expected " +
-               std::to_string(t->expected_size.value_or(t->size_cap.value_or(0))) + " bytes";
+               std::to_string(t->expected_size.value_or(t->size_cap.value_or(0))) +
+               " bytes from " + t->url;
     } else if (t->write_error) {
       // A full disk may have room later (other downloads end, another process
       // evicts): retried from byte 0, its staged bytes given back at once.
@@ -1242,11 +1307,11 @@ class Client::Impl {
       if (t->write_error->no_space) files_[t->task.value].staging.reset();
     } else if (code != CURLE_OK) {
       status = judge_transport_error(code);
-      reason = curl_easy_strerror(code);
+      reason = transport();
     } else if (t->expected_size && files_[t->task.value].staging->bytes() != *t->expected_size) {
       status = TransferStatus::retryable_error;  // A short body the server called complete.
       reason = "short body: " + std::to_string(files_[t->task.value].staging->bytes()) + " of " +
-               std::to_string(*t->expected_size) + " bytes";
+               std::to_string(*t->expected_size) + " bytes from " + t->url;
     }
     if (status == TransferStatus::ok) {
       // The body goes to finalize, with the key's lock; this task's files
@@ -1275,10 +1340,11 @@ class Client::Impl {
       if (status == TransferStatus::ok && body_s > 0 && appended > 0)
         timing.rate_Bps = static_cast<double>(appended) / body_s;
     }
+    const std::string url = t->url;
     release(*t);
     transfers_.erase(id.value);
     report(id, task, status, appended, retry_after, &key,
-           reason.empty() ? "transfer failed" : reason, timing);
+           reason.empty() ? "transfer failed" : reason, timing, url);
   }
 
   // `key` and `reason` say why a failed attempt failed (for the observer).
@@ -1289,8 +1355,11 @@ class Client::Impl {
 
   void report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
               std::optional<double> retry_after_s = std::nullopt, const ArtifactKey* key = nullptr,
-              const std::string& reason = {}, Timing timing = {}) {
+              const std::string& reason = {}, Timing timing = {}, const std::string& url = {}) {
     std::lock_guard lock(engine_mutex_);
+    if (!url.empty()) {
+      if (auto it = tasks_.find(task.value); it != tasks_.end()) it->second.last_url = url;
+    }
     metrics_.bytes_received += bytes;
     if (status != TransferStatus::ok) ++metrics_.transfers_failed;
     if (timing.first_byte_s) metrics_.time_to_first_byte_s.observe(*timing.first_byte_s);
@@ -1375,10 +1444,13 @@ class Client::Impl {
         continue;
       }
       const CacheDir::Sealed body = std::get<CacheDir::Sealed>(sealed);
-      if (auto why = decide(job.task, body)) {
-        // Fetched again from byte 0 (once per body, whoever expects what).
+      if (auto refusal = decide(job.task, body)) {
+        // Fetched again from byte 0 (once per body, whoever expects what),
+        // unless the origin sent these same bytes last time too.
         ready.staging.reset();
-        finalize_ended(job, bytes, FinalizeStatus::verify_failed, *why);
+        finalize_ended(job, bytes,
+                       refusal->again ? FinalizeStatus::verify_failed : FinalizeStatus::error,
+                       refusal->why);
         continue;
       }
       // Reports on this thread, or on the cache's committer once the install
@@ -1402,10 +1474,17 @@ class Client::Impl {
   // were stated and none is met, that of a demand which states none, if the
   // origin served these same bytes twice in a row (then it is the origin's
   // artifact, not a transfer's accident, and a demand that expects other
-  // bytes is what is wrong). Otherwise the body is refused (and the task
-  // retries, once per body): why, or nullopt to install. engine_mutex_ is
-  // taken here; on install, what was installed is recorded for the verdicts.
-  std::optional<std::string> decide(TaskId task, const CacheDir::Sealed& body) {
+  // bytes is what is wrong). Otherwise the body is refused: the task
+  // retries, once per body, while the bodies differ; a body the same as the
+  // last refused one ends the task at once (the origin serves these bytes,
+  // and fetching them again would change nothing). Returns why, or nullopt
+  // to install. engine_mutex_ is taken here; on install, what was installed
+  // is recorded for the verdicts.
+  struct Refusal {
+    std::string why;
+    bool again = true;  // Worth fetching again.
+  };
+  std::optional<Refusal> decide(TaskId task, const CacheDir::Sealed& body) {
     std::lock_guard lock(engine_mutex_);
     auto it = tasks_.find(task.value);
     if (it == tasks_.end()) return std::nullopt;  // Nobody expects anything.
@@ -1425,8 +1504,15 @@ class Client::Impl {
     const bool accept = record.expects.empty() || digest_met || (!digest_stated && plain_met) ||
                         (plain_met && record.rejected_digest == body.sha256);
     if (!accept) {
+      std::string why = first_why.value_or("the body meets no demand's expectation");
+      if (!record.last_url.empty()) why += " from " + record.last_url;
+      const bool same_again = digest_stated && record.rejected_digest == body.sha256;
       record.rejected_digest = digest_stated ? body.sha256 : std::string();
-      return first_why.value_or("the body meets no demand's expectation");
+      if (same_again) {
+        record.keep_rejected = true;  // The demands' verdicts name it.
+        return Refusal{why + " (the same bytes twice in a row: not fetched again)", false};
+      }
+      return Refusal{std::move(why), true};
     }
     record.installed = CacheDir::ObjectInfo{body.bytes, body.sha256};
     return std::nullopt;
@@ -1459,7 +1545,8 @@ class Client::Impl {
     if (status != FinalizeStatus::installed) {
       if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
         it->second.last_reason = reason;
-        if (status != FinalizeStatus::verify_failed) it->second.rejected_digest.clear();
+        if (status != FinalizeStatus::verify_failed && !it->second.keep_rejected)
+          it->second.rejected_digest.clear();
       }
     }
     if (options_.observer != nullptr) {
@@ -1502,6 +1589,7 @@ class Client::Impl {
   mutable std::mutex engine_mutex_;
   Scheduler engine_;
   std::vector<Command> commands_;
+  std::vector<Delivery> deliveries_now_;  // route_locked()'s verdicts, in order.
   std::unordered_map<std::uint64_t, DemandRecord> demands_;  // Live demands, by handle.
   std::unordered_map<std::uint64_t, TaskRecord> tasks_;      // Live tasks, by id.
   const std::chrono::steady_clock::time_point start_;
@@ -1519,6 +1607,8 @@ class Client::Impl {
   std::unordered_map<ArtifactKey, TaskFiles> partials_;
   std::thread io_thread_;
   double next_progress_s_ = 0;       // I/O thread.
+  double next_bounds_check_s_ = 0;   // I/O thread.
+  static constexpr double kBoundsCheckS = 0.25;
   // Throttling (ClientOptions::throttle): the rule under engine_mutex_, fed
   // every command; the I/O thread copies its answers when the generation
   // moves, into its buckets and its transfers' `background`.

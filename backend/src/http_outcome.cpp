@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 namespace dfl::backend {
 namespace {
@@ -127,6 +128,38 @@ TransferStatus judge_transport_error(int curl_code) {
       // handshakes, send/receive errors: the next attempt may well succeed.
       return TransferStatus::retryable_error;
   }
+}
+
+std::string describe_transport_error(int curl_code, std::string_view detail, long os_errno) {
+  const auto code = static_cast<CURLcode>(curl_code);
+  auto lowered = [](std::string text) {
+    if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z' &&
+        !(text.size() > 1 && text[1] >= 'A' && text[1] <= 'Z')) {
+      text[0] = static_cast<char>(text[0] - 'A' + 'a');
+    }
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '.'))
+      text.pop_back();
+    return text;
+  };
+  switch (code) {
+    case CURLE_OUT_OF_MEMORY:
+      // libcurl 7.x reports a header over its limit (CURL_MAX_HTTP_HEADER,
+      // 100 KiB) as out of memory; a real shortage of memory is far rarer.
+      return "response header too large (libcurl takes at most 100 KiB), or out of memory";
+    case CURLE_PARTIAL_FILE:
+      return "connection closed by the server before the end of the body";
+    case CURLE_GOT_NOTHING:
+      return "connection closed by the server without a response";
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return "host not found" + (detail.empty() ? std::string() : " (" + std::string(detail) + ")");
+    default:
+      break;
+  }
+  const bool socket_error = code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR ||
+                            code == CURLE_COULDNT_CONNECT;
+  if (socket_error && os_errno != 0) return lowered(std::strerror(static_cast<int>(os_errno)));
+  if (!detail.empty()) return lowered(std::string(detail));
+  return lowered(curl_easy_strerror(code));
 }
 
 }  // namespace dfl::backend

@@ -19,6 +19,10 @@ Control endpoints (JSON):
                        the path (at most `hold_s`, default 60 s), then go on: a
                        transfer parked mid-body for as long as a test needs
           ignore_range answer 200 with the whole body even to a Range request
+          drip         after `after_bytes`, send the rest `drip_Bps` bytes a second
+                       (default 1), one small write at a time: a hostile origin
+          reset        reset the connection (RST) after `after_bytes` of the body
+          big_header   send an extra header line of `header_bytes` (default 200000)
   POST /_control/rate    {"rate_Bps": N}  throttle each body to N bytes/s (0: unlimited);
                          {"shared_rate_Bps": N} throttle all bodies together, as one
                          link of N bytes/s would; {"latency_s": X} wait X before each
@@ -253,6 +257,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", etag)
+        if fault and fault["kind"] == "big_header":
+            self.send_header("X-Padding", "p" * int(fault.get("header_bytes", 200000)))
         if byte_range:
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
         self.end_headers()
@@ -303,6 +309,15 @@ class Handler(BaseHTTPRequestHandler):
                         self.wfile.flush()
                         self.close_now()
                         return sent + cut
+                    if fault["kind"] == "reset":
+                        self.state.count_sent(path, cut)
+                        self.wfile.write(block[:cut])
+                        self.wfile.flush()
+                        self.reset_now()
+                        return sent + cut
+                    if fault["kind"] == "drip":
+                        return sent + self.drip(path, block[:cut], real, first + sent + cut,
+                                                length - sent - cut, fault)
                     if fault["kind"] == "wrong_bytes":
                         block = block[:cut] + bytes([block[cut] ^ 0xFF]) + block[cut + 1:]
                     if fault["kind"] in ("stall", "hold"):
@@ -343,6 +358,39 @@ class Handler(BaseHTTPRequestHandler):
                         time.sleep(delay)
         return sent
 
+    def drip(self, path, head, real, offset, rest, fault):
+        """Sends `head` at once, then the `rest` bytes from `offset` slowly."""
+        rate = float(fault.get("drip_Bps", 1))
+        self.wfile.write(head)
+        self.wfile.flush()
+        self.state.count_sent(path, len(head))
+        step = max(1, int(rate))  # A write a second.
+        sent = 0
+        with open(real, "rb") as f:
+            f.seek(offset)
+            while sent < rest:
+                time.sleep(step / rate)
+                piece = f.read(min(step, rest - sent))
+                try:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+                self.state.count_sent(path, len(piece))
+                sent += len(piece)
+        self.close_connection = True
+        return len(head) + sent
+
+    def reset_now(self):
+        """Closes with a reset (RST), not the orderly FIN of close_now."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
     def close_now(self):
         self.close_connection = True
         try:
@@ -363,7 +411,7 @@ class Server(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         # A client that hangs up mid-body (an abort, a dropped transfer) is normal here.
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+        if isinstance(sys.exc_info()[1], OSError):  # Broken pipes, resets, closed sockets.
             return
         super().handle_error(request, client_address)
 

@@ -44,6 +44,7 @@
 
 #include "demandflight/backend/cache_dir.h"
 #include "demandflight/backend/metrics.h"
+#include "demandflight/backend/transfer_bounds.h"
 #include "demandflight/engine/artifact_key.h"
 #include "demandflight/engine/command.h"
 #include "demandflight/engine/config.h"
@@ -213,10 +214,9 @@ struct ClientOptions {
   // Certificates to trust instead of the system's (PEM); empty: the system's.
   std::filesystem::path ca_file;
   long connect_timeout_ms = 10'000;
-  // A transfer slower than this many bytes per second for stall_time_s is a
-  // (retryable) stall.
-  long stall_speed_Bps = 1;
-  long stall_time_s = 30;
+  // Each attempt's stall rule and deadline (transfer_bounds.h): with the
+  // defaults a server that drips a byte a second is cut off after 30 s.
+  TransferBounds bounds;
   // Where terminal callbacks run; by default a delivery thread of the client.
   std::function<void(std::function<void()>)> executor;
   // Optional; must outlive the client.

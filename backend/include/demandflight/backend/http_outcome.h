@@ -63,4 +63,12 @@ HeaderVerdict judge_headers(const HttpExchange& exchange);
 // an unsupported protocol or a malformed URL are permanent.
 TransferStatus judge_transport_error(int curl_code);
 
+// A transport failure in words, without the URL (the caller adds it): from
+// libcurl's code, the detail it wrote to CURLOPT_ERRORBUFFER (may be empty)
+// and the system's errno (CURLINFO_OS_ERRNO, 0 when none), e.g.
+// "connection reset by peer", "connection refused", "response header too
+// large", "connection closed by the server"; libcurl's own detail where
+// nothing plainer is known.
+std::string describe_transport_error(int curl_code, std::string_view detail, long os_errno);
+
 }  // namespace dfl::backend
