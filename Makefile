@@ -1,6 +1,7 @@
 # Entry points for people and CI. Every target first installs what is missing.
 # make demo   the main job: the three-caller scenario under the three models
-#             side by side, then every bundled scenario (SimGrid simulator)
+#             side by side, then every bundled scenario (SimGrid simulator);
+#             the optimised build (build/release), the Python package included
 # make demo-engine  the three-caller story step by step on the bare core
 # make test   every test (Debug build with invariant checks)
 # make bench  the engine, simulator and fetch benchmarks (Release build)
@@ -25,10 +26,13 @@ FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/flaky_network.jsonl s
 deps:
 	@bash scripts/install-deps
 
+# The user's build: optimised (Release), with the Python package in
+# build/release/python. The tests' build (make test) is build/default: Debug,
+# with the engine's invariant check after every call.
 demo: deps
-	cmake --preset default >/dev/null
-	cmake --build --preset default -j$(JOBS) --target demandflight
-	/usr/bin/python3 scripts/demo.py build/default/cli/demandflight scenarios
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j$(JOBS) --target demandflight dfl_python_core
+	/usr/bin/python3 scripts/demo.py build/release/cli/demandflight scenarios
 
 demo-engine: deps
 	cmake --preset default >/dev/null

@@ -197,6 +197,26 @@ std::string number(double v, int precision) {
   return buf;
 }
 
+// A difference: at `precision` decimals, or in significant digits where
+// those would show a nonzero difference as 0.
+std::string difference(double v, int precision) {
+  if (std::isnan(v)) return "-";
+  if (v != 0 && std::abs(v) < 0.5 * std::pow(10.0, -precision)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%+.2e", v);
+    return buf;
+  }
+  return number(v, precision);
+}
+
+// Every digit a figure needs to be read back (the CSV files).
+std::string exact(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.12g", v);
+  return buf;
+}
+
 std::string cell(const Row& row, const Column& c, bool spread) {
   std::string text = number(row.mean.*c.field, c.precision);
   if (spread && c.spread && row.runs.size() > 1 && !std::isnan(row.sd.*c.field)) {
@@ -460,12 +480,22 @@ class Compare {
             return !(sd > 1e-12 * std::max(1.0, std::abs(row.mean.*c.field)));
           });
         });
-        if (identical) {
-          std::printf(
-              "note: %s: its %d seeds gave identical runs under every policy (a trace file's "
-              "seed varies only the retry jitter; --resample owners varies its workload); its "
-              "± and intervals describe no replication\n",
-              names[t].c_str(), seeds_);
+        if (!identical) continue;
+        // A warning, on stderr: the table above it holds no replication.
+        if (resample_ != "none" || traces_[t].rfind("gen:", 0) == 0) {
+          std::fprintf(stderr,
+                       "warning: %s: its %d seeds gave identical runs under every policy%s: "
+                       "nothing in this workload varies from seed to seed (one owner cannot "
+                       "be resampled), so its ± and intervals describe no replication\n",
+                       names[t].c_str(), seeds_,
+                       resample_ != "none" ? (" even with --resample " + resample_).c_str()
+                                           : "");
+        } else {
+          std::fprintf(stderr,
+                       "warning: %s: its %d seeds gave identical runs under every policy (a "
+                       "trace file's seed varies only the retry jitter; --resample owners "
+                       "varies its workload); its ± and intervals describe no replication\n",
+                       names[t].c_str(), seeds_);
         }
       }
     }
@@ -560,13 +590,15 @@ class Compare {
     const format::Paired& p = row.paired[kScoreColumn];
     if (row.policy == baseline_row_) return {"-", "-", "-", "-"};
     const int digits = kColumns[kScoreColumn].precision;
-    std::string interval = std::isnan(p.ci_low) ? std::string("-")
-                                                : "[" + number(p.ci_low, digits) + ", " +
-                                                      number(p.ci_high, digits) + "]";
+    // Differences the seeds did not vary get no interval: "constant".
+    std::string interval = p.constant           ? std::string("constant")
+                           : std::isnan(p.ci_low) ? std::string("-")
+                                                  : "[" + difference(p.ci_low, digits) + ", " +
+                                                        difference(p.ci_high, digits) + "]";
     if (p.significant) interval += "*";
     char pv[32];
     std::snprintf(pv, sizeof pv, "%.3g", p.p_wilcoxon);
-    return {number(p.mean, digits), interval, pv,
+    return {difference(p.mean, digits), interval, pv,
             std::to_string(p.wins) + "/" + std::to_string(p.n)};
   }
 
@@ -604,7 +636,7 @@ class Compare {
       for (const char* suffix : {"_diff", "_diff_lo", "_diff_hi", "_p_t", "_p_wilcoxon"})
         out << ',' << c.name << suffix;
     }
-    out << ",wins,losses,ties,significant\n";
+    out << ",wins,losses,ties,significant,constant\n";
     for (const Row& row : rows) {
       out << '"' << names[row.trace] << "\"," << row.model << ",\"" << row.policy << "\","
           << row.runs.size();
@@ -612,13 +644,12 @@ class Compare {
         out << ',' << number(row.mean.*c.field, 9) << ',' << number(row.sd.*c.field, 9);
       }
       for (const format::Paired& p : row.paired) {
-        out << ',' << number(p.mean, 9) << ',' << number(p.ci_low, 9) << ','
-            << number(p.ci_high, 9) << ',' << number(p.p_t, 9) << ','
-            << number(p.p_wilcoxon, 9);
+        out << ',' << exact(p.mean) << ',' << exact(p.ci_low) << ',' << exact(p.ci_high) << ','
+            << exact(p.p_t) << ',' << exact(p.p_wilcoxon);
       }
       const format::Paired& score = row.paired[kScoreColumn];
       out << ',' << score.wins << ',' << score.losses << ',' << score.ties << ','
-          << (score.significant ? 1 : 0) << '\n';
+          << (score.significant ? 1 : 0) << ',' << (score.constant ? 1 : 0) << '\n';
     }
     if (!out) throw std::runtime_error("cannot write " + csv_);
   }

@@ -7,6 +7,7 @@
 // says what was read, with which options, and what was made and skipped and
 // why. Bad input: FILE:LINE: field: message (binary: FILE: record N: ...),
 // exit 2, nothing written.
+#include <cstdio>
 #include <deque>
 #include <iostream>
 #include <string>
@@ -25,7 +26,10 @@ class Import {
     cmd_ = app.add_subcommand("import",
                               "turn a request log or a browser capture into a trace "
                               "(written to stdout)");
-    cmd_->require_subcommand(1);
+    // A format that is not one of the subcommands is named in the error
+    // (run()), not met with CLI11's "A subcommand is required".
+    cmd_->require_subcommand(0, 1);
+    cmd_->allow_extras();
     for (const std::string& format : format::import_formats()) {
       Format& f = formats_.emplace_back();
       f.name = format;
@@ -75,6 +79,18 @@ class Import {
       format::import_trace(f.name, f.inputs, options, std::cout);
       std::cout.flush();
       return std::cout ? 0 : 1;
+    }
+    std::string known;
+    for (const Format& f : formats_)
+      known += (known.empty() ? "" : ", ") + f.name;
+    const std::vector<std::string> extras = cmd_->remaining();
+    if (extras.empty()) {
+      std::fprintf(stderr, "demandflight import: FORMAT is required: one of %s\n", known.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "demandflight import: unknown format '%s': expected one of %s (demandflight "
+                   "import FORMAT --help for its options)\n",
+                   extras.front().c_str(), known.c_str());
     }
     return 2;
   }

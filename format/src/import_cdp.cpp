@@ -9,9 +9,15 @@
 //                                  to a new URL (the demand is for the last one)
 //   Network.resourceChangedPriority  a set_priority (newPriority)
 //   Network.responseReceived       the MIME type, and Content-Length
+//   Network.dataReceived           the body bytes that arrived (encodedDataLength)
 //   Network.loadingFinished        the size: its encodedDataLength less the
 //                                  response headers' (responseReceived's
-//                                  response.encodedDataLength)
+//                                  response.encodedDataLength). Chrome writes
+//                                  -1 for "unknown": the size is then the
+//                                  response's Content-Length, else the bytes
+//                                  its dataReceived events counted, else the
+//                                  request is skipped ("size unknown"); the
+//                                  header's x-import counts each case
 //   Network.loadingFailed          with `canceled`: a cancel at its timestamp;
 //                                  otherwise the request failed: skipped
 //   Network.requestServedFromCache the browser's cache served it
@@ -47,6 +53,8 @@ struct Req {
   std::uint64_t size = 0;            // loadingFinished's encodedDataLength.
   std::uint64_t header_bytes = 0;    // The response's, before its body.
   std::uint64_t content_length = 0;  // From the response's headers.
+  std::uint64_t data_received = 0;   // dataReceived's encodedDataLength, summed.
+  bool size_unknown = false;         // loadingFinished said -1.
   std::optional<double> cancel_t;
   std::string failure;  // loadingFailed without `canceled`.
   bool finished = false, cached = false;
@@ -82,7 +90,7 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
   std::uint64_t events = 0, ignored = 0, unknown_request = 0, order = 0, navigated_away = 0;
   for (const std::string& file : inputs) {
     std::ifstream in(file, std::ios::binary);
-    if (!in) throw TraceError(file, 0, "-", "cannot be read");
+    if (!in) throw TraceError::unreadable(file);
     std::unordered_map<std::string, Req> live;
     const std::size_t file_begin = done.size();
     std::uint64_t index = 0;
@@ -224,10 +232,21 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
         }
       } else if (method == "Network.requestServedFromCache") {
         r.cached = true;
+      } else if (method == "Network.dataReceived") {
+        if (p.contains("encodedDataLength") && p["encodedDataLength"].is_number()) {
+          const double v = p["encodedDataLength"].get<double>();
+          if (v > 0 && v <= kMaxImportSize) r.data_received += static_cast<std::uint64_t>(v);
+        }
       } else if (method == "Network.loadingFinished") {
         r.finished = true;
-        r.size = static_cast<std::uint64_t>(
-            std::llround(number(p, "encodedDataLength", "params.encodedDataLength")));
+        // -1 (or any negative) is Chrome's "unknown".
+        if (p.contains("encodedDataLength") && p["encodedDataLength"].is_number() &&
+            p["encodedDataLength"].get<double>() < 0) {
+          r.size_unknown = true;
+        } else {
+          r.size = static_cast<std::uint64_t>(
+              std::llround(number(p, "encodedDataLength", "params.encodedDataLength")));
+        }
         done.push_back(std::move(r));
         live.erase(it);
       } else if (method == "Network.loadingFailed") {
@@ -302,6 +321,7 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
             [](const Req& a, const Req& b) { return a.t != b.t ? a.t < b.t : a.order < b.order; });
   Request out_request;
   std::uint64_t number = 0;
+  std::uint64_t unknown_from_length = 0, unknown_from_data = 0;
   for (Req& r : done) {
     ++number;
     if (r.url.rfind("http://", 0) != 0 && r.url.rfind("https://", 0) != 0) {
@@ -322,6 +342,16 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
     }
     // The body's bytes on the wire: all that was received less the headers.
     std::uint64_t size = r.finished && r.size > r.header_bytes ? r.size - r.header_bytes : 0;
+    if (r.size_unknown) {
+      // Chrome did not know: the headers' length, else what arrived.
+      size = r.content_length != 0 ? r.content_length : r.data_received;
+      if (size == 0) {
+        sink.skip("size unknown (loadingFinished's encodedDataLength -1, no Content-Length, "
+                  "no dataReceived bytes)");
+        continue;
+      }
+      ++(r.content_length != 0 ? unknown_from_length : unknown_from_data);
+    }
     if (size == 0) {
       if (auto it = known_size.find(r.url); it != known_size.end()) {
         size = it->second;
@@ -358,6 +388,8 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
   sink.count("events_of_requests_sent_before_the_capture", unknown_request);
   sink.count("requests", done.size());
   sink.count("cancelled_by_navigation", navigated_away);
+  sink.count("sizes_unknown_taken_from_content_length", unknown_from_length);
+  sink.count("sizes_unknown_taken_from_data_received", unknown_from_data);
   ojson used = options.as_json();
   used["owner-by"] = owner_by;
   used["cached"] = browser.cached;

@@ -135,7 +135,7 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
   std::vector<std::string> fields;
   for (const std::string& file : inputs) {
     std::ifstream in(file);
-    if (!in) throw TraceError(file, 0, "-", "cannot be read");
+    if (!in) throw TraceError::unreadable(file);
     std::size_t line = 0, first_line = 0;
     // Where each column is, from the header row or the numbers given.
     std::vector<std::string> names;

@@ -91,7 +91,7 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
   std::uint64_t read = 0, pages = 0;
   for (const std::string& file : inputs) {
     std::ifstream in(file, std::ios::binary);
-    if (!in) throw TraceError(file, 0, "-", "cannot be read");
+    if (!in) throw TraceError::unreadable(file);
     std::uint64_t index = 0;
     bool saw_log = false;
     stream_json_arrays(

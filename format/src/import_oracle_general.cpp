@@ -30,7 +30,7 @@ class ByteSource {
  public:
   explicit ByteSource(const std::string& path)
       : file_(std::fopen(path.c_str(), "rb"), &std::fclose) {
-    if (!file_) throw TraceError(path, 0, "-", "cannot be read");
+    if (!file_) throw TraceError::unreadable(path);
     path_ = path;
     raw_.resize(ZSTD_DStreamInSize());
     raw_size_ = std::fread(raw_.data(), 1, raw_.size(), file_.get());
@@ -38,7 +38,28 @@ class ByteSource {
     if (raw_size_ >= 4 && std::memcmp(raw_.data(), kMagic, 4) == 0) {
       zstd_.reset(ZSTD_createDStream());
       if (!zstd_) throw std::runtime_error("import: cannot start zstd");
+    } else if (looks_like_text()) {
+      const std::size_t shown = std::min<std::size_t>(raw_size_, 16);
+      std::string start(reinterpret_cast<const char*>(raw_.data()), shown);
+      for (char& c : start)
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+      throw TraceError(path, TraceError::Record{1}, "-",
+                       "this is text (it begins \"" + start +
+                           "\"), not an oracleGeneral binary trace of 24-byte records: a HAR, "
+                           "DevTools or CSV log imports with `import har`, `cdp` or `csv`");
     }
+  }
+
+  // Its first record's worth of bytes are printable text, with no NUL: a
+  // binary record's 64-bit ids and sizes hold zero bytes in all but freak cases.
+  bool looks_like_text() const {
+    const std::size_t n = std::min(raw_size_, kRecord);
+    if (n == 0) return false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned char c = raw_[i];
+      if (c == 0 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f) return false;
+    }
+    return true;
   }
 
   bool compressed() const { return zstd_ != nullptr; }

@@ -13,52 +13,44 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Two-sided p-value of the signed-rank statistic from |d| > 0.
+// Two-sided p-value of the signed-rank statistic (paired.h).
 double wilcoxon_p(std::vector<double> d) {
-  const std::size_t before = d.size();
   d.erase(std::remove(d.begin(), d.end(), 0.0), d.end());
-  const bool zeros = d.size() != before;
   const std::size_t n = d.size();
   if (n == 0) return 1.0;
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return std::abs(d[a]) < std::abs(d[b]); });
-  // Mean ranks over ties of |d|, and the tie correction sum of (t^3 - t).
-  std::vector<double> rank(n);
+  // Twice the mean rank over ties of |d| (an integer), and the tie
+  // correction sum of (t^3 - t).
+  std::vector<std::size_t> rank2(n);
   double tie_term = 0;
-  bool ties = false;
   for (std::size_t i = 0; i < n;) {
     std::size_t j = i;
     while (j + 1 < n && std::abs(d[order[j + 1]]) == std::abs(d[order[i]]))
       ++j;
-    const double mean_rank = (static_cast<double>(i + 1) + static_cast<double>(j + 1)) / 2;
     for (std::size_t k = i; k <= j; ++k)
-      rank[order[k]] = mean_rank;
+      rank2[order[k]] = (i + 1) + (j + 1);
     const double t = static_cast<double>(j - i + 1);
-    if (t > 1) {
-      ties = true;
-      tie_term += t * t * t - t;
-    }
+    tie_term += t * t * t - t;
     i = j + 1;
   }
-  double r_plus = 0;
+  std::size_t r2_plus = 0;
   for (std::size_t i = 0; i < n; ++i)
-    if (d[i] > 0) r_plus += rank[i];
-  const double total = static_cast<double>(n) * static_cast<double>(n + 1) / 2;
-  const double r_minus = total - r_plus;
-  if (!ties && !zeros && n <= 50) {
-    // Exact: how many of the 2^n sign patterns give each rank sum (integer
-    // ranks 1..n); p = 2 P(R <= min(R+, R-)), at most 1.
-    const auto max_sum = static_cast<std::size_t>(total);
-    std::vector<double> count(max_sum + 1, 0.0);
+    if (d[i] > 0) r2_plus += rank2[i];
+  const std::size_t total2 = n * (n + 1);  // Twice the sum of the ranks.
+  const std::size_t low2 = std::min(r2_plus, total2 - r2_plus);
+  if (n <= kWilcoxonExactMax) {
+    // Exact: how many of the 2^n sign patterns give each (doubled) rank sum
+    // with these ranks, tied ones included; p = 2 P(R <= min(R+, R-)), at most 1.
+    std::vector<double> count(total2 + 1, 0.0);
     count[0] = 1;
-    for (std::size_t r = 1; r <= n; ++r)
-      for (std::size_t s = max_sum; s >= r; --s)
+    for (std::size_t r : rank2)
+      for (std::size_t s = total2; s >= r; --s)
         count[s] += count[s - r];
-    const auto low = static_cast<std::size_t>(std::min(r_plus, r_minus));
     double tail = 0;
-    for (std::size_t s = 0; s <= low; ++s)
+    for (std::size_t s = 0; s <= low2; ++s)
       tail += count[s];
     return std::min(1.0, 2 * tail / std::pow(2.0, static_cast<double>(n)));
   }
@@ -66,7 +58,7 @@ double wilcoxon_p(std::vector<double> d) {
   const double mean = nn * (nn + 1) / 4;
   const double var = nn * (nn + 1) * (2 * nn + 1) / 24 - tie_term / 48;
   if (var <= 0) return 1.0;
-  const double z = (std::min(r_plus, r_minus) - mean) / std::sqrt(var);
+  const double z = (static_cast<double>(low2) / 2 - mean) / std::sqrt(var);
   return std::min(1.0, 2 * boost::math::cdf(boost::math::normal(), z));
 }
 
@@ -100,10 +92,12 @@ Paired paired(const std::vector<double>& x, const std::vector<double>& baseline)
     out.ci_low = out.ci_high = kNaN;
     out.p_t = kNaN;
   } else if (all_equal) {
-    // No spread: the interval is the value itself.
+    // No spread: the replications did not differ, and a t interval would
+    // claim a certainty they cannot give. None, and no marker.
     out.mean = d[0];
-    out.ci_low = out.ci_high = d[0];
-    out.p_t = d[0] == 0 ? 1.0 : 0.0;
+    out.constant = true;
+    out.ci_low = out.ci_high = kNaN;
+    out.p_t = kNaN;
   } else {
     double ss = 0;
     for (double v : d)

@@ -3,6 +3,9 @@
 // Every object is read through a FieldReader that remembers which fields were
 // used, so an unknown field (a typo) is an error unless it starts with "x-".
 #include "demandflight/format/trace.h"
+
+#include <cerrno>
+#include <cstring>
 #include "stream_demand_ids.h"
 
 #include <absl/container/flat_hash_set.h>
@@ -985,7 +988,9 @@ std::string network_model_names_text() {
 
 TraceError::TraceError(std::string file, std::size_t line, std::string field,
                        const std::string& message)
-    : std::runtime_error(file + ":" + std::to_string(line) + ": " + field + ": " + message),
+    : std::runtime_error(line == 0 && field == "-"
+                             ? file + ": " + message  // The whole file, no line or field.
+                             : file + ":" + std::to_string(line) + ": " + field + ": " + message),
       file_(std::move(file)),
       line_(line),
       field_(std::move(field)) {}
@@ -997,6 +1002,11 @@ TraceError::TraceError(std::string file, Record record, std::string field,
       file_(std::move(file)),
       line_(record.number),
       field_(std::move(field)) {}
+
+TraceError TraceError::unreadable(const std::string& file, const std::string& what) {
+  const int error = errno;
+  return TraceError(file, 0, "-", error != 0 ? what + ": " + std::strerror(error) : what);
+}
 
 namespace detail {
 
@@ -1066,7 +1076,7 @@ Trace read_trace(std::istream& in, const std::string& name_for_errors) {
 
 Trace read_manifest(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw TraceError(path, 0, "-", "cannot open the file");
+  if (!in) throw TraceError::unreadable(path);
   return Reader(path, true).read(in);
 }
 
@@ -1087,7 +1097,7 @@ struct TraceStream::Impl {
 
 TraceStream::TraceStream(const std::string& path) : impl_(std::make_unique<Impl>(path)) {
   impl_->file.open(path);
-  if (!impl_->file) throw TraceError(path, 0, "-", "cannot open the file");
+  if (!impl_->file) throw TraceError::unreadable(path);
   impl_->in = &impl_->file;
   impl_->start();
 }
@@ -1122,7 +1132,7 @@ std::size_t TraceStream::demand_ids_kept() const { return impl_->ids.kept(); }
 
 Trace read_trace(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw TraceError(path, 0, "-", "cannot open the file");
+  if (!in) throw TraceError::unreadable(path);
   return read_trace(in, path);
 }
 

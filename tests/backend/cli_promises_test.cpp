@@ -97,7 +97,7 @@ TEST_F(CliTest, AnAttemptThatOutlivesItsDeadlineEndsNamingIt) {
                                         "--retries", "1", "--progress", "lines", "TRACE"});
   EXPECT_EQ(run.exit_code, 1) << run.out;
   EXPECT_TRUE(std::regex_search(
-      run.err, std::regex(R"(long\.bin: deadline: [0-9.]+ kB of 300\.0 kB in 4 s from http://127\.0\.0\.1:[0-9]+/long\.bin)")))
+      run.err, std::regex(R"(long\.bin: deadline: [0-9.]+ kB of 300\.0 kB in [45] s from http://127\.0\.0\.1:[0-9]+/long\.bin)")))
       << run.err;
   const double at = seconds_on_line(run.out, "long.bin");
   EXPECT_GE(at, 3.9);
@@ -123,8 +123,8 @@ TEST_F(CliTest, AResetAnOverLongHeaderAndAStallEachGiveTheirReasonWithTheUrl) {
       << run.err;
   EXPECT_NE(run.err.find("header.bin: response header too large"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("from " + url + "/header.bin"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("stall.bin: stalled: 0 bytes in 2 s from " + url + "/stall.bin"),
-            std::string::npos)
+  EXPECT_TRUE(std::regex_search(
+      run.err, std::regex("stall.bin: stalled: 0 bytes in [23] s from " + url + "/stall.bin")))
       << run.err;
 }
 

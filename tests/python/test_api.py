@@ -492,7 +492,9 @@ def test_compares_paired_statistics_match_scipy_on_its_own_runs():
         assert row["wins"] == int((d < 0).sum())
         assert bool(row["significant"]) == (row["score_diff_lo"] > 0 or row["score_diff_hi"] < 0)
     own = table[table.policy == "always-abort"].iloc[0]
-    assert own["score_diff"] == 0 and own["score_diff_lo"] == 0 and not own["significant"]
+    # Against itself every difference is 0: constant, so no interval and no marker.
+    assert own["score_diff"] == 0 and np.isnan(own["score_diff_lo"]) and own["constant"]
+    assert not own["significant"]
     with pytest.raises(ValueError, match="baseline"):
         dfl.compare("gen:session_churn:demands=300", baseline="sometimes")
 

@@ -101,3 +101,39 @@ def test_sweep_refuses_bad_points_before_any_process_starts(scenarios):
         dfl.sweep({"trace": ["gen:nothing"]})
     with pytest.raises(ValueError, match="grid: seed"):
         dfl.sweep({"trace": [churn], "seed": [-1]})
+
+
+def test_sweep_resamples_owners_and_warns_when_seeds_cannot_differ(scenarios):
+    churn = scenarios / "session_churn.jsonl"
+    with pytest.warns(UserWarning, match="seeds gave identical scores .*resample='owners' "
+                                         "varies its workload"):
+        plain = dfl.sweep({"trace": [churn], "seed": [1, 2]}, jobs=2)
+    assert plain.score.nunique() == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Replications that vary: no warning.
+        resampled = dfl.sweep({"trace": [churn], "seed": [1, 2], "resample": ["owners"]},
+                              jobs=2)
+    assert resampled.score.nunique() == 2, "each seed a bootstrap of the owners"
+    assert set(resampled["resample"]) == {"owners"}
+    with pytest.raises(ValueError, match="grid: resample must be 'none' or 'owners'"):
+        dfl.sweep({"trace": [churn], "resample": ["everything"]})
+
+
+def test_the_python_guides_dask_script_runs_as_written(tmp_path, scenarios):
+    """docs/python.md's `sweep_dask.py`, with its `__main__` guard, as a script."""
+    pytest.importorskip("distributed")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    block = next(b for b in text.split("```python\n")[1:] if "# sweep_dask.py" in b)
+    code = "\n".join(line[2:] if line.startswith("  ") else line
+                     for line in block.split("```", 1)[0].splitlines())
+    (tmp_path / "scenarios").symlink_to(scenarios)
+    (tmp_path / "sweep_dask.py").write_text(code)
+    proc = subprocess.run([sys.executable, "sweep_dask.py"], cwd=tmp_path, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "keep-partial" in proc.stdout and "score" in proc.stdout

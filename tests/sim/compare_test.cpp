@@ -290,10 +290,10 @@ TEST(Compare, SeedsThatCannotDifferAreSaidToBeIdentical) {
                    "gen:session_churn:demands=300", "--policies", "always-abort", "--seeds", "10"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // Ten: the mean of ten equal values may round, which once hid the note.
-  EXPECT_NE(run.out.find("note: three_callers: its 10 seeds gave identical runs"),
+  EXPECT_NE(run.err.find("warning: three_callers: its 10 seeds gave identical runs"),
             std::string::npos)
-      << run.out;
-  EXPECT_EQ(run.out.find("note: gen:"), std::string::npos) << run.out;
+      << run.err;
+  EXPECT_EQ(run.err.find("warning: gen:"), std::string::npos) << run.err;
 
   // Resampled, the file's seeds are replications: a bootstrap of its owners each.
   const CliRun resampled =
@@ -301,7 +301,7 @@ TEST(Compare, SeedsThatCannotDifferAreSaidToBeIdentical) {
                    "always-abort,keep-partial", "--seeds", "4", "--resample", "owners", "--csv",
                    "DIR/c.csv"});
   ASSERT_EQ(resampled.exit_code, 0) << resampled.err;
-  EXPECT_EQ(resampled.out.find("note:"), std::string::npos) << resampled.out;
+  EXPECT_EQ(resampled.err.find("warning:"), std::string::npos) << resampled.err;
   const auto rows = read_csv(resampled.dir + "/c.csv");
   const CsvRow& keep = row_of(rows, "session_churn", "demand", "keep-partial");
   EXPECT_GT(number(keep, "gb_sd"), 0.01) << "the workload varies with the seed";
@@ -387,6 +387,49 @@ TEST(Train, ALearnedPolicyWithoutAModelOrWithABadOneIsRefused) {
                                    {"train", "TRACE", "--out", "DIR/m.json"});
   EXPECT_EQ(bad_trace.exit_code, 2);
   EXPECT_NE(bad_trace.err.find("trace.jsonl:2:"), std::string::npos) << bad_trace.err;
+}
+
+// One owner cannot be resampled: the warning says so, and does not advise
+// the --resample that was given.
+TEST(Compare, ResamplingAOneOwnerTraceWarnsThatNothingVaries) {
+  const std::string trace =
+      header() + artifact("a", 1'000'000) + artifact("b", 2'000'000) +
+      R"({"op": "subscribe", "t": 0, "demand": "d1", "owner": "solo", "artifact": "a", "priority": 1}
+{"op": "subscribe", "t": 0.1, "demand": "d2", "owner": "solo", "artifact": "b", "priority": 0}
+{"op": "cancel", "t": 0.2, "demand": "d2"}
+)";
+  const CliRun run = run_cli(trace, {"compare", "TRACE", "--policies", "always-abort,always-complete",
+                                     "--seeds", "3", "--resample", "owners"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gave identical runs under every policy even with --resample owners"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("--resample owners varies"), std::string::npos) << run.err;
+}
+
+// Seeds that cannot differ give a constant difference: no interval, no
+// marker, the least p the signed-rank test can give, and a nonzero
+// difference never printed as 0.
+TEST(Compare, AConstantDifferenceHasNoIntervalNorMarkerAndShowsItsDigits) {
+  const CliRun run = run_cli("", {"compare", std::string(DFL_SCENARIOS) + "/three_callers.jsonl",
+                                  "--policies", "always-abort,always-complete", "--seeds", "5",
+                                  "--csv", "DIR/c.csv"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto rows = read_csv(run.dir + "/c.csv");
+  const CsvRow& row = row_of(rows, "three_callers", "demand", "always-complete");
+  EXPECT_EQ(number(row, "constant"), 1);
+  EXPECT_EQ(number(row, "significant"), 0);
+  EXPECT_EQ(row.at("score_diff_lo"), "-");
+  std::string line;
+  for (std::istringstream in(run.out); std::getline(in, line);)
+    if (line.find("always-complete") != std::string::npos) break;
+  EXPECT_NE(line.find("constant"), std::string::npos) << line;
+  EXPECT_EQ(line.find("]*"), std::string::npos) << line;
+  if (number(row, "score_diff") != 0) {
+    EXPECT_EQ(line.find(" 0.000 "), std::string::npos) << line;
+    EXPECT_EQ(line.find(" -0.000 "), std::string::npos) << line;
+    EXPECT_NEAR(number(row, "score_p_wilcoxon"), 2.0 / 32, 1e-9);
+  }
 }
 
 }  // namespace

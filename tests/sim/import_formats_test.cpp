@@ -316,7 +316,7 @@ TEST(ImportCdp, RequestsPriorityChangesAndCancelsFromTheEventsInEveryShape) {
   const json& x = t[0]["x-import"];
   EXPECT_EQ(x["format"], "cdp");
   EXPECT_EQ(x["events"], 21);
-  EXPECT_EQ(x["events_ignored"], 2) << "dataReceived and Page.frameNavigated";
+  EXPECT_EQ(x["events_ignored"], 1) << "Page.frameNavigated (dataReceived counts bytes)";
   EXPECT_EQ(x["events_of_requests_sent_before_the_capture"], 1);
   EXPECT_EQ(x["demands"], 4);
   EXPECT_EQ(x["set_priorities"], 2);
@@ -391,6 +391,41 @@ TEST(ImportCdp, ACancelledRequestTakesItsSizeFromAnotherOfItsUrlAndOwnersByLoade
   EXPECT_EQ(subs[4]["owner"], "L9");
   EXPECT_EQ(records_with(t, "artifact")[1]["size"], 77000)
       << "the size that arrived for its URL, before its own Content-Length";
+}
+
+// Chrome writes encodedDataLength -1 for "unknown" (25 of 325 loadingFinished
+// events in one news site's log): the size comes from the response's
+// Content-Length, else from the bytes its dataReceived events counted, else the
+// request is skipped with its reason; x-import counts each case.
+TEST(ImportCdp, AnUnknownSizeOfMinusOneIsTakenFromTheHeadersOrTheBytesThatArrived) {
+  const std::vector<std::string> events = {
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"1","frameId":"F1","timestamp":10.0,"request":{"url":"https://a.example/with-length.js","initialPriority":"High"}}})",
+      R"({"method":"Network.responseReceived","params":{"requestId":"1","timestamp":10.1,"response":{"status":200,"headers":{"Content-Length":"12345"}}}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"1","timestamp":10.2,"encodedDataLength":-1}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"2","frameId":"F1","timestamp":10.3,"request":{"url":"https://a.example/chunked.css","initialPriority":"High"}}})",
+      R"({"method":"Network.responseReceived","params":{"requestId":"2","timestamp":10.4,"response":{"status":200,"headers":{}}}})",
+      R"({"method":"Network.dataReceived","params":{"requestId":"2","timestamp":10.5,"dataLength":4000,"encodedDataLength":1500}})",
+      R"({"method":"Network.dataReceived","params":{"requestId":"2","timestamp":10.6,"dataLength":3000,"encodedDataLength":1000}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"2","timestamp":10.7,"encodedDataLength":-1}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"3","frameId":"F1","timestamp":10.8,"request":{"url":"https://a.example/nothing.gif","initialPriority":"Low"}}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"3","timestamp":10.9,"encodedDataLength":-1}})",
+  };
+  const CliRun run = run_cli(as_array(events), {"import", "cdp", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<json> t = lines_of(run.out);
+  const json& x = t[0]["x-import"];
+  EXPECT_EQ(x["demands"], 2);
+  EXPECT_EQ(x["sizes_unknown_taken_from_content_length"], 1);
+  EXPECT_EQ(x["sizes_unknown_taken_from_data_received"], 1);
+  EXPECT_EQ(x["skipped"].size(), 1u) << x.dump();
+  EXPECT_EQ(x["skipped"].begin().value(), 1) << x.dump();
+  EXPECT_NE(x["skipped"].begin().key().find("size unknown"), std::string::npos) << x.dump();
+  std::map<std::string, std::uint64_t> sizes;
+  for (const json& a : records_with(t, "artifact"))
+    sizes[a["id"]] = a["size"];
+  EXPECT_EQ(sizes, (std::map<std::string, std::uint64_t>{
+                       {"https://a.example/with-length.js", 12345},
+                       {"https://a.example/chunked.css", 2500}}));
 }
 
 TEST(ImportCdp, ANavigationCancelsTheOldDocumentsOpenRequestsAtItsCommit) {

@@ -63,8 +63,9 @@ def compare(traces: Union[TraceLike, Sequence[TraceLike]],
     built-in ones; it is not one of the oracle's bases (the built-in policies are). An
     exception it raises is raised again here. Every figure is also paired with ``baseline``'s run of the same trace, model and
     seed: ``<figure>_diff`` (mean difference), ``_diff_lo``/``_diff_hi`` (95% t interval),
-    ``_p_t``, ``_p_wilcoxon``; ``wins``/``losses``/``ties`` and ``significant`` are the
-    score's. ``runs=True`` returns ``(table, runs)``, where ``runs`` has one row per trace
+    ``_p_t``, ``_p_wilcoxon``; ``wins``/``losses``/``ties``, ``significant`` and
+    ``constant`` (every seed gave the same difference: no interval, never significant)
+    are the score's. ``runs=True`` returns ``(table, runs)``, where ``runs`` has one row per trace
     × model × policy × seed (the CLI's ``--runs-csv``). ``critical_priority`` sets the
     critical class (default: the highest priority in each trace). ``resample="owners"``
     makes each seed of a trace file a bootstrap of its owners (``--resample owners``), so
@@ -192,8 +193,9 @@ def _sweep_point(point: Dict[str, Any]) -> Dict[str, Any]:
     model = params.pop("model", "demand")
     policy = params.pop("policy", "always-abort")
     params.pop("seed", None)
+    resample = params.pop("resample", "none")
     result = simulate(trace, model=model, policy=policy, seed=point["seed"],
-                      oracle_bases=point.get("oracle_bases", ()), **params)
+                      oracle_bases=point.get("oracle_bases", ()), resample=resample, **params)
     row = {"trace": point["label"], **point["labels"], "seed": result.raw["seed"]}
     row.update(metrics(result.raw, point["weights"]))
     return row
@@ -231,7 +233,9 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
 
     ``grid`` maps names to the values to try: ``trace`` (required: traces, paths, or
     ``"gen:KIND[:demands=N]"``, generated afresh for each seed), ``model``, ``policy``
-    (built-in specs or OrphanPolicy instances), ``seed``, and any override of
+    (built-in specs or OrphanPolicy instances), ``seed``, ``resample`` (``"none"`` or
+    ``"owners"``: each seed a bootstrap of a trace file's owners, as in :func:`compare`),
+    and any override of
     :func:`simulate` (``client_bandwidth_Bps``, ``cache_bytes``, ``max_transfers``, ...).
     Each row has the trace's unique name, the grid's values, the ``seed`` that ran (a
     trace file's header seed when the grid has none; 1 for a generated trace) and the
@@ -249,6 +253,9 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
     (``jobs`` at a time, default: the CPUs); with a ``dask.distributed.Client`` they run
     on its cluster (each point still in a fresh process on its worker). Both give the
     same numbers.
+
+    Where several seeds of one point (trace and every value but the seed) gave identical
+    scores, a ``UserWarning`` says that they are no replications.
     """
     if not isinstance(grid, Mapping):
         raise TypeError(f"grid must be a mapping of names to values, not {grid!r}")
@@ -267,6 +274,9 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
     for seed in grid.get("seed", []):
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"grid: seed must be an integer >= 0, not {seed!r}")
+    for value in grid.get("resample", []):
+        if value not in ("none", "owners"):
+            raise ValueError(f"grid: resample must be 'none' or 'owners', not {value!r}")
     builtin: List[str] = []
     for p in grid.get("policy", []):
         if isinstance(p, str):
@@ -278,9 +288,10 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
                 builtin.append(p)
         elif not hasattr(p, "decide"):
             raise TypeError(f"grid: policy must be a policy spec or an OrphanPolicy, not {p!r}")
-    unknown = sorted(set(grid) - {"model", "policy", "seed"} - set(OVERRIDE_KEYS))
+    unknown = sorted(set(grid) - {"model", "policy", "seed", "resample"} - set(OVERRIDE_KEYS))
     if unknown:
         raise TypeError(f"grid: unknown name {unknown[0]!r} (known: trace, model, policy, seed, "
+                        "resample, "
                         f"{', '.join(OVERRIDE_KEYS)})")
     keys = [k for k in grid if k != "policy"]
     policies_ = grid.get("policy", ["always-abort"])
@@ -299,7 +310,8 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
                 trace = Trace(text, label)
             else:
                 trace = as_trace(entry)
-            overrides = {k: v for k, v in params.items() if k not in ("model", "seed")}
+            overrides = {k: v for k, v in params.items()
+                         if k not in ("model", "seed", "resample")}
             trace.with_overrides(**overrides)  # ValueError naming a bad override, now.
             group = []
             for p in policies_ + (["oracle"] if regret and "oracle" not in policies_ else []):
@@ -347,4 +359,26 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
                 rows[i]["vs_oracle"] = (rows[i]["score"] / oracle["score"] if oracle["score"] > 0
                                         else 1.0 if rows[i]["score"] == oracle["score"]
                                         else float("inf"))
+    _warn_identical_seeds(points, rows)
     return pd.DataFrame(rows)
+
+
+def _warn_identical_seeds(points: List[Dict[str, Any]], rows: List[Dict[str, Any]]) -> None:
+    """A warning for each point (trace and every value but the seed) whose seeds all gave
+    the same score."""
+    import warnings
+    scores: Dict[tuple, List[float]] = {}
+    for point, row in zip(points, rows):
+        key = (point["label"],) + tuple(sorted((k, str(v)) for k, v in point["labels"].items()))
+        scores.setdefault(key, []).append(row["score"])
+    for key, values in scores.items():
+        if len(values) < 2 or any(v != values[0] for v in values):
+            continue
+        values_text = ", ".join(f"{k}={v}" for k, v in key[1:])
+        resampled = dict(key[1:]).get("resample", "none") != "none"
+        why = (" even with resample='owners' (nothing in this workload varies from seed to "
+               "seed)" if resampled else
+               " (a trace file's seed varies only the retry jitter; resample='owners' varies "
+               "its workload)")
+        warnings.warn(f"sweep: {key[0]} ({values_text}): its {len(values)} seeds gave identical "
+                      f"scores{why}: they are no replications", UserWarning, stacklevel=3)

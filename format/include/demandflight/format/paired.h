@@ -7,20 +7,24 @@
 //
 //   mean       the mean difference;
 //   ci_low/hi  its 95% confidence interval by Student's t with n-1 degrees
-//              of freedom (mean ± t(0.975, n-1) · sd / √n); [d, d] when every
-//              difference is d; NaN (and p_t NaN) with fewer than two pairs;
-//   p_t        the two-sided p-value of the paired t-test (1 when every
-//              difference is 0, 0 when they are all the same non-zero value);
+//              of freedom (mean ± t(0.975, n-1) · sd / √n); NaN (and p_t
+//              NaN) with fewer than two pairs, and when every difference is
+//              the same (`constant`: the replications did not vary, and an
+//              interval would claim a certainty they cannot give);
+//   p_t        the two-sided p-value of the paired t-test;
 //   p_wilcoxon the two-sided p-value of the Wilcoxon signed-rank test
 //              (zero differences dropped, tied |d| given their mean rank);
-//              exact (the distribution of the rank sum, enumerated) when no
-//              difference is 0, no |d| ties and n <= 50, else the normal
-//              approximation with the tie correction and no continuity
-//              correction; 1 when no difference is non-zero.
-//              scipy.stats.wilcoxon's defaults (1.10) give the same values
-//              wherever no |d| ties;
+//              exact for n <= kWilcoxonExactMax non-zero differences: the
+//              rank sum's distribution over the 2^n sign patterns of these
+//              very ranks, ties included (so no p is below the smallest the
+//              test can give: 2/2^n); above, the normal approximation with
+//              the tie correction and no continuity correction; 1 when no
+//              difference is non-zero. scipy.stats.wilcoxon (1.10, its
+//              defaults) gives the same values where no |d| ties and no d
+//              is 0 (with ties its "exact" ignores them; with zeros it
+//              switches to the approximation);
 //   wins/losses/ties  pairs where d < 0, d > 0, d = 0;
-//   significant       the interval excludes 0.
+//   significant       the interval excludes 0 (never for `constant`).
 #pragma once
 
 #include <cstddef>
@@ -28,8 +32,11 @@
 
 namespace dfl::format {
 
+inline constexpr std::size_t kWilcoxonExactMax = 50;
+
 struct Paired {
   std::size_t n = 0;
+  bool constant = false;  // Every difference the same (n >= 2): no interval.
   double mean = 0, ci_low = 0, ci_high = 0;
   double p_t = 1, p_wilcoxon = 1;
   std::size_t wins = 0, losses = 0, ties = 0;

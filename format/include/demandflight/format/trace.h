@@ -35,6 +35,9 @@ class TraceError : public std::runtime_error {
     std::uint64_t number;
   };
   TraceError(std::string file, Record record, std::string field, const std::string& message);
+  // The file cannot be opened or read, with the system's reason (errno as
+  // the failed call left it): `FILE: cannot open: No such file or directory`.
+  static TraceError unreadable(const std::string& file, const std::string& what = "cannot open");
   const std::string& file() const { return file_; }
   std::size_t line() const { return line_; }
   const std::string& field() const { return field_; }
