@@ -197,6 +197,23 @@ std::string number(double v, int precision) {
   return buf;
 }
 
+// `text` broken into lines of at most `width` columns at spaces.
+std::string wrapped(const std::string& text, std::size_t width) {
+  std::string out, line;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find(' ', at), text.size());
+    const std::string word = text.substr(at, end - at);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    at = end + 1;
+  }
+  return out + line + "\n";
+}
+
 // A difference: at `precision` decimals, or in significant digits where
 // those would show a nonzero difference as 0.
 std::string difference(double v, int precision) {
@@ -269,6 +286,9 @@ class Compare {
                      "write the tidy long table: one row per trace x model x policy x seed, "
                      "every figure");
     cmd_->add_option("--markdown", markdown_, "write the table as Markdown");
+    cmd_->add_flag("--wide", wide_,
+                   "every figure in the printed table (mean±sd), as --csv has them; by default "
+                   "a short table that fits 100 columns");
     cmd_->add_option("--resample", resample_,
                      "none | owners: each seed of a trace file runs a bootstrap of its owners "
                      "(sim --resample), so that replications vary the workload")
@@ -457,17 +477,27 @@ class Compare {
     if (!runs_csv_.empty()) write_runs_csv(runs, names);
 
     print_table(rows, names, stdout);
-    std::printf(
+    char legend[1024];
+    std::snprintf(
+        legend, sizeof legend,
         "score = %g*GB + %g*wasted GB + %g*critical p95 s + %g*unserved + %g*deadline misses + "
         "%g*pollution s; critical = %s; regret = score - oracle's (same trace, model, seed); "
-        "%d seed%s%s\n"
-        "vs %s: the score's paired difference, mean [95%% t interval] (* where it excludes 0), "
-        "Wilcoxon signed-rank p, seeds where it scored lower\n",
+        "%d seed%s%s.",
         weights.gb, weights.wasted_gb, weights.p95_critical_s, weights.unserved,
         weights.deadline_miss, weights.pollution_s,
         critical_priority_ ? ("priority " + std::to_string(*critical_priority_)).c_str()
                            : "the highest priority in each trace (column critical_priority)",
-        seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 ? ", mean±sd" : "", baseline_row_.c_str());
+        seeds_, seeds_ == 1 ? "" : "s", seeds_ > 1 && wide_ ? ", mean±sd" : "");
+    std::fputs(wrapped(legend, 100).c_str(), stdout);
+    const std::string paired_legend =
+        "vs " + baseline_row_ +
+        ": the score's paired difference, mean [95% t interval] (* where it excludes 0; "
+        "constant: every seed gave the same difference), " +
+        (wide_ ? std::string("Wilcoxon signed-rank p, ") : std::string()) +
+        "seeds where it scored lower" +
+        (wide_ ? "." : "; crit_p95_s = critical p95 s, served = service rate; --wide or --csv "
+                       "for every figure.");
+    std::fputs(wrapped(paired_legend, 100).c_str(), stdout);
     // Replications that cannot differ are said to be so, not shown as ±0.
     if (seeds_ > 1) {
       for (std::size_t t = 0; t < traces_.size(); ++t) {
@@ -548,8 +578,72 @@ class Compare {
     return failed.empty() ? 0 : 1;
   }
 
+  // Where a figure is in kColumns.
+  static std::size_t column(std::string_view name) {
+    for (std::size_t i = 0; i < kColumns.size(); ++i)
+      if (name == kColumns[i].name) return i;
+    throw std::logic_error("no column " + std::string(name));
+  }
+
+  // The default table: per trace and model, a line per policy with what a
+  // choice is made on, within 100 columns (policy names cut to 24).
+  void print_short_table(const std::vector<Row>& rows, const std::vector<std::string>& names,
+                         FILE* out) const {
+    constexpr std::size_t kPolicyWidth = 24;
+    const std::size_t vs_oracle = column("vs_oracle"), p95 = column("critical_p95_s"),
+                      served = column("service_rate"), wasted = column("wasted_gb");
+    std::vector<std::pair<std::size_t, std::string>> groups;  // (trace, model), in order.
+    for (const Row& row : rows) {
+      if (std::find(groups.begin(), groups.end(), std::make_pair(row.trace, row.model)) ==
+          groups.end())
+        groups.emplace_back(row.trace, row.model);
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto& [trace, model] = groups[g];
+      std::fprintf(out, "%s%s (model %s)\n", g == 0 ? "" : "\n", names[trace].c_str(),
+                   model.c_str());
+      std::vector<std::vector<std::string>> table = {
+          {"policy", "d_score [95% t]", "wins", "vs_oracle", "crit_p95_s", "served", "wasted_gb"}};
+      for (const Row& row : rows) {
+        if (row.trace != trace || row.model != model) continue;
+        std::string policy = row.policy;
+        if (display_width(policy) > kPolicyWidth) policy = policy.substr(0, kPolicyWidth - 1) + "~";
+        const std::vector<std::string> paired = paired_cells(row);
+        table.push_back({policy,
+                         row.policy == baseline_row_ ? "baseline" : paired[0] + " " + paired[1],
+                         paired[3], number(row.mean.*kColumns[vs_oracle].field, 3),
+                         number(row.mean.*kColumns[p95].field, 2),
+                         number(row.mean.*kColumns[served].field, 3),
+                         number(row.mean.*kColumns[wasted].field, 3)});
+      }
+      print_aligned(table, 1, out);
+    }
+  }
+
+  // Left-aligned text in the first `text_columns`, numbers right-aligned.
+  static void print_aligned(const std::vector<std::vector<std::string>>& table,
+                            std::size_t text_columns, FILE* out) {
+    std::vector<std::size_t> width(table.front().size(), 0);
+    for (const auto& line : table)
+      for (std::size_t i = 0; i < line.size(); ++i)
+        width[i] = std::max(width[i], display_width(line[i]));
+    for (const auto& line : table) {
+      std::string text;
+      for (std::size_t i = 0; i < line.size(); ++i) {
+        const std::size_t pad = width[i] - display_width(line[i]);
+        text += i < text_columns ? line[i] + std::string(pad, ' ') : std::string(pad, ' ') + line[i];
+        text += i + 1 < line.size() ? "  " : "";
+      }
+      std::fprintf(out, "%s\n", text.c_str());
+    }
+  }
+
   void print_table(const std::vector<Row>& rows, const std::vector<std::string>& names,
                    FILE* out) const {
+    if (!wide_) {
+      print_short_table(rows, names, out);
+      return;
+    }
     std::vector<std::vector<std::string>> table;
     std::vector<std::string> header = {"trace", "model", "policy"};
     for (const Column& c : kColumns)
@@ -565,23 +659,7 @@ class Compare {
         line.push_back(std::move(text));
       table.push_back(line);
     }
-    std::vector<std::size_t> width(header.size(), 0);
-    for (const auto& line : table)
-      for (std::size_t i = 0; i < line.size(); ++i)
-        width[i] = std::max(width[i], display_width(line[i]));
-    for (const auto& line : table) {
-      std::string text;
-      for (std::size_t i = 0; i < line.size(); ++i) {
-        const std::size_t pad = width[i] - display_width(line[i]);
-        if (i < 3) {
-          text += line[i] + std::string(pad, ' ');
-        } else {
-          text += std::string(pad, ' ') + line[i];
-        }
-        text += i + 1 < line.size() ? "  " : "";
-      }
-      std::fprintf(out, "%s\n", text.c_str());
-    }
+    print_aligned(table, 3, out);
   }
 
   // The score against the baseline: mean difference, interval (with the
@@ -689,6 +767,7 @@ class Compare {
   std::string runs_csv_;
   std::string csv_, markdown_;
   std::string resample_ = "none";
+  bool wide_ = false;
   std::vector<std::string> externals_;               // --external NAME=PROGRAM.
   std::map<std::string, std::string> program_of_;    // Their programs, by name.
   bool is_external(const std::string& name) const { return program_of_.count(name) != 0; }

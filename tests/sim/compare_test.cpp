@@ -432,5 +432,37 @@ TEST(Compare, AConstantDifferenceHasNoIntervalNorMarkerAndShowsItsDigits) {
   }
 }
 
+// The printed table fits a terminal of 100 columns, every policy, several
+// traces; --wide prints every figure as before.
+TEST(Compare, ItsDefaultTableFitsAHundredColumnsAndWideHasEveryFigure) {
+  const std::string scenarios(DFL_SCENARIOS);
+  const CliRun run = run_cli("", {"compare", scenarios + "/three_callers.jsonl",
+                                  scenarios + "/flaky_network.jsonl", "--policies", "all",
+                                  "--seeds", "2", "--jobs", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto widest = [](const std::string& text) {
+    std::size_t most = 0;
+    std::string line;
+    for (std::istringstream in(text); std::getline(in, line);) {
+      std::size_t n = 0;
+      for (unsigned char c : line)
+        n += (c & 0xC0) != 0x80;
+      most = std::max(most, n);
+    }
+    return most;
+  };
+  EXPECT_LE(widest(run.out), 100u) << run.out;
+  for (const char* shown : {"three_callers (model demand)", "flaky_network (model demand)",
+                            "d_score [95% t]", "vs_oracle", "crit_p95_s", "served",
+                            "wasted_gb", "keep-partial", "baseline"})
+    EXPECT_NE(run.out.find(shown), std::string::npos) << shown << "\n" << run.out;
+  const CliRun wide = run_cli("", {"compare", scenarios + "/three_callers.jsonl", "--policies",
+                                   "always-abort,keep-partial", "--wide"});
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_GT(widest(wide.out), 200u);
+  for (const char* column : {"p50_s", "p99_s", "pollution_s", "d_score_95ci", "cache_hits"})
+    EXPECT_NE(wide.out.find(column), std::string::npos) << column;
+}
+
 }  // namespace
 }  // namespace dfl::testing
