@@ -118,24 +118,22 @@ int run_fetch(const FetchArgs& args) {
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
   options.drop_behind_bytes = args.drop_behind;
   options.direct_writes = args.direct_io;
+  std::unordered_map<ArtifactKey, std::string> name_of_key;
+  std::uint64_t total_bytes = 0;
+  for (const format::Artifact& a : manifest.artifacts) {
+    if (name_of_key.emplace(a.key, a.id).second) total_bytes += a.size_bytes;
+  }
   // What it fetched stays for the length of the run: each artifact is
   // pinned at its success, so that a later install cannot evict it (one that
   // does not fit fails instead, "disk full" or "cache full"). Where the
   // open-file limit is too low for that, what was evicted after its success
   // is found and reported at the end.
-  std::size_t distinct = 0;
-  {
-    std::unordered_map<ArtifactKey, int> keys;
-    for (const format::Artifact& a : manifest.artifacts)
-      keys.emplace(a.key, 0);
-    distinct = keys.size();
-  }
-  options.pin_on_success = distinct <= pin_budget();
+  options.pin_on_success = name_of_key.size() <= pin_budget();
   if (!options.pin_on_success) {
     std::fprintf(stderr,
                  "demandflight fetch: %zu artifacts are more than the open-file limit lets it "
                  "pin (ulimit -n); an artifact evicted after its success is reported at the end\n",
-                 distinct);
+                 name_of_key.size());
   }
   Counter counter;
   options.observer = &counter;
@@ -143,12 +141,6 @@ int run_fetch(const FetchArgs& args) {
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   const std::string mode =
       args.quiet ? "none" : (args.progress == "auto" ? (tty ? "bars" : "lines") : args.progress);
-
-  std::unordered_map<ArtifactKey, std::string> name_of_key;
-  std::uint64_t total_bytes = 0;
-  for (const format::Artifact& a : manifest.artifacts) {
-    if (name_of_key.emplace(a.key, a.id).second) total_bytes += a.size_bytes;
-  }
 
   std::mutex mutex;
   std::condition_variable done_cv;
