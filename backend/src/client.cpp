@@ -513,6 +513,11 @@ class Client::Impl {
     std::string rejected_digest;  // The last body's digest, if no demand's digest met it.
     bool keep_rejected = false;   // The task ended on it: its demands' verdicts name it.
     std::string last_url;         // Where its last attempt went.
+    // Where a refused body came from, for the reasons that name it.
+    std::string provenance() const {
+      return (last_url.empty() ? std::string() : " from " + last_url) +
+             (keep_rejected ? " (the same bytes twice in a row: not fetched again)" : "");
+    }
     std::optional<CacheDir::ObjectInfo> installed;  // Once installed: what.
     std::optional<CacheDir::Hold> held;             // Installed by another process: held here.
   };
@@ -574,9 +579,7 @@ class Client::Impl {
         if (record != nullptr && !record->rejected_digest.empty() && demand.expect.sha256 &&
             *demand.expect.sha256 != record->rejected_digest) {
           r.reason = "sha256 mismatch: expected " + *demand.expect.sha256 + ", got " +
-                     record->rejected_digest;
-          if (!record->last_url.empty()) r.reason += " from " + record->last_url;
-          if (record->keep_rejected) r.reason += " (the same bytes twice in a row: not fetched again)";
+                     record->rejected_digest + record->provenance();
         } else if (record != nullptr && !record->last_reason.empty()) {
           r.reason = record->last_reason;
         } else {
@@ -1165,7 +1168,8 @@ class Client::Impl {
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     t->requested_s = now();
     t->watch = AttemptWatch(options_.bounds, t->requested_s);
-    if (t->expected_size) t->watch.set_to_move(*t->expected_size - std::min(*t->expected_size, t->offset));
+    if (t->expected_size)
+      t->watch.set_to_move(*t->expected_size - std::min(*t->expected_size, t->offset));
     if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
     curl_multi_add_handle(multi_, e);
     transfers_.emplace(c.transfer.value, std::move(t));
@@ -1504,15 +1508,12 @@ class Client::Impl {
     const bool accept = record.expects.empty() || digest_met || (!digest_stated && plain_met) ||
                         (plain_met && record.rejected_digest == body.sha256);
     if (!accept) {
-      std::string why = first_why.value_or("the body meets no demand's expectation");
-      if (!record.last_url.empty()) why += " from " + record.last_url;
       const bool same_again = digest_stated && record.rejected_digest == body.sha256;
       record.rejected_digest = digest_stated ? body.sha256 : std::string();
-      if (same_again) {
-        record.keep_rejected = true;  // The demands' verdicts name it.
-        return Refusal{why + " (the same bytes twice in a row: not fetched again)", false};
-      }
-      return Refusal{std::move(why), true};
+      record.keep_rejected = same_again;  // The demands' verdicts name it.
+      return Refusal{first_why.value_or("the body meets no demand's expectation") +
+                         record.provenance(),
+                     !same_again};
     }
     record.installed = CacheDir::ObjectInfo{body.bytes, body.sha256};
     return std::nullopt;
