@@ -611,10 +611,9 @@ class Compare {
         const std::vector<std::string> paired = paired_cells(row);
         table.push_back({policy,
                          row.policy == baseline_row_ ? "baseline" : paired[0] + " " + paired[1],
-                         paired[3], number(row.mean.*kColumns[vs_oracle].field, 3),
-                         number(row.mean.*kColumns[p95].field, 2),
-                         number(row.mean.*kColumns[served].field, 3),
-                         number(row.mean.*kColumns[wasted].field, 3)});
+                         paired[3], cell(row, kColumns[vs_oracle], false),
+                         cell(row, kColumns[p95], false), cell(row, kColumns[served], false),
+                         cell(row, kColumns[wasted], false)});
       }
       print_aligned(table, 1, out);
     }
