@@ -43,6 +43,7 @@
 #include "demandflight/format/trace.h"
 #include "demandflight/format/score.h"
 #include "processes.h"
+#include "progress.h"
 #include "subcommand.h"
 
 extern char** environ;
@@ -293,6 +294,11 @@ class Compare {
                      "none | owners: each seed of a trace file runs a bootstrap of its owners "
                      "(sim --resample), so that replications vary the workload")
         ->check(CLI::IsMember({"none", "owners"}))
+        ->capture_default_str();
+    cmd_->add_option("--progress", progress_,
+                     "auto: the runs done on a terminal once compare has taken 2 s | on: from "
+                     "the start, and a line every 10 s when stderr is not a terminal | off")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
   }
 
@@ -547,28 +553,25 @@ class Compare {
     return path;
   }
 
-  // Runs them all, `jobs` at a time, with a progress line on stderr.
+  // Runs them all, `jobs` at a time, with a progress line (--progress).
   int execute(std::vector<Run>& runs) {
     const std::string exe = self_exe();
-    const bool tty = ::isatty(2) != 0;
+    ProgressLine line("compare", progress_, false);
     std::size_t done = 0;
     std::vector<std::size_t> failed;
-    int last_tenth = -1;
+    auto show = [&] {
+      line.update(with_commas(done) + " of " + with_commas(runs.size()) + " runs done");
+    };
+    show();
     run_processes(
         runs.size(), jobs_ > 0 ? jobs_ : default_jobs(),
         [&](std::size_t i) { return spawn(runs[i].program.empty() ? exe : runs[i].program, runs[i]); },
         [&](std::size_t i, int code) {
           if (code != 0) failed.push_back(i);
           ++done;
-          if (tty) {
-            std::fprintf(stderr, "\rcompare: %zu/%zu runs done ", done, runs.size());
-          } else if (const int tenth = static_cast<int>(10 * done / runs.size());
-                     tenth != last_tenth) {
-            last_tenth = tenth;
-            std::fprintf(stderr, "compare: %zu/%zu runs done\n", done, runs.size());
-          }
+          show();
         });
-    if (tty) std::fprintf(stderr, "\n");
+    line.done();
     for (std::size_t i : failed) {
       const Run& r = runs[i];
       std::fprintf(stderr, "compare: %s --model %s --policy %s --seed %llu failed:\n%s",
@@ -767,6 +770,7 @@ class Compare {
   std::string csv_, markdown_;
   std::string resample_ = "none";
   bool wide_ = false;
+  std::string progress_ = "auto";
   std::vector<std::string> externals_;               // --external NAME=PROGRAM.
   std::map<std::string, std::string> program_of_;    // Their programs, by name.
   bool is_external(const std::string& name) const { return program_of_.count(name) != 0; }

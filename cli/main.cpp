@@ -36,6 +36,7 @@
 #include "demandflight/sim/oracle.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/format/trace.h"
+#include "progress.h"
 #include "subcommand.h"
 
 namespace {
@@ -116,7 +117,7 @@ Usage usage() {
 // is complete: a run stopped by a bad line leaves nothing behind.
 int run_streamed(const std::string& trace_path, const SimOptions& options,
                  std::string out_path, std::string demands_csv, std::string tasks_csv,
-                 bool quiet, bool profile) {
+                 bool quiet, bool profile, const std::string& progress) {
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   std::vector<std::string> partials;
@@ -170,7 +171,18 @@ int run_streamed(const std::string& trace_path, const SimOptions& options,
       sinks.csv = std::make_unique<CsvRowWriter>(partial(demands_csv), partial(tasks_csv), trace,
                                                  options.policy);
     }
-    const Result result = cli::simulate_streamed(stream, options, sinks);
+    cli::ProgressLine line("sim", progress, quiet);
+    SimOptions with_progress = options;
+    if (line.active()) {
+      with_progress.progress = [&](double now_s, std::uint64_t records) {
+        char text[160];
+        std::snprintf(text, sizeof text, "%s records read, simulated %.0f s",
+                      cli::with_commas(records).c_str(), now_s);
+        line.update(text);
+      };
+    }
+    const Result result = cli::simulate_streamed(stream, with_progress, sinks);
+    line.done();
     for (const std::string& warning : result.warnings)
       std::fprintf(stderr, "demandflight sim: warning: %s\n", warning.c_str());
     if (sinks.json) {
@@ -295,6 +307,13 @@ int main(int argc, char** argv) {
   sim->add_option("--tasks-csv", tasks_csv,
                   "also write the task rows as CSV here (gzip when it ends in .gz)");
   sim->add_flag("--quiet", quiet, "print nothing on success");
+  std::string progress = "auto";
+  sim->add_option("--progress", progress,
+                  "auto: a progress line on a terminal once the run has taken 2 s (not with "
+                  "--quiet) | on: from the start, and a line every 10 s when stderr is not a "
+                  "terminal | off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   bool profile = false;
   sim->add_flag("--profile", profile,
                 "print the wall time of each phase (read, simulate, write) to stderr");
@@ -402,7 +421,8 @@ int main(int argc, char** argv) {
                                                           : ("--policy " + options.policy).c_str());
         return 2;
       }
-      return run_streamed(trace_path, options, out_path, demands_csv, tasks_csv, quiet, profile);
+      return run_streamed(trace_path, options, out_path, demands_csv, tasks_csv, quiet, profile,
+                          progress);
     }
     using clock = std::chrono::steady_clock;
     const auto t_read = clock::now();
@@ -425,7 +445,20 @@ int main(int argc, char** argv) {
     }
     const auto t_simulate = clock::now();
     const Usage u_simulate = usage();
+    cli::ProgressLine line("sim", progress, quiet);
+    if (line.active()) {
+      const double end_s = trace.records.empty() ? 0.0 : trace.records.back().t;
+      const std::string total = cli::with_commas(trace.records.size());
+      options.progress = [&line, end_s, total](double now_s, std::uint64_t records) {
+        char text[200];
+        std::snprintf(text, sizeof text, "%s of %s records, simulated %.0f of %.0f s",
+                      cli::with_commas(records).c_str(), total.c_str(), now_s, end_s);
+        line.update(text);
+      };
+    }
     const Result result = cli::simulate(trace, options);
+    options.progress = nullptr;
+    line.done();
     for (const std::string& warning : result.warnings)
       std::fprintf(stderr, "demandflight sim: warning: %s\n", warning.c_str());
     const auto t_write = clock::now();

@@ -19,9 +19,22 @@ constexpr std::pair<const char*, double Weights::*> kWeights[] = {
     {"wasted_gb", &Weights::wasted_gb},
 };
 
-double percentile(const nlohmann::json& p, const char* which) {
-  if (!p.is_object() || !p.contains(which) || p[which].is_null()) return std::nan("");
+std::optional<double> percentile(const nlohmann::json& p, const char* which) {
+  if (!p.is_object() || !p.contains(which) || p[which].is_null()) return std::nullopt;
   return p[which].get<double>();
+}
+
+Percentiles percentiles_of(const nlohmann::json& p) {
+  return Percentiles{percentile(p, "p50"), percentile(p, "p95"), percentile(p, "p99")};
+}
+
+// A demand's outcome by its name in the result.
+DemandOutcome outcome_of(const std::string& name) {
+  for (DemandOutcome o : {DemandOutcome::succeeded, DemandOutcome::failed, DemandOutcome::cancelled,
+                          DemandOutcome::timed_out, DemandOutcome::owner_ended}) {
+    if (name == to_string(o)) return o;
+  }
+  throw std::invalid_argument("not a demandflight result: unknown demand outcome \"" + name + "\"");
 }
 
 }  // namespace
@@ -91,61 +104,86 @@ Weights weights_from_params(const std::map<std::string, std::string>& params,
   return w;
 }
 
+Metrics score_result(const Result& r, const Weights& w) {
+  const Summary& s = r.summary;
+  const double nan = std::nan("");
+  auto value = [&](const std::optional<double>& v) { return v ? *v : nan; };
+  Metrics m;
+  m.gb = static_cast<double>(s.bytes_transferred) / 1e9;
+  m.wasted_gb = static_cast<double>(s.bytes_wasted) / 1e9;
+  m.p50 = value(s.latency_s.p50);
+  m.p95 = value(s.latency_s.p95);
+  m.p99 = value(s.latency_s.p99);
+  // The critical class: the one asked for, else the highest priority any
+  // demand subscribed with.
+  std::optional<Priority> critical;
+  if (!std::isnan(w.critical_priority)) {
+    critical = static_cast<Priority>(w.critical_priority);
+  } else {
+    for (const DemandResult& d : r.demands)
+      if (!critical || d.priority > *critical) critical = d.priority;
+  }
+  double served = 0, unserved = 0, critical_served = 0, critical_unserved = 0;
+  for (const DemandResult& d : r.demands) {
+    const bool ok = d.outcome == DemandOutcome::succeeded;
+    const bool lost = d.outcome == DemandOutcome::failed || d.outcome == DemandOutcome::timed_out;
+    const bool is_critical = critical && d.priority == *critical;
+    served += ok;
+    unserved += lost;
+    critical_served += ok && is_critical;
+    critical_unserved += lost && is_critical;
+  }
+  m.unserved = unserved;
+  m.service_rate = served + unserved > 0 ? served / (served + unserved) : nan;
+  m.critical_service_rate = critical_served + critical_unserved > 0
+                                ? critical_served / (critical_served + critical_unserved)
+                                : nan;
+  m.critical_priority = critical ? static_cast<double>(*critical) : nan;
+  Percentiles crit;
+  if (critical) {
+    auto it = s.latency_s_by_priority.find(*critical);
+    if (it != s.latency_s_by_priority.end()) crit = it->second;
+  }
+  m.critical_p50 = value(crit.p50);
+  m.critical_p95 = value(crit.p95);
+  m.critical_p99 = value(crit.p99);
+  m.deadline_misses =
+      static_cast<double>(s.outcomes[static_cast<std::size_t>(DemandOutcome::timed_out)]);
+  m.cache_hits = static_cast<double>(s.cache_hits);
+  m.pollution_s = s.priority_pollution_s;
+  const double p95 = std::isnan(m.critical_p95) ? 0.0 : m.critical_p95;
+  m.score = w.gb * m.gb + w.wasted_gb * m.wasted_gb + w.p95_critical_s * p95 +
+            w.unserved * m.unserved + w.deadline_miss * m.deadline_misses +
+            w.pollution_s * m.pollution_s;
+  return m;
+}
+
 Metrics score_result_json(std::string_view text, const Weights& w) {
+  // What the score reads of the document, into a Result: one definition.
   try {
-    const nlohmann::json result = nlohmann::json::parse(text);
-    const auto& s = result.at("summary");
-    Metrics m;
-    m.gb = s.at("bytes_transferred").get<double>() / 1e9;
-    m.wasted_gb = s.at("bytes_wasted").get<double>() / 1e9;
-    m.p50 = percentile(s.at("latency_s"), "p50");
-    m.p95 = percentile(s.at("latency_s"), "p95");
-    m.p99 = percentile(s.at("latency_s"), "p99");
-    // The critical class: the one asked for, else the highest priority any
-    // demand subscribed with.
-    std::optional<long long> critical;
-    if (!std::isnan(w.critical_priority)) {
-      critical = static_cast<long long>(w.critical_priority);
-    } else {
-      for (const auto& d : result.at("demands")) {
-        const long long p = d.at("priority").get<long long>();
-        if (!critical || p > *critical) critical = p;
-      }
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    const auto& s = doc.at("summary");
+    Result r;
+    r.summary.bytes_transferred = s.at("bytes_transferred").get<std::uint64_t>();
+    r.summary.bytes_wasted = s.at("bytes_wasted").get<std::uint64_t>();
+    r.summary.latency_s = percentiles_of(s.at("latency_s"));
+    if (s.contains("latency_s_by_priority")) {
+      for (const auto& [priority, p] : s.at("latency_s_by_priority").items())
+        r.summary.latency_s_by_priority[static_cast<Priority>(std::stoll(priority))] =
+            percentiles_of(p);
     }
-    double served = 0, unserved = 0, critical_served = 0, critical_unserved = 0;
-    for (const auto& d : result.at("demands")) {
-      const std::string& outcome = d.at("outcome").get_ref<const std::string&>();
-      const bool ok = outcome == "succeeded";
-      const bool lost = outcome == "failed" || outcome == "timed_out";
-      const bool is_critical = critical && d.at("priority").get<long long>() == *critical;
-      served += ok;
-      unserved += lost;
-      critical_served += ok && is_critical;
-      critical_unserved += lost && is_critical;
+    const auto& outcomes = s.at("outcomes");
+    r.summary.outcomes[static_cast<std::size_t>(DemandOutcome::timed_out)] =
+        outcomes.at("timed_out").get<std::uint64_t>();
+    r.summary.cache_hits = s.at("cache_hits").get<std::uint64_t>();
+    r.summary.priority_pollution_s = s.at("priority_pollution_s").get<double>();
+    for (const auto& d : doc.at("demands")) {
+      DemandResult row;
+      row.priority = d.at("priority").get<Priority>();
+      row.outcome = outcome_of(d.at("outcome").get_ref<const std::string&>());
+      r.demands.push_back(row);
     }
-    const double nan = std::nan("");
-    m.unserved = unserved;
-    m.service_rate = served + unserved > 0 ? served / (served + unserved) : nan;
-    m.critical_service_rate = critical_served + critical_unserved > 0
-                                  ? critical_served / (critical_served + critical_unserved)
-                                  : nan;
-    m.critical_priority = critical ? static_cast<double>(*critical) : nan;
-    nlohmann::json crit;
-    if (critical && s.contains("latency_s_by_priority")) {
-      const std::string key = std::to_string(*critical);
-      if (s["latency_s_by_priority"].contains(key)) crit = s["latency_s_by_priority"][key];
-    }
-    m.critical_p50 = percentile(crit, "p50");
-    m.critical_p95 = percentile(crit, "p95");
-    m.critical_p99 = percentile(crit, "p99");
-    m.deadline_misses = s.at("outcomes").at("timed_out").get<double>();
-    m.cache_hits = s.at("cache_hits").get<double>();
-    m.pollution_s = s.at("priority_pollution_s").get<double>();
-    const double p95 = std::isnan(m.critical_p95) ? 0.0 : m.critical_p95;
-    m.score = w.gb * m.gb + w.wasted_gb * m.wasted_gb + w.p95_critical_s * p95 +
-              w.unserved * m.unserved + w.deadline_miss * m.deadline_misses +
-              w.pollution_s * m.pollution_s;
-    return m;
+    return score_result(r, w);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("not a demandflight result: ") + e.what());
   }

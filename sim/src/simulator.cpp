@@ -25,6 +25,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <array>
 #include <cmath>
@@ -370,6 +371,7 @@ class Simulation {
       while (has_next_ && next_.t <= t) {
         if (trace_.artifacts.size() != subscribe_as_.size()) add_artifacts();
         apply(next_);
+        ++records_applied_;
         try {
           has_next_ = stream_->next(next_);
         } catch (...) {
@@ -378,14 +380,28 @@ class Simulation {
         }
       }
       if (has_next_) wake_for_records(next_.t);
+      report_progress(t);
       return;
     }
     while (next_record_ < trace_.records.size() && trace_.records[next_record_].t <= t) {
       apply(trace_.records[next_record_++]);
+      ++records_applied_;
     }
     if (next_record_ < trace_.records.size()) {
       wake_for_records(trace_.records[next_record_].t);
     }
+    report_progress(t);
+  }
+
+  // The progress callback, every 4096 records at most every 0.2 s of wall
+  // time (the clock is read only then).
+  void report_progress(double t) {
+    if (!options_.progress || records_applied_ < progress_at_ || in_rollout()) return;
+    progress_at_ = records_applied_ + 4096;
+    const auto wall = std::chrono::steady_clock::now();
+    if (wall - progress_wall_ < std::chrono::milliseconds(200)) return;
+    progress_wall_ = wall;
+    options_.progress(t, records_applied_);
   }
 
   void apply(const Record& r) {
@@ -505,6 +521,37 @@ class Simulation {
     if (throttle_dirty_) apply_throttle();
     recorder_.after_commands(now());
     arm_wakeup();
+    while (const std::optional<SnapshotRequest> r = take_snapshot_request()) arm_snapshot(*r);
+  }
+
+  // --- The oracle's probes (sim/oracle.h) ------------------------------------
+
+  // The oracle's scout and probes see the run's state at their horizons.
+  void arm_snapshot(SnapshotRequest r) {
+    Timer::set(std::max(r.at_s, now()), [this, id = r.id] {
+      if (stopped_) return;
+      enter();
+      oracle_snapshot(id, probe_state());
+    });
+  }
+
+  ProbeEnd probe_state() {
+    ProbeEnd end;
+    end.t = now();
+    const Summary& s = recorder_.result().summary;
+    end.bytes_transferred = static_cast<double>(s.bytes_transferred);
+    for (const auto& [id, transfer] : transfers_)
+      end.bytes_transferred += static_cast<double>(bytes_done(transfer));
+    end.bytes_wasted = static_cast<double>(s.bytes_wasted);
+    end.timed_out =
+        static_cast<double>(s.outcomes[static_cast<std::size_t>(DemandOutcome::timed_out)]);
+    end.unserved = end.timed_out +
+                   static_cast<double>(s.outcomes[static_cast<std::size_t>(DemandOutcome::failed)]);
+    end.pollution_s = recorder_.pollution_s_at(end.t);
+    recorder_.for_each_live_demand([&](const DemandResult& d) {
+      end.latencies.push_back({d.priority, end.t - d.t_subscribe});
+    });
+    return end;
   }
 
   // A transfer started, aborted or finalized by a finalize finished after
@@ -669,6 +716,8 @@ class Simulation {
 
   void handle(Deliver& c) {
     const DemandResult& d = recorder_.on(now(), c);
+    if (c.outcome == DemandOutcome::succeeded && oracle_watching())
+      oracle_served(d.priority, d.t_end - d.t_subscribe);
     if (stream_ != nullptr) {
       live_handles_.erase(d.demand);
       return;  // No timeline in a streamed run (and no demand ids to give it).
@@ -1012,12 +1061,13 @@ class Simulation {
   }
 
   Result finish() {
+    if (oracle_watching()) oracle_run_ended(probe_state());  // Ends a probe.
     recorder_.ignored(scheduler_.stats().stale_cancels_ignored + stale_cancels_,
                       scheduler_.stats().stale_priority_changes_ignored + stale_priority_changes_);
     for (std::string& w : setting_warnings(trace_, options_))
       recorder_.warn(std::move(w));
     Result result = recorder_.finish(now());
-    if (in_rollout()) finish_rollout(result, trace_);  // Ends this child of the oracle.
+    if (in_rollout()) finish_rollout(result);  // Ends this child of the oracle.
     if (const auto* oracle = dynamic_cast<const HindsightOracle*>(policy_.get())) {
       report_oracle(*oracle, result);
     }
@@ -1031,14 +1081,14 @@ class Simulation {
   // reproduced it: nothing here may depend on anything but the trace).
   void report_oracle(const HindsightOracle& oracle, Result& result) const {
     const HindsightOracle::Stats& s = oracle.stats();
-    nlohmann::json report = {{"decisions", s.decisions},
-                             {"runs", s.runs},
-                             {"changed", s.changed},
+    nlohmann::json report = {{"decisions", s.decisions}, {"runs", s.runs},
+                             {"probes", s.probes},       {"probed", s.probed},
+                             {"suggested", s.suggested},
+                             {"verified", s.verified},   {"changed", s.changed},
                              {"base", s.base}};
+    if (s.decisions > 0) report["base_score"] = s.base_score;
     if (s.decisions > 0) {
-      std::ostringstream json;
-      write_result_json(result, trace_, json);
-      const double score = score_result_json(json.str(), oracle.weights()).score;
+      const double score = score_result(result, oracle.weights()).score;
       report["score"] = score;
       if (score != s.score) {
         char text[200];
@@ -1100,6 +1150,9 @@ class Simulation {
   std::vector<KeyFaults> faults_;  // By key index.
 
   std::size_t next_record_ = 0;
+  std::uint64_t records_applied_ = 0;  // For options_.progress.
+  std::uint64_t progress_at_ = 0;
+  std::chrono::steady_clock::time_point progress_wall_{};
   std::vector<DemandHandle> handle_of_demand_;
   // By artifact, what a subscribe of it passes, in one place: the key's
   // KeyRef (one per key, aliases share it) and the scheduler's hash of it,

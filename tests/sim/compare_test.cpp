@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli_runner.h"
+#include "demandflight/sim/oracle.h"
 
 namespace dfl::testing {
 namespace {
@@ -216,9 +217,21 @@ TEST(Compare, TheOraclesReportSaysWhatItSearchedAndItsRunReproducesItsBestChild)
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json result = nlohmann::json::parse(read_file(run.dir + "/r.json"));
   const nlohmann::json& report = result.at("policy_report");
-  EXPECT_GT(report.at("decisions").get<int>(), 0);
-  EXPECT_GE(report.at("runs").get<int>(), report.at("decisions").get<int>());
-  EXPECT_GT(report.at("changed").get<int>(), 0) << "it improved on its base somewhere";
+  const auto count = [&](const char* name) { return report.at(name).get<std::size_t>(); };
+  EXPECT_GT(count("decisions"), 0u);
+  // A bounded search (sim/oracle.h): its bases, the scout and the verified
+  // changes run to the end, not a run per decision; two probes per decision
+  // probed.
+  EXPECT_EQ(count("runs"), dfl::sim::default_oracle_bases().size() + 1 + count("verified"));
+  EXPECT_LT(count("runs"), count("decisions"));
+  EXPECT_LE(count("verified"), dfl::sim::kOracleVerifiedChanges);
+  EXPECT_LE(count("verified"), count("suggested"));
+  EXPECT_GT(count("probed"), 0u);
+  EXPECT_LE(count("probed"), std::min(count("decisions"), dfl::sim::kOracleProbedDecisions));
+  EXPECT_EQ(count("probes"), 2 * count("probed"));
+  EXPECT_GT(count("changed"), 0u) << "it improved on its base somewhere";
+  EXPECT_LT(result.at("policy_report").at("score").get<double>(),
+            report.at("base_score").get<double>());
   EXPECT_TRUE(result.at("warnings").empty()) << result.at("warnings").dump();
   // Its bases name the policies it starts from; a bad one is refused.
   const CliRun bad = run_cli("", {"sim", trace, "--policy", "oracle", "--oracle-base", "sometimes"});

@@ -349,6 +349,21 @@ class ResultRecorder {
   }
 
   const Result& result() const { return result_; }
+
+  // The run so far, for the oracle's probes (sim/oracle.h): the priority
+  // pollution up to `t`, intervals still open included, and the rows of the
+  // demands still waiting. Cost: the live tasks and demands, not the run.
+  double pollution_s_at(double t) const {
+    double total = result_.summary.priority_pollution_s;
+    for (const TaskTrack& task : tracks_)
+      if (task.polluted_since >= 0) total += t - task.polluted_since;
+    return total;
+  }
+  template <class F>
+  void for_each_live_demand(F&& f) {
+    for (const LiveDemand& d : live_)
+      if (d.live) f(static_cast<const DemandResult&>(demand_row(d.demand)));
+  }
   // A subscribe has gone in (before_subscribe) and the engine has not yet
   // attached or answered its demand: what it emits first is still about
   // earlier events (timers due at the same instant).

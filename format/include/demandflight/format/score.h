@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include "demandflight/format/result.h"
+
 namespace dfl::format {
 
 struct Weights {
@@ -97,7 +99,9 @@ inline constexpr MetricField kMetricFields[] = {
     {"vs_oracle", &Metrics::vs_oracle},
 };
 
-// Scores a result JSON document (write_result_json's). Throws
+// Scores a run: its summary (latencies computed) and its demands.
+Metrics score_result(const Result& result, const Weights& weights);
+// Scores a result JSON document (write_result_json's) the same way. Throws
 // std::invalid_argument when it is not one.
 Metrics score_result_json(std::string_view json, const Weights& weights);
 

@@ -16,22 +16,53 @@
 // thumb: it ignores what a decision does to other keys (slot time, the
 // partial budget, evictions), and online policies can beat it.
 //
-// oracle: the bound `demandflight compare` scores regret against. It tries
-// each decision and keeps the best by running the simulation on: at every
-// orphan decision it forks the simulator (SimGrid's engine runs in one
-// thread, so a child carries the whole simulated world), each child takes
-// one choice (abort, complete, keep-partial) and then decides like a base
-// policy to the end of the trace, and reports the score of the run it made
-// (format/score.h, with the oracle's weights); the oracle takes the best.
-// Its bases are the policies it starts from: on its first decision it runs
-// every base's own decisions to the end, follows the best of them, and from
-// then on only changes a decision where a run shows the change lowers the
-// score (a "fortified rollout": the score it ends with is the best any run
-// it made reached). So its score is never above any base's own: every
-// built-in policy with its default parameters and lookahead are its bases
-// by default, and `compare` adds every policy it compares. It is a hindsight
-// search with the whole future known, not a proof of optimality: a policy it
-// never tried as a base may still do better.
+// oracle: the bound `demandflight compare` scores regret against. It
+// searches the run's orphan decisions with the whole future known, by
+// simulating: SimGrid's engine runs in one thread, so a forked child carries
+// the whole simulated world, takes one choice and runs on.
+//
+// 1. Its bases. At its first decision it runs every base policy's own
+//    decisions to the end of the trace (a child each) and follows the best
+//    run from then on (the incumbent): its score is never above any base's.
+//    Every built-in policy with its default parameters and lookahead are its
+//    bases by default, and `compare` adds every policy it compares.
+// 2. The scout. One more child follows the incumbent to the end and, at
+//    the later decisions with most at stake (below), probes the other two
+//    choices (of abort, complete, keep-partial): a probe is a child that
+//    takes the choice, lets the
+//    incumbent make every later decision, and is scored at the decision's
+//    horizon on what differs between the choices (below); the scout's own
+//    state at the same horizon scores the incumbent's choice. A choice whose
+//    probe scores lower is a suggestion, with what it gained. A key the trace
+//    never asks for again is suggested aborted (completing or keeping it can
+//    only cost).
+// 3. The verified changes. The oracle's own run follows the incumbent and,
+//    at the kOracleVerifiedChanges suggestions that gained most, runs the
+//    change to the end (a child) and keeps it only if that run scores below
+//    the best run so far (a "fortified rollout"). Its score is that best
+//    run's: every simulation here depends on the trace alone, so a child's
+//    run is reproduced exactly (the result warns if it was not).
+//
+// Cost: (bases + 1 + kOracleVerifiedChanges) runs to the end, and two probes
+// for each of at most kOracleProbedDecisions decisions, each at most
+// kOracleHorizonSubscribes subscribes long (a probe's fork copies the
+// process's page tables, which grow with the trace): it grows linearly with
+// the trace (docs/benchmarks.md has the figures).
+//
+// A decision's horizon is when its consequences have shown: the key's next
+// subscribe plus the time that subscribe's fetch would take at the orphaned
+// transfer's rate (at least the time its own rest would take), and at most
+// kOracleHorizonSubscribes subscribes ahead. A probe's score at its horizon
+// H uses the score's weights (format/score.h) on what the run has done by
+// then: bytes transferred (in-flight ones included), wasted, demands
+// unserved and timed out, priority pollution up to H; the p95 of the
+// critical class, which is not a sum, enters by its tail: each critical
+// demand served since the decision, or still waiting at H (latency censored
+// at H), adds its latency above the incumbent's critical p95, divided by 5%
+// of the trace's critical demands (the first-order change of the mean of the
+// slowest 5%). A probe only ranks choices; only runs to the end decide. This
+// is a hindsight search, not a proof of optimality: a policy it never tried
+// as a base may still do better.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +92,9 @@ class LookaheadPolicy final : public OrphanPolicy {
   // When `key` is subscribed next (after every subscribe observed so far),
   // or nullopt if never again.
   std::optional<double> next_request_s(const ArtifactKey& key) const;
+  // When the subscribe `count` after the last one observed comes (+inf:
+  // past the trace's end).
+  double subscribe_time_ahead_s(std::uint32_t count) const;
 
  private:
   // The subscribes of the trace in order: which key, and for each key the
@@ -85,6 +119,36 @@ class LookaheadPolicy final : public OrphanPolicy {
   std::uint64_t fenwick_prefix(std::uint32_t end) const;  // Sum over [0, end).
 };
 
+// What a probe has done by its horizon (the simulator fills it).
+struct ProbeEnd {
+  double t = 0;
+  double bytes_transferred = 0;  // In-flight transfers' bytes included.
+  double bytes_wasted = 0;
+  double unserved = 0;           // Failed or timed out.
+  double timed_out = 0;
+  double pollution_s = 0;
+  // Every demand still waiting (its latency censored at t); the oracle
+  // adds those served since the decision.
+  struct Latency {
+    Priority priority;
+    double latency_s;
+  };
+  std::vector<Latency> latencies;
+};
+
+// A snapshot of the run the oracle asks the simulator for (see below).
+struct SnapshotRequest {
+  std::uint64_t id;
+  double at_s;
+};
+
+// How far ahead of a decision an oracle probe may run, in subscribes; how
+// many decisions the scout probes at most; how many of the changes probes
+// suggest are run to the end.
+inline constexpr std::uint32_t kOracleHorizonSubscribes = 200;
+inline constexpr std::size_t kOracleProbedDecisions = 512;
+inline constexpr std::size_t kOracleVerifiedChanges = 32;
+
 // The oracle (see the top of this file). Its spec's parameters are the
 // score's weights (oracle:gb=1,p95_critical_s=2, ...; format/score.h).
 class HindsightOracle final : public OrphanPolicy {
@@ -95,38 +159,95 @@ class HindsightOracle final : public OrphanPolicy {
 
   OrphanDecision decide(const OrphanView& view) override;
   void observe_request(const ArtifactKey& key, double now_s) override;
-  // The incumbent base's: the parent is asked again when its best child was.
+  // The incumbent base's: the parent is asked again when its children were.
   std::optional<double> ask_again_at_s(const OrphanView& view) override;
   std::string_view name() const override { return "oracle"; }
   bool uses_key_history() const override { return true; }
 
-  // What it did, for the result's warnings and policy report.
+  // What it did, for the result's policy report.
   struct Stats {
     std::uint64_t decisions = 0;
-    std::uint64_t runs = 0;      // Children run to the end.
-    std::uint64_t changed = 0;   // Decisions where a run beat the incumbent.
-    double score = 0;            // The best run's score (what this run must score).
-    std::string base;            // The base it followed.
+    std::uint64_t runs = 0;       // Children run to the end.
+    std::uint64_t probes = 0;     // Children run to a horizon,
+    std::uint64_t probed = 0;     // at this many decisions.
+    std::uint64_t suggested = 0;  // Decisions where a probe beat the incumbent,
+    std::uint64_t verified = 0;   // of which run to the end,
+    std::uint64_t changed = 0;    // and better there.
+    double score = 0;             // What this run must score.
+    double base_score = 0;        // The incumbent base's run.
+    std::string base;             // The incumbent base.
   };
   const Stats& stats() const { return stats_; }
   const format::Weights& weights() const { return weights_; }
+
+  // For the rollout functions below (one oracle per process).
+  std::string scout_reply() const;
+  std::string base_reply() const;
+  void served(Priority priority, double latency_s);
+  std::optional<SnapshotRequest> take_snapshot_request();
+  void snapshot(std::uint64_t id, const ProbeEnd& state);
+  void run_ended(const ProbeEnd& state);
+  bool watching() const { return role_ == Role::scout || role_ == Role::probe; }
 
  private:
   struct Base {
     std::string spec;
     std::shared_ptr<OrphanPolicy> policy;
   };
-  // The score of the run where this decision is `choice` and `base` makes
-  // every later one (a forked child); +inf when the child failed.
-  std::vector<double> run_all(const std::vector<std::pair<OrphanDecision, std::size_t>>& runs);
+  enum class Role : std::uint8_t { parent, base_run, scout, probe };
+  struct Suggestion {
+    std::uint64_t index;  // Of the decision, in the run's order.
+    OrphanDecision choice;
+    double gain;          // The incumbent's probe score minus this choice's.
+  };
+  // Forks one child per entry of `firsts` (its first, forced decision),
+  // following `bases` after it, as `role`. Returns each child's reply (empty when it failed); in a child,
+  // returns at once with role_ set.
+  std::vector<std::string> fork_children(const std::vector<OrphanDecision>& firsts,
+                                         const std::vector<std::size_t>& bases, Role role);
+  static double score_of(const std::string& reply);  // +inf for a failed child.
+  OrphanDecision first_decision(const OrphanView& view);
+  void scout(const OrphanView& view, OrphanDecision incumbent, std::uint64_t index);
+  double horizon_s(const OrphanView& view, double next_s) const;
 
   const format::Trace& trace_;
   format::Weights weights_;
   std::vector<Base> bases_;
-  std::size_t incumbent_ = 0;  // The base whose decisions the best run follows.
+  std::size_t incumbent_ = 0;  // The base whose decisions the runs follow.
   bool started_ = false;
-  // In a child: the base it follows and its first, forced decision.
-  std::optional<OrphanDecision> forced_;
+  Role role_ = Role::parent;
+  std::optional<OrphanDecision> forced_;  // A child's first decision.
+  std::uint64_t decisions_seen_ = 0;      // Decisions asked so far, in any role.
+  LookaheadPolicy next_use_;              // When each key is asked for next.
+  bool has_critical_ = false;             // The score's critical class,
+  Priority critical_priority_ = 0;
+  double critical_demands_ = 0;           // how many subscribes it has,
+  double critical_p95_ = 0;               // and the incumbent's p95 of it.
+  std::vector<Suggestion> suggested_;     // A scout's.
+  // Stakes (see the top of this file): a base run's, of each decision whose
+  // key is asked for again; the scout probes those above stake_floor_, and
+  // stake_ties_ of those equal to it, in order.
+  static double stake(const OrphanView& view);
+  std::vector<double> stakes_;
+  double stake_floor_ = 0;
+  std::uint64_t stake_ties_ = 0;
+  // A scout's decisions waiting for the incumbent's state at their horizon:
+  // the best other choice, its probe's score, and where the decision's
+  // served demands begin in served_.
+  struct Window {
+    std::uint64_t index;
+    std::size_t from;
+    OrphanDecision best;
+    double best_score;
+  };
+  std::unordered_map<std::uint64_t, Window> windows_;  // By snapshot id.
+  std::vector<ProbeEnd::Latency> served_;  // Watching: every demand served, in order.
+  std::vector<SnapshotRequest> requests_;  // Not yet taken by the simulator.
+  std::uint64_t next_snapshot_ = 1;
+  std::uint64_t my_snapshot_ = 0;  // A probe's own (others inherited are ignored).
+  std::size_t my_from_ = 0;        // Where its served demands begin.
+  double probe_score(const ProbeEnd& state, std::size_t from) const;
+  std::unordered_map<std::uint64_t, OrphanDecision> suggestions_;  // The parent's to verify.
   Stats stats_;
 };
 
@@ -135,11 +256,21 @@ class HindsightOracle final : public OrphanPolicy {
 std::vector<std::string> default_oracle_bases();
 
 // In a child of the oracle: set by it, read by the simulator, which writes
-// no output file there and ends the child with finish_rollout().
+// no output file there and ends the child with finish_rollout(), or a probe
+// with finish_probe() at its horizon.
 bool in_rollout();
-// Scores `result` with the oracle's weights, hands the score to the parent
-// and ends the child process.
-[[noreturn]] void finish_rollout(const format::Result& result, const format::Trace& trace);
+// The oracle's scout and probes watch the run: the simulator tells them
+// each demand served, takes their snapshot requests (each once) and arms a
+// timer for each, and hands them the run's state at that time and at the
+// run's end (which ends a probe).
+bool oracle_watching();
+void oracle_served(Priority priority, double latency_s);
+std::optional<SnapshotRequest> take_snapshot_request();
+void oracle_snapshot(std::uint64_t id, const ProbeEnd& state);
+void oracle_run_ended(const ProbeEnd& state);
+// Scores `result` with the oracle's weights, hands the score (and a
+// search's decisions) to the parent and ends the child process.
+[[noreturn]] void finish_rollout(const format::Result& result);
 
 // The simulator's policies: the registry's (policies/registry.h), lookahead
 // and the oracle, which need the trace. Throws std::invalid_argument for a

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,10 @@ struct SimOptions {
   // A policy object to use instead of `policy` (which then only names it in
   // the result): Python-defined policies, `demandflight train`'s recorder.
   std::shared_ptr<OrphanPolicy> policy_object;
+  // Called now and then as the run goes (every few thousand records, at
+  // most every 0.2 s of wall time; never in an oracle's children): the
+  // virtual time reached and the records applied. For a progress display.
+  std::function<void(double now_s, std::uint64_t records)> progress;
 };
 
 format::Result simulate(const format::Trace& trace, const SimOptions& options);
