@@ -1,6 +1,6 @@
 // demandflight import FORMAT FILE... [options] > trace.jsonl
 //
-// FORMAT is csv, oracle-general, har or cdp; each format's options, and the
+// FORMAT is csv, oracle-general, har, cdp or access-log; each format's options, and the
 // demand model's (--sessions, --abandon, --priority-by/--priority-map,
 // --deadline), come from format/import.h, so that the command and Python
 // offer the same ones. Writes the trace to stdout; its header's `x-import`

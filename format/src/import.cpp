@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "demandflight/format/trace.h"
 #include "import_sink.h"
 
 namespace dfl::format {
@@ -28,6 +29,10 @@ const std::vector<Format>& formats() {
        "a Chrome DevTools Protocol network event log (a JSON array, a performance log, or "
        "JSON Lines)",
        &import_detail::cdp_options, &import_detail::import_cdp},
+      {"access-log",
+       "a web server's access log (nginx or Apache): Combined or Common Log Format, or the "
+       "server's own format string; a .gz log as it is",
+       &import_detail::access_log_options, &import_detail::import_access_log},
   };
   return all;
 }
@@ -66,7 +71,16 @@ void import_trace(const std::string& format, const std::vector<std::string>& inp
                   const ImportOptions& options, std::ostream& out) {
   const Format& f = find(format);
   import_detail::OptionReader reader(options);
-  f.run(inputs, reader, out);
+  try {
+    f.run(inputs, reader, out);
+  } catch (const TraceError& e) {
+    // Refused at its start: say what the file looks like, if another format.
+    if (e.line() <= 2) {
+      const std::string hint = import_detail::looks_like(import_detail::first_bytes(e.file()), format);
+      if (!hint.empty()) throw e.with_note(hint);
+    }
+    throw;
+  }
 }
 
 }  // namespace dfl::format

@@ -58,6 +58,7 @@ struct Req {
   std::optional<double> cancel_t;
   std::string failure;  // loadingFailed without `canceled`.
   bool finished = false, cached = false;
+  bool pushed = false;  // The server pushed it (response.timing.pushStart).
 };
 
 }  // namespace
@@ -221,6 +222,13 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
           if (response.contains("fromDiskCache") && response["fromDiskCache"] == true) {
             r.cached = true;
           }
+          // HTTP/2 push: Chrome serves the page's request from the pushed
+          // stream (and may call it served from cache); the transfer was real.
+          if (response.contains("timing") && response["timing"].is_object() &&
+              response["timing"].contains("pushStart") && response["timing"]["pushStart"].is_number() &&
+              response["timing"]["pushStart"].get<double>() > 0) {
+            r.pushed = true;
+          }
           if (response.contains("headers") && response["headers"].is_object()) {
             for (const auto& [header, value] : response["headers"].items()) {
               if (!value.is_string()) continue;
@@ -321,23 +329,33 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
             [](const Req& a, const Req& b) { return a.t != b.t ? a.t < b.t : a.order < b.order; });
   Request out_request;
   std::uint64_t number = 0;
-  std::uint64_t unknown_from_length = 0, unknown_from_data = 0;
+  std::uint64_t unknown_from_length = 0, unknown_from_data = 0, pushed = 0, cancels_read = 0,
+                changes_read = 0;
   for (Req& r : done) {
     ++number;
+    cancels_read += r.cancel_t.has_value();
+    changes_read += r.changes.size();
+    auto skip = [&](const std::string& why) {
+      sink.skip_request(why, r.cancel_t.has_value(), r.changes.size());
+    };
     if (r.url.rfind("http://", 0) != 0 && r.url.rfind("https://", 0) != 0) {
-      sink.skip("not an http(s) URL");
+      skip("not an http(s) URL");
       continue;
     }
     if (!browser.is_download(r.method)) {
-      sink.skip("method " + r.method);
+      skip("method " + r.method);
       continue;
     }
-    if (r.cached && browser.cached == "skip") {
-      sink.skip("served from the browser's cache");
+    if (r.pushed && browser.pushed == "skip") {
+      skip("pushed by the server");
+      continue;
+    }
+    if (r.cached && !r.pushed && browser.cached == "skip") {
+      skip("served from the browser's cache");
       continue;
     }
     if (!r.failure.empty()) {
-      sink.skip("failed: " + r.failure);
+      skip("failed: " + r.failure);
       continue;
     }
     // The body's bytes on the wire: all that was received less the headers.
@@ -346,8 +364,8 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
       // Chrome did not know: the headers' length, else what arrived.
       size = r.content_length != 0 ? r.content_length : r.data_received;
       if (size == 0) {
-        sink.skip("size unknown (loadingFinished's encodedDataLength -1, no Content-Length, "
-                  "no dataReceived bytes)");
+        skip("size unknown (loadingFinished's encodedDataLength -1, no Content-Length, "
+             "no dataReceived bytes)");
         continue;
       }
       ++(r.content_length != 0 ? unknown_from_length : unknown_from_data);
@@ -360,9 +378,9 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
       }
     }
     if (size == 0) {
-      sink.skip(r.cancel_t   ? "cancelled before its size was known"
-                : r.finished ? "size 0"
-                             : "unfinished when the capture ended, size unknown");
+      skip(r.cancel_t   ? "cancelled before its size was known"
+           : r.finished ? "size 0"
+                        : "unfinished when the capture ended, size unknown");
       continue;
     }
     out_request.t = r.t - start;
@@ -381,6 +399,7 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
                                  : by_field == "method" ? r.method
                                  : by_field == "host"   ? url_host(r.url)
                                                         : std::string();
+    pushed += r.pushed;
     sink.request(out_request);
   }
   sink.count("events", events);
@@ -388,11 +407,15 @@ void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, s
   sink.count("events_of_requests_sent_before_the_capture", unknown_request);
   sink.count("requests", done.size());
   sink.count("cancelled_by_navigation", navigated_away);
+  sink.count("cancels_read", cancels_read);
+  sink.count("priority_changes_read", changes_read);
+  sink.count("pushed", pushed);
   sink.count("sizes_unknown_taken_from_content_length", unknown_from_length);
   sink.count("sizes_unknown_taken_from_data_received", unknown_from_data);
   ojson used = options.as_json();
   used["owner-by"] = owner_by;
   used["cached"] = browser.cached;
+  used["pushed"] = browser.pushed;
   used["methods"] = browser.methods;
   used["start_timestamp"] = std::isfinite(start) ? start : 0.0;
   sink.finish(name, std::move(used), out);

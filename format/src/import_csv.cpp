@@ -134,6 +134,7 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
   double last_t = 0;
   std::vector<std::string> fields;
   for (const std::string& file : inputs) {
+    if (sink.full()) break;  // --limit: read no further.
     std::ifstream in(file);
     if (!in) throw TraceError::unreadable(file);
     std::size_t line = 0, first_line = 0;
@@ -166,7 +167,7 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
       }
       c.index = static_cast<std::size_t>(it - names.begin());
     }
-    while (read_record(in, delimiter, fields, line, first_line, file)) {
+    while (!sink.full() && read_record(in, delimiter, fields, line, first_line, file)) {
       ++rows;
       if (fields.size() == 1 && fields[0].empty()) {
         sink.skip("empty line");
@@ -247,6 +248,7 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
     }
   }
   sink.count("rows", rows);
+  if (sink.full()) sink.count("read_up_to_the_limit");
 
   ojson used = options.as_json();
   used["no-header"] = !header;

@@ -23,21 +23,6 @@
 namespace dfl::format::import_detail {
 namespace {
 
-// Strings of many entries, kept once.
-class Names {
- public:
-  std::uint32_t id(const std::string& s) {
-    auto [it, fresh] = index_.try_emplace(s, static_cast<std::uint32_t>(names_.size()));
-    if (fresh) names_.push_back(s);
-    return it->second;
-  }
-  const std::string& operator[](std::uint32_t i) const { return names_[i]; }
-
- private:
-  std::unordered_map<std::string, std::uint32_t> index_;
-  std::vector<std::string> names_;
-};
-
 struct Entry {
   std::int64_t start_us = 0;  // Since the epoch.
   double time_ms = 0;
@@ -48,6 +33,7 @@ struct Entry {
   std::uint32_t url = 0, owner = 0, field = 0;
   bool failed = false;
   bool unfinished = false;
+  bool pushed = false;
 };
 
 std::string mime_of(const json& response) {
@@ -149,21 +135,6 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           }
           entry.number = i + 1;
           entry.line = line;
-          if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
-            sink.skip("not an http(s) URL");
-            return;
-          }
-          if (!browser.is_download(method)) {
-            sink.skip("method " + method);
-            return;
-          }
-          const bool from_cache = (e.contains("_fromCache") && e["_fromCache"].is_string()) ||
-                                  (response.contains("status") && response["status"].is_number() &&
-                                   response["status"].get<double>() == 304);
-          if (from_cache && browser.cached == "skip") {
-            sink.skip("served from the browser's cache");
-            return;
-          }
           const double status = response.contains("status") && response["status"].is_number()
                                     ? response["status"].get<double>()
                                     : 0;
@@ -177,8 +148,37 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
           // ended. A demand that was never withdrawn.
           entry.unfinished = status <= 0 && !error && !time_known;
           entry.failed = !entry.unfinished && (status <= 0 || error);
+          // A skipped entry that failed had a cancel: it is counted too.
+          auto skip = [&](const std::string& reason) { sink.skip_request(reason, entry.failed, 0); };
+          if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+            skip("not an http(s) URL");
+            return;
+          }
+          if (!browser.is_download(method)) {
+            skip("method " + method);
+            return;
+          }
+          // HTTP/2 push (WebPageTest's and Chrome's `_was_pushed`): a real
+          // transfer, whatever the cache says.
+          entry.pushed = e.contains("_was_pushed") &&
+                         ((e["_was_pushed"].is_number() && e["_was_pushed"].get<double>() != 0) ||
+                          (e["_was_pushed"].is_string() && e["_was_pushed"] != "0" &&
+                           e["_was_pushed"] != "") ||
+                          e["_was_pushed"] == true);
+          if (entry.pushed && browser.pushed == "skip") {
+            skip("pushed by the server");
+            return;
+          }
+          const bool from_cache = !entry.pushed &&
+                                  ((e.contains("_fromCache") && e["_fromCache"].is_string()) ||
+                                   (response.contains("status") && response["status"].is_number() &&
+                                    response["status"].get<double>() == 304));
+          if (from_cache && browser.cached == "skip") {
+            skip("served from the browser's cache");
+            return;
+          }
           if (!entry.failed && status >= 400) {
-            sink.skip("HTTP error status");
+            skip("HTTP error status");
             return;
           }
           auto size_of = [&](bool content) -> double {
@@ -259,9 +259,10 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
       if (auto it = known_size.find(e.url); it != known_size.end()) size = it->second;
     }
     if (size == 0) {
-      sink.skip(e.failed       ? "failed before its size was known"
-                : e.unfinished ? "unfinished when the capture ended, size unknown"
-                               : "no size");
+      sink.skip_request(e.failed       ? "failed before its size was known"
+                        : e.unfinished ? "unfinished when the capture ended, size unknown"
+                                       : "no size",
+                        e.failed, 0);
       continue;
     }
     const std::string& url = urls[e.url];
@@ -281,12 +282,15 @@ void import_har(const std::vector<std::string>& inputs, OptionReader& options, s
   sink.count("unfinished_entries",
              static_cast<std::uint64_t>(std::count_if(
                  entries.begin(), entries.end(), [](const Entry& e) { return e.unfinished; })));
+  sink.count("pushed", static_cast<std::uint64_t>(std::count_if(
+                           entries.begin(), entries.end(), [](const Entry& e) { return e.pushed; })));
   sink.count("failed_entries",
              static_cast<std::uint64_t>(std::count_if(entries.begin(), entries.end(),
                                                       [](const Entry& e) { return e.failed; })));
   ojson used = options.as_json();
   used["size-from"] = size_from;
   used["cached"] = browser.cached;
+  used["pushed"] = browser.pushed;
   used["methods"] = browser.methods;
   used["start"] = start_us == std::numeric_limits<std::int64_t>::max()
                       ? std::string()

@@ -159,9 +159,10 @@ void import_oracle_general(const std::vector<std::string>& inputs, OptionReader&
   r.origin = origin;
   std::array<unsigned char, kRecord> rec{};
   for (const std::string& file : inputs) {
+    if (sink.full()) break;  // --limit: read no further.
     ByteSource in(file);
     compressed += in.compressed() ? 1 : 0;
-    for (std::uint64_t number = 1;; ++number) {
+    for (std::uint64_t number = 1; !sink.full(); ++number) {
       const std::size_t got = in.read(rec.data(), kRecord, number);
       if (got == 0) break;
       if (got < kRecord) {
@@ -199,6 +200,7 @@ void import_oracle_general(const std::vector<std::string>& inputs, OptionReader&
     }
   }
   sink.count("records", total);
+  if (sink.full()) sink.count("read_up_to_the_limit");
   ojson used = options.as_json();
   used["time-unit"] = time_unit;
   used["start"] = start.value_or(0);

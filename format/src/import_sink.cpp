@@ -11,7 +11,6 @@
 #include "demandflight/format/trace.h"
 
 namespace dfl::format::import_detail {
-namespace {
 
 std::optional<double> parse_double(std::string_view text) {
   double value = 0;
@@ -21,6 +20,8 @@ std::optional<double> parse_double(std::string_view text) {
   }
   return value;
 }
+
+namespace {
 
 std::optional<std::int64_t> parse_int(std::string_view text) {
   std::int64_t value = 0;
@@ -229,6 +230,13 @@ DemandModel read_demand_model(OptionReader& options) {
     if (!s || *s < 0) throw std::invalid_argument("--seed: \"" + *seed + "\" is not an integer");
     m.seed = static_cast<std::uint64_t>(*s);
   }
+  if (const auto limit = options.text("limit")) {
+    const std::optional<std::int64_t> n = parse_int(*limit);
+    if (!n || *n < 1) {
+      throw std::invalid_argument("--limit: \"" + *limit + "\" is not a number of requests (1 or more)");
+    }
+    m.limit = static_cast<std::uint64_t>(*n);
+  }
   return m;
 }
 
@@ -255,6 +263,8 @@ std::vector<ImportOption> shared_options() {
        false, false, ""},
       {"name", "the trace's name", false, false, "imported"},
       {"seed", "the trace's seed, which also draws the demand model", false, false, "1"},
+      {"limit", "import the first N requests only (in time order; the rest are counted)", false,
+       false, ""},
   };
 }
 
@@ -364,6 +374,10 @@ const std::string kDefaultOrigin = "origin";
 
 void Sink::request(const Request& r) {
   if (r.t < last_t_) throw std::logic_error("import: requests out of time order");
+  if (full()) {
+    skip_request("beyond --limit", r.end.has_value(), r.priority_changes.size());
+    return;
+  }
   last_t_ = r.t;
   if (model_.session_gap_s) close_sessions(r.t);
   flush(r.t);
@@ -572,6 +586,10 @@ std::vector<ImportOption> browser_options(const std::string& what) {
       {"cached",
        what + " the browser served from its cache: skip them, or keep them as demands (demand)",
        false, false, "skip"},
+      {"pushed",
+       what + " the server pushed (HTTP/2 push): demands of the page that used them (demand), "
+       "or skip them",
+       false, false, "demand"},
       {"methods", "the request methods that are downloads (others are skipped)", false, false,
        "GET"},
   };
@@ -582,6 +600,10 @@ BrowserOptions read_browser_options(OptionReader& options) {
   b.cached = options.text_or("cached", "skip");
   if (b.cached != "skip" && b.cached != "demand") {
     throw std::invalid_argument("--cached: \"" + b.cached + "\" is not skip or demand");
+  }
+  b.pushed = options.text_or("pushed", "demand");
+  if (b.pushed != "skip" && b.pushed != "demand") {
+    throw std::invalid_argument("--pushed: \"" + b.pushed + "\" is not demand or skip");
   }
   b.methods = options.text_or("methods", "GET");
   for (std::size_t from = 0; from <= b.methods.size();) {
@@ -641,6 +663,56 @@ std::string url_host(std::string_view url) {
   if (const std::size_t at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);
   if (!host.empty() && host.front() == '[') return host.substr(0, host.find(']') + 1);
   return host.substr(0, host.find(':'));
+}
+
+std::string first_bytes(const std::string& file, std::size_t n) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
+  if (!f) return {};
+  std::string out(n, '\0');
+  out.resize(std::fread(out.data(), 1, n, f.get()));
+  return out;
+}
+
+std::string looks_like(std::string_view start, const std::string& format) {
+  const std::size_t first = start.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const std::string_view text = start.substr(first);
+  auto guess = [&](const char* what, const char* other) -> std::string {
+    if (format == other) return {};
+    return std::string("it looks like ") + what + " (import " + other + ")";
+  };
+  if (text.size() >= 4 && static_cast<unsigned char>(text[0]) == 0x28 &&
+      static_cast<unsigned char>(text[1]) == 0xb5 && static_cast<unsigned char>(text[2]) == 0x2f &&
+      static_cast<unsigned char>(text[3]) == 0xfd) {
+    return guess("zstd-compressed data, as libCacheSim's traces are", "oracle-general");
+  }
+  if (text.front() == '{') {
+    if (text.find("\"log\"") != std::string_view::npos &&
+        (text.find("\"entries\"") != std::string_view::npos ||
+         text.find("\"creator\"") != std::string_view::npos ||
+         text.find("\"version\"") != std::string_view::npos)) {
+      return guess("a HAR capture", "har");
+    }
+    if (text.find("\"method\"") != std::string_view::npos &&
+        text.find("\"Network.") != std::string_view::npos) {
+      return guess("a DevTools protocol log", "cdp");
+    }
+    if (text.find("\"demandflight-trace\"") != std::string_view::npos) {
+      return "it is a demandflight trace already: sim or describe it as it is";
+    }
+    return format == "har" || format == "cdp" ? std::string() : "it is JSON, not " + format;
+  }
+  if (text.front() == '[') {
+    if (text.find("\"Network.") != std::string_view::npos) return guess("a DevTools protocol log", "cdp");
+    if (format != "har" && format != "cdp") return "it is JSON, not " + format;
+    return {};
+  }
+  const std::string_view line = text.substr(0, text.find('\n'));
+  if (line.find(" [") != std::string_view::npos && line.find("] \"") != std::string_view::npos) {
+    return guess("a web server's access log", "access-log");
+  }
+  if (std::count(line.begin(), line.end(), ',') >= 2) return guess("a CSV log", "csv");
+  return {};
 }
 
 }  // namespace dfl::format::import_detail

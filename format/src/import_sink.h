@@ -76,8 +76,10 @@ struct DemandModel {
   std::optional<PriorityMap> priority_by;
   std::optional<Deadlines> deadlines;
   std::uint64_t seed = 1;
+  std::optional<std::uint64_t> limit;  // --limit: the first N requests only.
 };
-// Reads --sessions, --abandon, --priority-by, --priority-map, --deadline, --seed.
+// Reads --sessions, --abandon, --priority-by, --priority-map, --deadline,
+// --seed, --limit.
 DemandModel read_demand_model(OptionReader& options);
 
 // The options every format has (import_options() appends them).
@@ -105,8 +107,19 @@ class Sink {
   Sink(std::string format, std::vector<std::string> inputs, DemandModel model);
   ~Sink();
 
+  // A request, or a counted skip ("beyond --limit") once --limit are in.
   void request(const Request& r);
+  // Whether --limit requests are in: a format that reads in time order
+  // stops reading there.
+  bool full() const { return model_.limit && demands_ >= *model_.limit; }
   void skip(const std::string& why) { ++skipped_[why]; }
+  // A request skipped with its events: its cancel and priority changes are
+  // counted too, so that x-import's inputs equal its records plus its skips.
+  void skip_request(const std::string& why, bool cancelled, std::size_t priority_changes) {
+    skip(why);
+    if (cancelled) skip("cancel of a skipped request");
+    if (priority_changes > 0) skipped_["priority change of a skipped request"] += priority_changes;
+  }
   // A count of the format's own for x-import (rows, entries, events ...).
   void count(const std::string& what, std::uint64_t n = 1) { counts_[what] += n; }
   // Writes the header (name, seed, x-import with `options`) and the records.
@@ -165,6 +178,24 @@ class Sink {
   std::map<std::int64_t, std::uint64_t> by_priority_;
 };
 
+// Strings of many requests (URLs, owners), kept once, by number.
+class Names {
+ public:
+  std::uint32_t id(std::string_view s) {
+    auto [it, fresh] = index_.try_emplace(std::string(s), static_cast<std::uint32_t>(names_.size()));
+    if (fresh) names_.push_back(it->first);
+    return it->second;
+  }
+  const std::string& operator[](std::uint32_t i) const { return names_[i]; }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> index_;
+  std::vector<std::string> names_;
+};
+
+// A finite number, all of `text`, or nullopt.
+std::optional<double> parse_double(std::string_view text);
+
 // The largest size an import accepts, 2^53 bytes (8 PiB): sizes are read as
 // doubles from text, and every integer up to it is exact.
 inline constexpr double kMaxImportSize = 9007199254740992.0;
@@ -181,6 +212,7 @@ double seconds_per_unit(const std::string& unit);
 // --priority-by may name.
 struct BrowserOptions {
   std::string cached;   // "skip" or "demand".
+  std::string pushed;   // "demand" or "skip": resources the server pushed (HTTP/2).
   std::string methods;  // As given: "GET,HEAD".
   std::vector<std::string> method_list;
   bool is_download(const std::string& method) const;
@@ -203,6 +235,13 @@ std::string url_origin(std::string_view url);
 // The host of a URL.
 std::string url_host(std::string_view url);
 
+// What a file that one importer cannot read looks like, from its first
+// bytes: "it looks like a HAR capture (import har)", or "" when it is not
+// plainly another format.
+std::string looks_like(std::string_view start, const std::string& format);
+// The first `n` bytes of a file ("" if it cannot be read).
+std::string first_bytes(const std::string& file, std::size_t n = 4096);
+
 }  // namespace dfl::format::import_detail
 
 namespace dfl::format::import_detail {
@@ -218,5 +257,8 @@ std::vector<ImportOption> har_options();
 void import_har(const std::vector<std::string>& inputs, OptionReader& options, std::ostream& out);
 std::vector<ImportOption> cdp_options();
 void import_cdp(const std::vector<std::string>& inputs, OptionReader& options, std::ostream& out);
+std::vector<ImportOption> access_log_options();
+void import_access_log(const std::vector<std::string>& inputs, OptionReader& options,
+                       std::ostream& out);
 
 }  // namespace dfl::format::import_detail

@@ -1003,6 +1003,14 @@ TraceError::TraceError(std::string file, Record record, std::string field,
       line_(record.number),
       field_(std::move(field)) {}
 
+TraceError::TraceError(Text, const std::string& what, std::string file, std::size_t line,
+                       std::string field)
+    : std::runtime_error(what), file_(std::move(file)), line_(line), field_(std::move(field)) {}
+
+TraceError TraceError::with_note(const std::string& note) const {
+  return TraceError(Text{}, std::string(what()) + " (" + note + ")", file_, line_, field_);
+}
+
 TraceError TraceError::unreadable(const std::string& file, const std::string& what) {
   const int error = errno;
   return TraceError(file, 0, "-", error != 0 ? what + ": " + std::strerror(error) : what);

@@ -26,9 +26,9 @@ namespace {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  static const char* const kFormats[] = {"csv", "oracle-general", "har", "cdp"};
-  const std::string format = kFormats[data[0] & 3];
-  const bool model = (data[0] & 4) != 0;
+  static const char* const kFormats[] = {"csv", "oracle-general", "har", "cdp", "access-log"};
+  const std::string format = kFormats[(data[0] & 7) % 5];
+  const bool model = (data[0] & 8) != 0;
   static const std::string path = "/dev/shm/import_fuzz_" + std::to_string(::getpid());
   if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
     std::fwrite(data + 1, 1, size - 1, f);

@@ -41,7 +41,7 @@ def test_a_har_capture_imports_with_options_by_their_python_names(tmp_path):
 
 
 def test_the_formats_and_their_options_are_listed():
-    assert dfl.import_formats() == ["csv", "oracle-general", "har", "cdp"]
+    assert dfl.import_formats() == ["csv", "oracle-general", "har", "cdp", "access-log"]
     options = dfl.import_options("cdp")
     assert {"owner_by", "cached", "abandon", "sessions", "priority_by"} <= set(options.name)
     assert not options[options.name == "abandon"].required.any()
@@ -82,3 +82,25 @@ def test_oracle_general_records_import_from_python(tmp_path):
     path.write_bytes(path.read_bytes()[:-3])
     with pytest.raises(dfl.TraceError, match=r"record 3: -: truncated: 21 of its 24 bytes"):
         dfl.Trace.import_("oracle-general", path)
+
+
+def test_the_access_log_worked_example_of_the_docs_runs_and_says_its_counts(cli, scenarios,
+                                                                           tmp_path):
+    """docs/cli.md's access-log example, word for word but for the paths, and
+    the x-import counts its table states."""
+    import subprocess
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = docs.split("### An access log: imported, described and compared", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = block.replace("build/release/cli/demandflight", cli).replace(
+        "scenarios/", str(scenarios) + "/")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "keep-partial" in proc.stdout and "orphan opportunity" in proc.stdout
+    x = json.loads((tmp_path / "access.jsonl").open().readline())["x-import"]
+    for name in ("lines", "demands", "artifacts", "cancels", "abandoned_by_status", "cut_short"):
+        assert f"| `{name}` | {x[name]:,} |" in section, (name, x[name])
+    for why, n in x["skipped"].items():
+        assert f"| {why} | {n:,} |" in section, (why, n)

@@ -629,6 +629,119 @@ TEST(ImportDemandModel, AModelMakesOrphansOfALogWithNone) {
   EXPECT_GT(decisions(sim.result), 0u) << "orphans arose, and the policy was asked";
 }
 
+TEST(ImportCdp, PushedResourcesAreDemandsOfTheirPageAndEveryDroppedEventIsCounted) {
+  // A document; a script the server pushed (served "from cache" by the push);
+  // an image from the browser's cache whose priority changed and that was
+  // cancelled; a POST.
+  const std::vector<std::string> events = {
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"1","frameId":"F1","timestamp":10.0,"request":{"url":"https://a.example/","initialPriority":"VeryHigh"}}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"1","timestamp":10.2,"encodedDataLength":5000}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"2","frameId":"F1","timestamp":10.3,"request":{"url":"https://a.example/app.js","initialPriority":"High"}}})",
+      R"({"method":"Network.requestServedFromCache","params":{"requestId":"2"}})",
+      R"({"method":"Network.responseReceived","params":{"requestId":"2","timestamp":10.31,"response":{"status":200,"headers":{"content-length":"7000"},"timing":{"requestTime":10.3,"pushStart":10.05,"pushEnd":10.25}}}})",
+      R"({"method":"Network.loadingFinished","params":{"requestId":"2","timestamp":10.32,"encodedDataLength":0}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"3","frameId":"F1","timestamp":10.4,"request":{"url":"https://a.example/logo.png","initialPriority":"Low"}}})",
+      R"({"method":"Network.requestServedFromCache","params":{"requestId":"3"}})",
+      R"({"method":"Network.resourceChangedPriority","params":{"requestId":"3","timestamp":10.45,"newPriority":"High"}})",
+      R"({"method":"Network.loadingFailed","params":{"requestId":"3","timestamp":10.5,"canceled":true}})",
+      R"({"method":"Network.requestWillBeSent","params":{"requestId":"4","frameId":"F1","timestamp":10.6,"request":{"url":"https://a.example/log","method":"POST","initialPriority":"Low"}}})",
+      R"({"method":"Network.loadingFailed","params":{"requestId":"4","timestamp":10.7,"canceled":true}})",
+  };
+  const CliRun run = run_cli(as_array(events), {"import", "cdp", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<json> t = lines_of(run.out);
+  const json& x = t[0]["x-import"];
+  EXPECT_EQ(x["pushed"], 1);
+  EXPECT_EQ(x["demands"], 2) << "the document and the pushed script";
+  const auto subs = records_with(t, "subscribe");
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_EQ(subs[1]["artifact"], "https://a.example/app.js");
+  EXPECT_EQ(subs[1]["owner"], "F1");
+  EXPECT_EQ(records_with(t, "artifact")[1]["size"], 7000) << "its Content-Length";
+  // Requests, cancels and priority changes read equal records plus skips.
+  const json& skipped = x["skipped"];
+  auto skips = [&](const char* why) { return skipped.contains(why) ? skipped[why].get<int>() : 0; };
+  int skipped_requests = 0;
+  for (const auto& [why, n] : skipped.items())
+    if (why != "cancel of a skipped request" && why != "priority change of a skipped request")
+      skipped_requests += n.get<int>();
+  EXPECT_EQ(x["requests"], x["demands"].get<int>() + skipped_requests) << x.dump();
+  EXPECT_EQ(x["cancels_read"], x["cancels"].get<int>() + skips("cancel of a skipped request"));
+  EXPECT_EQ(skips("cancel of a skipped request"), 2) << x.dump();
+  EXPECT_EQ(x["priority_changes_read"],
+            x["set_priorities"].get<int>() + x["priority_changes_after_the_end"].get<int>() +
+                skips("priority change of a skipped request"));
+  EXPECT_EQ(skips("priority change of a skipped request"), 1) << x.dump();
+  // Pushed ones skipped when asked.
+  const CliRun skip = run_cli(as_array(events), {"import", "cdp", "TRACE", "--pushed", "skip"});
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(lines_of(skip.out)[0]["x-import"]["skipped"]["pushed by the server"], 1);
+}
+
+TEST(ImportHar, APushedEntryIsADemandNotACacheHit) {
+  const std::string har = R"({"log": {"version": "1.2", "entries": [
+{"startedDateTime": "2026-01-01T00:00:00Z", "time": 20, "request": {"method": "GET", "url": "https://a.example/"},
+ "response": {"status": 200, "bodySize": 900, "content": {"size": 900}}},
+{"startedDateTime": "2026-01-01T00:00:00.100Z", "time": 1, "_was_pushed": 1, "_fromCache": "memory",
+ "request": {"method": "GET", "url": "https://a.example/app.js"},
+ "response": {"status": 200, "bodySize": 0, "content": {"size": 4000}}},
+{"startedDateTime": "2026-01-01T00:00:00.200Z", "time": 5, "request": {"method": "POST", "url": "https://a.example/log"},
+ "response": {"status": 0, "_error": "net::ERR_ABORTED", "bodySize": 0}}]}})";
+  const CliRun run = run_cli(har, {"import", "har", "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json x = lines_of(run.out)[0]["x-import"];
+  EXPECT_EQ(x["pushed"], 1);
+  EXPECT_EQ(x["demands"], 2) << x.dump();
+  EXPECT_EQ(x["skipped"]["method POST"], 1);
+  EXPECT_EQ(x["skipped"]["cancel of a skipped request"], 1) << "the POST was aborted";
+}
+
+TEST(ImportOptions, LimitImportsTheFirstNRequestsAndCountsOrStopsThere) {
+  const std::string log = plain_log(50, 5, 1.0);
+  const CliRun run = run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--key", "obj",
+                                   "--size", "bytes", "--limit", "10"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json x = lines_of(run.out)[0]["x-import"];
+  EXPECT_EQ(x["demands"], 10);
+  EXPECT_EQ(x["rows"], 10) << "csv stops reading at the limit";
+  EXPECT_EQ(x["read_up_to_the_limit"], 1);
+  EXPECT_EQ(records_with(lines_of(run.out), "subscribe").back()["demand"], "r10");
+  // A format that sorts first counts the rest.
+  const CliRun cdp = run_cli(as_array(kCdp), {"import", "cdp", "TRACE", "--limit", "2"});
+  ASSERT_EQ(cdp.exit_code, 0) << cdp.err;
+  const json cx = lines_of(cdp.out)[0]["x-import"];
+  EXPECT_EQ(cx["demands"], 2);
+  EXPECT_EQ(cx["skipped"]["beyond --limit"], 2) << cx.dump();
+  const CliRun bad = run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--key", "obj",
+                                   "--size", "bytes", "--limit", "0"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--limit: \"0\" is not a number of requests"), std::string::npos) << bad.err;
+}
+
+TEST(ImportOptions, AFileInAnotherFormatSaysWhatItLooksLike) {
+  struct Case {
+    std::string input;
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::string har = R"({"log": {"version": "1.2", "entries": []}})";
+  const std::vector<Case> cases = {
+      {har, {"import", "csv", "TRACE", "--time", "t", "--key", "k", "--size", "s"},
+       "(it looks like a HAR capture (import har))"},
+      {har, {"import", "cdp", "TRACE"}, "(it looks like a HAR capture (import har))"},
+      {as_array(kCdp), {"import", "har", "TRACE"}, "(it looks like a DevTools protocol log (import cdp))"},
+      {"t,key,size\n1,a,5\n", {"import", "har", "TRACE"}, "(it looks like a CSV log (import csv))"},
+      {"1.2.3.4 - - [06/Dec/2026:10:00:01 +0000] \"GET /a HTTP/1.1\" 200 5 \"-\" \"c\"\n",
+       {"import", "csv", "TRACE", "--time", "t", "--key", "k", "--size", "s"},
+       "(it looks like a web server's access log (import access-log))"},
+  };
+  for (const Case& c : cases) {
+    const CliRun run = run_cli(c.input, c.args);
+    EXPECT_EQ(run.exit_code, 2) << c.says;
+    EXPECT_NE(run.err.find(c.says), std::string::npos) << c.args[1] << ": " << run.err;
+  }
+}
+
 TEST(ImportOptions, BadOrUnknownOptionsAreNamed) {
   const std::string log = "ts,obj,bytes\n0,a,10\n";
   struct Case {

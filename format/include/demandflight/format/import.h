@@ -1,8 +1,8 @@
 // Importers: workloads users already have, as traces (`demandflight import`).
 //
-// Four formats: `csv` (request logs), `oracle-general` (libCacheSim's binary
-// request traces), `har` (HAR 1.2 browser captures) and `cdp` (Chrome
-// DevTools Protocol network event logs). Each reads its input, turns it into
+// Five formats: `csv` (request logs), `oracle-general` (libCacheSim's binary
+// request traces), `har` (HAR 1.2 browser captures), `cdp` (Chrome DevTools
+// Protocol network event logs) and `access-log` (nginx's and Apache's). Each reads its input, turns it into
 // requests, and hands them to one writer shared by all formats, which applies
 // the demand model (sessions, abandonment, priorities by a field, deadlines)
 // and writes the trace.
@@ -17,7 +17,10 @@
 // distinct objects, and queues of the cancels and sessions still open). A
 // browser capture's requests come out of order and are matched by id across
 // events, so har and cdp keep a compact record per request (tens of bytes plus
-// its URL) and sort them: browser captures have thousands of requests.
+// its URL) and sort them: browser captures have thousands of requests. An
+// access log's lines come in the order responses ended, so access-log keeps
+// a record per line (about 50 bytes, its strings kept once) and sorts them
+// by start.
 #pragma once
 
 #include <map>
@@ -39,7 +42,7 @@ struct ImportOption {
   std::string default_value = {};  // Shown in help; empty: none.
 };
 
-// "csv", "oracle-general", "har", "cdp".
+// "csv", "oracle-general", "har", "cdp", "access-log".
 std::vector<std::string> import_formats();
 // One line saying what the format is.
 std::string import_format_help(const std::string& format);

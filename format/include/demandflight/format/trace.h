@@ -38,11 +38,15 @@ class TraceError : public std::runtime_error {
   // The file cannot be opened or read, with the system's reason (errno as
   // the failed call left it): `FILE: cannot open: No such file or directory`.
   static TraceError unreadable(const std::string& file, const std::string& what = "cannot open");
+  // The same error with a note after its message: `... message (note)`.
+  TraceError with_note(const std::string& note) const;
   const std::string& file() const { return file_; }
   std::size_t line() const { return line_; }
   const std::string& field() const { return field_; }
 
  private:
+  struct Text {};
+  TraceError(Text, const std::string& what, std::string file, std::size_t line, std::string field);
   std::string file_;
   std::size_t line_;
   std::string field_;
