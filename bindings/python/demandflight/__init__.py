@@ -13,6 +13,7 @@ Every simulation runs in a fresh process (SimGrid allows one per process).
 
 from ._compare import DEFAULT_WEIGHTS, compare, metrics, sweep
 from ._describe import Description, describe
+from ._report import report
 from ._engine import DemandHandle, Engine
 from ._policy import ArtifactKey, Decision, OrphanPolicy, OrphanView, policies
 from ._simulate import Result, SimulationError, read_rows, simulate
@@ -22,5 +23,5 @@ __all__ = [
     "ArtifactKey", "DEFAULT_WEIGHTS", "Decision", "DemandHandle", "Description", "Engine",
     "OrphanPolicy", "OrphanView", "Result", "SimulationError", "Trace", "TraceBuilder",
     "TraceError", "compare", "describe", "import_formats", "import_options", "metrics", "policies",
-    "read_rows", "simulate", "sweep",
+    "read_rows", "report", "simulate", "sweep",
 ]
