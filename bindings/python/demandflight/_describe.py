@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Dict, Optional
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import _core
 from ._trace import Trace, TraceLike
+
+if TYPE_CHECKING:  # pandas is imported when first needed: a simulation's child starts fast.
+    import pandas as pd
 
 _QUANTILES = ["count", "p10", "p50", "p90", "p99", "min", "max", "mean"]
 
@@ -20,7 +21,8 @@ def _number(value: Any) -> Any:
     return math.nan if value is None else value
 
 
-def _distributions(named: Dict[str, Dict[str, Any]]) -> pd.DataFrame:
+def _distributions(named: Dict[str, Dict[str, Any]]) -> "pd.DataFrame":
+    import pandas as pd
     rows = {name: {q: _number(d[q]) for q in _QUANTILES} for name, d in named.items()}
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=_QUANTILES)
     frame["count"] = frame["count"].astype("int64")
@@ -47,6 +49,7 @@ class Description:
     """
 
     def __init__(self, raw: Dict[str, Any]) -> None:
+        import pandas as pd
         self.raw = raw
         counts, pop, reuse = raw["counts"], raw["popularity"], raw["reuse"]
         single, orphans, prio = raw["single_flight"], raw["orphans"], raw["priorities"]
