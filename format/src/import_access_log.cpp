@@ -132,7 +132,7 @@ std::vector<Token> compile_nginx(const std::string& spec) {
   std::size_t i = 0;
   while (i < spec.size()) {
     const std::size_t dollar = spec.find('$', i);
-    add_literal(tokens, std::string_view(spec).substr(i, dollar == std::string::npos ? std::string::npos : dollar - i));
+    add_literal(tokens, std::string_view(spec).substr(i, dollar - i));  // npos: the rest.
     if (dollar == std::string::npos) break;
     std::size_t from = dollar + 1, to = from;
     const bool braced = from < spec.size() && spec[from] == '{';
@@ -157,7 +157,7 @@ std::vector<Token> compile_apache(const std::string& spec) {
   std::size_t i = 0;
   while (i < spec.size()) {
     const std::size_t percent = spec.find('%', i);
-    add_literal(tokens, std::string_view(spec).substr(i, percent == std::string::npos ? std::string::npos : percent - i));
+    add_literal(tokens, std::string_view(spec).substr(i, percent - i));  // npos: the rest.
     if (percent == std::string::npos) break;
     std::size_t at = percent + 1;
     if (at < spec.size() && spec[at] == '%') {

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 

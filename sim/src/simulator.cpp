@@ -37,7 +37,6 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
