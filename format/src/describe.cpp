@@ -13,6 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "demandflight/format/defaults.h"
+#include "demandflight/format/tcp.h"
+
 namespace dfl::format {
 namespace {
 
@@ -87,9 +90,30 @@ struct DemandFacts {
 double lone_transfer_s(const Trace& trace, const Artifact& a) {
   const Platform& p = trace.platform;
   const OriginSpec& o = p.origins[a.origin];
-  const double bandwidth = std::min(p.client_bandwidth_Bps, o.bandwidth_Bps);
-  const double body = a.size_bytes == 0 ? 0.0 : static_cast<double>(a.size_bytes) / bandwidth;
-  return body + p.client_latency_s + o.latency_s;
+  const double line = std::min(p.client_bandwidth_Bps, o.bandwidth_Bps);
+  const double one_way = p.client_latency_s + o.latency_s;
+  const double size = static_cast<double>(a.size_bytes);
+  // The network model's factors (sim/network_model.cpp): CM02 has none.
+  double latency_factor = 1;
+  double bandwidth_factor = 1;
+  const bool tcp = p.network_model == NetworkModel::tcp || p.network_model == NetworkModel::ns3;
+  if (tcp || p.network_model == NetworkModel::calibrated) {
+    latency_factor = defaults::calibrated_latency_factor;
+    bandwidth_factor = defaults::calibrated_bandwidth_factor;
+  } else if (p.network_model == NetworkModel::lv08) {
+    latency_factor = defaults::lv08_latency_factor;
+    bandwidth_factor = defaults::lv08_bandwidth_factor;
+  }
+  const double rate = bandwidth_factor * line;
+  double s = latency_factor * one_way + (size == 0 ? 0.0 : size / rate);
+  if (tcp) {  // A new connection: its handshake, then slow start (sim/tcp_connections.h).
+    const double rtt = 2 * one_way;
+    s += defaults::tcp_handshake_round_trips * rtt +
+         slow_start(size, defaults::tcp_segment_bytes * defaults::tcp_initial_window_segments,
+                    rtt, rate)
+             .delay_s;
+  }
+  return s;
 }
 
 ojson distribution_json(const Distribution& d) {
@@ -139,6 +163,7 @@ std::string seconds(double s) {
 Description describe(const Trace& trace) {
   Description d;
   d.trace = trace.name;
+  d.network_model = std::string(to_string(trace.platform.network_model));
   d.artifact_ids = trace.artifacts.size();
   d.owners = trace.owners.size();
 
@@ -447,7 +472,8 @@ void write_description_json(const Description& d, std::ostream& out, std::size_t
                        {"owner_ended_in_flight", d.owner_ended_in_flight},
                        {"share", d.orphan_share},
                        {"came_back", d.came_back},
-                       {"came_back_s", distribution_json(d.came_back_s)}};
+                       {"came_back_s", distribution_json(d.came_back_s)},
+                       {"lone_transfer_model", d.network_model}};
   j["priorities"] = ojson{{"demands", std::move(priorities)},
                           {"set_priorities", d.set_priorities},
                           {"demands_reprioritized", d.demands_reprioritized},
@@ -510,6 +536,11 @@ void print_description(const Description& d, std::ostream& out, std::size_t top)
   row("bytes saved", bytes(static_cast<double>(d.single_flight_saved_bytes)));
 
   out << "orphan opportunity\n";
+  row("in flight means", "ended before its lone transfer would end (the " + d.network_model +
+                             " model, alone" +
+                             (d.network_model == "tcp" || d.network_model == "ns3"
+                                  ? ", on a new connection)"
+                                  : ")"));
   row("cancelled in flight",
       count(d.cancelled_in_flight) + " of " + count(d.cancelled_demands) + " cancelled demands");
   row("owner ended in flight", count(d.owner_ended_in_flight) + " of " +

@@ -33,8 +33,9 @@ std::string subscribe(double t, const std::string& demand, const std::string& ow
   return s.str();
 }
 
-// The platform: client 1000 B/s + 0.5 s, origin cdn 2000 B/s + 0.5 s, so a
-// lone transfer of S bytes takes S / min(1000, 2000) + 0.5 + 0.5 = S/1000 + 1 s:
+// The platform: client 1000 B/s + 0.5 s, origin cdn 2000 B/s + 0.5 s, and the
+// cm02 model (no factors, no connections), so a lone transfer of S bytes takes
+// S / min(1000, 2000) + 0.5 + 0.5 = S/1000 + 1 s:
 // key A (1000 B) 2 s, B (2000 B) 3 s, C (3000 B) 4 s.
 //
 // Keys: A is named by two ids, "a" and "a2" (one key: resource a@r1/pc#0);
@@ -54,7 +55,7 @@ std::string subscribe(double t, const std::string& demand, const std::string& ow
 // (a lower), cancel d10 at 9.6 (after its timeout at 9.5: not in flight).
 std::string hand_trace() {
   return std::string(R"({"format": "demandflight-trace", "version": 1, "name": "hand", "seed": 1, )"
-                     R"("platform": {"client_bandwidth_Bps": 1000, "client_latency_s": 0.5, )"
+                     R"("platform": {"network_model": "cm02", "client_bandwidth_Bps": 1000, "client_latency_s": 0.5, )"
                      R"("origins": {"cdn": {"bandwidth_Bps": 2000, "latency_s": 0.5}}}})") +
          "\n" + artifact("a", "a", 1000) + artifact("a2", "a", 1000) + artifact("b", "b", 2000) +
          artifact("c", "c", 3000) + artifact("unused", "u", 5000) +

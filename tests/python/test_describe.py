@@ -1,7 +1,7 @@
 """dfl.describe(): the figures of a small hand-written trace as DataFrames.
 
 The trace is tests/format/describe_test.cpp's (the hand calculations are there): a
-platform where a lone transfer of S bytes takes S/1000 + 1 s; key A (ids a and a2,
+platform and network model (cm02) where a lone transfer of S bytes takes S/1000 + 1 s; key A (ids a and a2,
 1000 B) asked 6 times, B (2000 B) 3 times, C (3000 B) twice.
 """
 
@@ -14,7 +14,8 @@ import demandflight as dfl
 
 def hand_trace():
     b = dfl.TraceBuilder("hand", 1, client_bandwidth_Bps=1000, client_latency_s=0.5,
-                         origins={"cdn": {"bandwidth_Bps": 2000, "latency_s": 0.5}})
+                         origins={"cdn": {"bandwidth_Bps": 2000, "latency_s": 0.5}},
+                         network_model="cm02")
     b.artifact("a", "a", "r1", 1000).artifact("a2", "a", "r1", 1000)
     b.artifact("b", "b", "r1", 2000).artifact("c", "c", "r1", 3000)
     b.artifact("unused", "u", "r1", 5000)
@@ -35,6 +36,32 @@ def hand_trace():
       .subscribe(9.2, "d11", "u2", "a", 1)
       .cancel(9.6, "d10"))
     return b.build()
+
+
+def lone_demand(network_model, cancel_at=None):
+    """One demand for 1 MB from the default platform, cancelled at `cancel_at`."""
+    b = dfl.TraceBuilder("lone", 1, network_model=network_model)
+    b.artifact("x", "x.bin", "r1", 1_000_000)
+    b.subscribe(0, "d1", "u1", "x", 1)
+    if cancel_at is not None:
+        b.cancel(cancel_at, "d1")
+    return b.build()
+
+
+@pytest.mark.parametrize("network_model", ["tcp", "calibrated", "cm02", "lv08"])
+def test_in_flight_is_what_a_simulation_of_the_trace_aborts(network_model):
+    # The lone transfer that describe assumes is the one the model simulates: a cancel
+    # a little before the simulated transfer's end is in flight (the simulation aborts
+    # the transfer, its bytes are wasted), one a little after is not (the bytes arrived).
+    received = dfl.simulate(lone_demand(network_model)).tasks.t_received[0]
+    for fraction, in_flight in ((0.95, True), (1.05, False)):
+        trace = lone_demand(network_model, cancel_at=fraction * received)
+        description = dfl.describe(trace)
+        orphans = description.raw["orphans"]
+        assert orphans["lone_transfer_model"] == network_model
+        assert orphans["cancelled_in_flight"] == int(in_flight), (network_model, fraction)
+        wasted = dfl.simulate(trace).summary["bytes_wasted"]
+        assert (wasted > 0) == in_flight, (network_model, fraction, wasted)
 
 
 def test_summary_counts_and_fit():

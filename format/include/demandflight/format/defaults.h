@@ -19,6 +19,15 @@ namespace dfl::format::defaults {
 inline constexpr double calibrated_latency_factor = 2.0;
 inline constexpr double calibrated_bandwidth_factor = 0.956;
 
+// The `tcp` model's connections (sim/tcp_connections.h): a 1500-byte MTU's
+// segment with timestamps, and Linux's initial window (RFC 6928).
+inline constexpr double tcp_segment_bytes = 1448;
+inline constexpr double tcp_initial_window_segments = 10;
+inline constexpr double tcp_handshake_round_trips = 1;  // SYN, SYN-ACK (the request rides the ACK).
+// SimGrid's own factors of its LV08 model (network/model:LV08, the `lv08` model).
+inline constexpr double lv08_latency_factor = 13.01;
+inline constexpr double lv08_bandwidth_factor = 0.97;
+
 inline constexpr double client_bandwidth_Bps = 12'500'000;  // 100 Mbit/s last mile.
 inline constexpr double client_latency_s = 0.01;
 inline constexpr double origin_bandwidth_Bps = 50'000'000;  // An origin not described in

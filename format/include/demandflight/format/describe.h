@@ -14,12 +14,15 @@
 //
 // The lone-transfer window of a demand subscribed at t, for an artifact of
 // size S from origin O, is [t, end) with
-//   end = min(t + S / min(client_bandwidth, O.bandwidth) + client_latency
-//             + O.latency, t + timeout_s, its cancel's t, its owner's end's t)
-// (the trace header's platform with the defaults of format/defaults.h; no
-// network-model factors, no queueing, no finalize). A subscribe that the
-// engine refuses at once (a stale owner generation, timeout_s = 0) has an
-// empty window.
+//   end = min(t + lone(S, O), t + timeout_s, its cancel's t, its owner's end's t)
+// where lone(S, O) is the time the trace's network model (platform.network_model)
+// takes to move S bytes alone on the link min(client_bandwidth, O.bandwidth)
+// with round trip 2 (client_latency + O.latency): the model's latency and
+// bandwidth factors (format/defaults.h), and under `tcp` (and `ns3`) a new
+// connection's handshake and slow start (format/tcp.h) as the simulator adds
+// them. No queueing for a slot, no sharing, no finalize: a lower bound on how
+// long a demand waits. A subscribe that the engine refuses at once (a stale
+// owner generation, timeout_s = 0) has an empty window.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +61,8 @@ struct PriorityDemands {
 
 struct Description {
   std::string trace;  // The header's name.
+  // The network model whose lone transfer the windows assume (platform.network_model).
+  std::string network_model;
 
   // --- Counts
   std::uint64_t requests = 0;         // subscribe records.

@@ -23,13 +23,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "demandflight/format/defaults.h"
+#include "demandflight/format/tcp.h"
+
 namespace dfl::sim {
 
 struct TcpSettings {
-  double segment_bytes = 1448;          // MSS of a 1500-byte MTU with timestamps.
-  double initial_window_segments = 10;  // RFC 6928, Linux's default.
+  double segment_bytes = format::defaults::tcp_segment_bytes;
+  double initial_window_segments = format::defaults::tcp_initial_window_segments;
   double rto_min_s = 0.2;               // Linux TCP_RTO_MIN.
-  double handshake_round_trips = 1;     // SYN, SYN-ACK (the request rides the ACK).
+  double handshake_round_trips = format::defaults::tcp_handshake_round_trips;
   double max_idle_s = 118;              // libcurl closes a connection idle this long.
   // libcurl's connection cache holds at most this many connections (all origins,
   // busy and idle) per transfer in its multi handle (CURLMOPT_MAXCONNECTS unset);
@@ -45,23 +48,9 @@ struct TcpSettings {
   double rto_s(double rtt_s) const { return rtt_s + rto_min_s; }
 };
 
-struct SlowStart {
-  double delay_s = 0;        // Time beyond bytes / share.
-  double window_bytes = 0;   // The congestion window when the transfer ends.
-  int window_limited_rounds = 0;
-};
-
-// A transfer of `bytes` that starts with a congestion window of `window_bytes`
-// on a path of round trip `rtt_s`, whose share of the links is `share_Bps`.
-// Each round trip sends one window; while the window is below the share's
-// bandwidth-delay product the round trip is only partly used, and the rest
-// of it is the delay: the sum over those rounds of (rtt - window / share),
-// except the round in which the last byte goes out. The window doubles each
-// round (no loss: slow start ends when the share is reached, and a transfer
-// that outgrows it keeps the window it needed); in the last round it grows
-// to twice that round's bytes at most (Linux grows a window only while it is
-// below twice what is in flight), so a small response leaves it as it was.
-SlowStart slow_start(double bytes, double window_bytes, double rtt_s, double share_Bps);
+// The delay of slow start (format/tcp.h: describe() uses it too).
+using format::slow_start;
+using format::SlowStart;
 
 // The window after `idle_s` without sending (tcp_cwnd_restart(): halved once
 // for each full retransmission timeout after the first, never below the
