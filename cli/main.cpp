@@ -473,14 +473,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    if (!demands_csv.empty() || !tasks_csv.empty()) {
-      CsvRowWriter csv(demands_csv, tasks_csv, trace, result.policy);
-      for (const DemandResult& d : result.demands)
-        csv.demand(d, trace.demand_ids[d.demand]);
-      for (const TaskResult& t : result.tasks)
-        csv.task(t);
-      csv.finish();
-    }
+    write_rows_csv(result, trace, demands_csv, tasks_csv);
     if (!quiet) print_summary(result, trace, "simulated", stdout);
     if (profile) {
       auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

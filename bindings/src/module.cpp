@@ -12,12 +12,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -271,8 +273,107 @@ std::string summary_text(const format::Result& result, const format::Trace& trac
   return summary;
 }
 
+// The rows of `result` by column, pickled to `path` for the parent process
+// (bindings/python/demandflight/_simulate.py builds the DataFrames from them):
+// {"demands": {column: values}, "tasks": {...}}, the columns and values of the
+// result JSON's rows. Numbers are the bytes of a float64 or int64 array (a
+// null is NaN: t_end, latency_s, task, t_first_start, t_received); text is a
+// list of str or None, one object per distinct name; a task's
+// priority_timeline and orphan_decisions are lists as in the JSON.
+void write_row_columns(const format::Result& result, const format::Trace& trace,
+                       const std::string& path) {
+  constexpr double kNull = std::numeric_limits<double>::quiet_NaN();
+  auto bytes_of = [](const auto& values) {
+    return py::bytes(reinterpret_cast<const char*>(values.data()),
+                     values.size() * sizeof(values[0]));
+  };
+  // One Python str per distinct name: the pickle then holds each once.
+  std::vector<py::object> owners(trace.owners.size()), artifacts(trace.artifacts.size());
+  auto owner = [&](std::uint32_t i) {
+    if (!owners[i]) owners[i] = py::str(trace.owners[i]);
+    return owners[i];
+  };
+  auto artifact = [&](std::uint32_t i) {
+    if (!artifacts[i]) artifacts[i] = py::str(trace.artifacts[i].id);
+    return artifacts[i];
+  };
+  std::map<std::string_view, py::object> words;  // Outcomes, served_by, decisions.
+  auto word = [&](std::string_view w) {
+    py::object& o = words[w];
+    if (!o) o = py::str(std::string(w));
+    return o;
+  };
+
+  const std::size_t n = result.demands.size();
+  py::list demand(n), demand_owner(n), demand_artifact(n), outcome(n), served_by(n);
+  std::vector<std::int64_t> priority(n);
+  std::vector<double> t_subscribe(n), t_end(n), latency(n), task(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const format::DemandResult& d = result.demands[i];
+    demand[i] = py::str(trace.demand_ids[d.demand]);
+    demand_owner[i] = owner(d.owner);
+    demand_artifact[i] = artifact(d.artifact);
+    priority[i] = d.priority;
+    t_subscribe[i] = d.t_subscribe;
+    t_end[i] = d.ended ? d.t_end : kNull;
+    latency[i] = d.ended ? d.t_end - d.t_subscribe : kNull;
+    outcome[i] = d.ended ? word(to_string(d.outcome)) : py::none();
+    task[i] = d.task != 0 ? static_cast<double>(d.task - 1) : kNull;
+    served_by[i] = d.served_by != format::ServedBy::none ? word(to_string(d.served_by))
+                                                          : py::none();
+  }
+  py::dict demands("demand"_a = demand, "owner"_a = demand_owner, "artifact"_a = demand_artifact,
+                   "priority"_a = bytes_of(priority), "t_subscribe"_a = bytes_of(t_subscribe),
+                   "t_end"_a = bytes_of(t_end), "latency_s"_a = bytes_of(latency),
+                   "outcome"_a = outcome, "task"_a = bytes_of(task), "served_by"_a = served_by);
+
+  const std::size_t m = result.tasks.size();
+  py::list task_artifact(m), task_outcome(m), timelines(m), decisions(m);
+  std::vector<double> t_start(m), t_first_start(m), t_received(m), task_end(m);
+  std::vector<std::int64_t> attempts(m), bytes(m), installs(m);
+  const py::str policy(result.policy);
+  for (std::size_t i = 0; i < m; ++i) {
+    const format::TaskResult& t = result.tasks[i];
+    task_artifact[i] = artifact(t.artifact);
+    t_start[i] = t.t_start;
+    t_first_start[i] = t.t_first_start.value_or(kNull);
+    t_received[i] = t.t_received.value_or(kNull);
+    task_end[i] = t.t_end;
+    task_outcome[i] = word(to_string(t.outcome));
+    attempts[i] = t.attempts;
+    bytes[i] = static_cast<std::int64_t>(t.bytes_transferred);
+    installs[i] = t.installs;
+    py::list timeline(t.priority_timeline.size());
+    for (std::size_t k = 0; k < t.priority_timeline.size(); ++k) {
+      const auto& [at, level] = t.priority_timeline[k];
+      py::list change(2);
+      change[0] = py::float_(at);
+      change[1] = level ? py::object(py::int_(*level)) : py::none();
+      timeline[k] = change;
+    }
+    timelines[i] = timeline;
+    py::list answers(t.orphan_decisions.size());
+    for (std::size_t k = 0; k < t.orphan_decisions.size(); ++k) {
+      const format::OrphanDecisionResult& o = t.orphan_decisions[k];
+      answers[k] = py::dict("t"_a = o.t, "decision"_a = word(to_string(o.decision)),
+                            "bytes_done"_a = o.bytes_done, "policy"_a = policy);
+    }
+    decisions[i] = answers;
+  }
+  py::dict tasks("artifact"_a = task_artifact, "t_start"_a = bytes_of(t_start),
+                 "t_first_start"_a = bytes_of(t_first_start),
+                 "t_received"_a = bytes_of(t_received), "t_end"_a = bytes_of(task_end),
+                 "outcome"_a = task_outcome, "attempts"_a = bytes_of(attempts),
+                 "bytes_transferred"_a = bytes_of(bytes), "installs"_a = bytes_of(installs),
+                 "priority_timeline"_a = timelines, "orphan_decisions"_a = decisions);
+  py::object file = py::module_::import("builtins").attr("open")(path, "wb");
+  py::module_::import("pickle").attr("dump")(py::dict("demands"_a = demands, "tasks"_a = tasks),
+                                             file, "protocol"_a = 5);
+  file.attr("close")();
+}
+
 // Runs the simulation in this process (once per process: SimGrid) and writes
-// the result JSON to `out_path`. Returns the printed summary.
+// the result JSON to `out_path` (none if empty). Returns the printed summary.
 std::string simulate(const TracePtr& trace, const std::string& model, const py::object& policy,
                      const std::string& policy_name, std::optional<std::uint64_t> seed,
                      std::optional<std::uint32_t> max_transfers,
@@ -280,7 +381,8 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
                      std::optional<std::string> network_model, const std::string& out_path,
                      const std::string& timeline_path, const std::string& decisions_path,
                      double decision_horizon_s, const std::vector<std::string>& oracle_bases,
-                     const std::string& resample) {
+                     const std::string& resample, const std::string& head_path,
+                     const std::string& rows_path) {
   const format::Resample how = format::parse_resample(resample);
   sim::SimOptions options = sim_options(model, policy, policy_name, seed, max_transfers,
                                         max_per_origin, network_model);
@@ -304,10 +406,22 @@ std::string simulate(const TracePtr& trace, const std::string& model, const py::
     result = sim::simulate(*ran, options);
     for (const std::string& warning : result.warnings)
       std::fprintf(stderr, "demandflight: warning: %s\n", warning.c_str());
-    std::ofstream out(out_path);
-    format::write_result_json(result, *ran, out);
-    if (!out) throw std::runtime_error("cannot write " + out_path);
+    if (!out_path.empty()) {
+      std::ofstream out(out_path);
+      format::write_result_json(result, *ran, out);
+      if (!out) throw std::runtime_error("cannot write " + out_path);
+    }
+    if (!head_path.empty()) {  // The result without its rows (rows_path has them).
+      std::vector<format::DemandResult> demands = std::exchange(result.demands, {});
+      std::vector<format::TaskResult> tasks = std::exchange(result.tasks, {});
+      std::ofstream head(head_path);
+      format::write_result_json(result, *ran, head);
+      if (!head) throw std::runtime_error("cannot write " + head_path);
+      result.demands = std::move(demands);
+      result.tasks = std::move(tasks);
+    }
   }
+  if (!rows_path.empty()) write_row_columns(result, *ran, rows_path);
   return summary_text(result, *ran);
 }
 
@@ -699,15 +813,18 @@ PYBIND11_MODULE(_core, m) {
          std::optional<std::uint32_t> mpo, std::optional<std::string> network,
          const std::string& out, const std::string& timeline, const std::string& decisions,
          double decision_horizon_s, const std::vector<std::string>& oracle_bases,
-         const std::string& resample) {
+         const std::string& resample, const std::string& head_out,
+         const std::string& rows_out) {
         return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline,
-                        decisions, decision_horizon_s, oracle_bases, resample);
+                        decisions, decision_horizon_s, oracle_bases, resample, head_out,
+                        rows_out);
       },
       "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
       "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
       "decision_horizon_s"_a = 60.0, "oracle_bases"_a = std::vector<std::string>{},
-      "resample"_a = "none",
-      "Runs one simulation in this process (once per process) and writes the result JSON.");
+      "resample"_a = "none", "head_out"_a = "", "rows_out"_a = "",
+      "Runs one simulation in this process (once per process) and writes the result JSON "
+      "(where named: the whole, the result without its rows, the rows by column).");
   m.def("simulate_streamed", &simulate_streamed, "path"_a, "model"_a, "policy"_a,
         "policy_name"_a, "seed"_a, "max_transfers"_a, "max_per_origin"_a, "network_model"_a,
         "out"_a, "demands_csv"_a, "tasks_csv"_a,

@@ -222,4 +222,15 @@ void CsvRowWriter::finish() {
   if (impl_->tasks) impl_->tasks->close();
 }
 
+void write_rows_csv(const Result& result, const Trace& trace, const std::string& demands_path,
+                    const std::string& tasks_path) {
+  if (demands_path.empty() && tasks_path.empty()) return;
+  CsvRowWriter csv(demands_path, tasks_path, trace, result.policy);
+  for (const DemandResult& d : result.demands)
+    csv.demand(d, trace.demand_ids[d.demand]);
+  for (const TaskResult& t : result.tasks)
+    csv.task(t);
+  csv.finish();
+}
+
 }  // namespace dfl::format

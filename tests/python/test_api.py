@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -50,6 +51,25 @@ def test_a_trace_built_in_python_equals_the_same_trace_loaded_from_file(scenario
     assert other != loaded
 
 
+def test_the_package_imports_what_a_name_needs_when_it_is_first_used():
+    # `import demandflight` (and so every simulation's process) loads neither pandas nor
+    # the simulator; a name brings its module; the names are all there.
+    code = ("import sys, demandflight as d\n"
+            "print(sorted(m for m in ('pandas', 'demandflight._core', 'demandflight._compare')"
+            " if m in sys.modules))\n"
+            "d.Trace\n"
+            "print(sorted(m for m in ('pandas', 'demandflight._core', 'demandflight._compare')"
+            " if m in sys.modules))\n"
+            "from demandflight import *\n"
+            "print(compare.__module__, sorted(set(d.__all__) - set(dir(d))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["[]", "['demandflight._core']", "demandflight._compare []"]
+    assert set(dfl.__all__) >= {"simulate", "Trace", "compare", "report", "OrphanPolicy"}
+    with pytest.raises(AttributeError, match="no attribute 'simulat'"):
+        dfl.simulat
+
+
 def test_result_fields_match_the_clis_json(scenarios, cli, tmp_path):
     trace = scenarios / "session_churn.jsonl"
     out = tmp_path / "cli.json"
@@ -64,6 +84,23 @@ def test_result_fields_match_the_clis_json(scenarios, cli, tmp_path):
     assert (result.demands["outcome"] == [d["outcome"] for d in expected["demands"]]).all()
     assert len(result.tasks) == len(expected["tasks"])
     assert isinstance(result.demands, pd.DataFrame) and isinstance(result.tasks, pd.DataFrame)
+
+
+@pytest.mark.parametrize("name,model,policy", [
+    ("three_callers", "demand", "keep-partial"), ("flaky_network", "callbacks", "always-abort"),
+    ("session_churn", "independent", "squid"), ("cache_pressure", "demand", "always-complete")])
+def test_the_frames_are_those_of_the_result_jsons_rows(scenarios, cli, tmp_path, name, model,
+                                                       policy):
+    # The rows come from the simulation's process by column; they make the same DataFrames
+    # (values, nulls and dtypes) and the same document as the result JSON the CLI writes.
+    out = tmp_path / "cli.json"
+    subprocess.run([cli, "sim", str(scenarios / f"{name}.jsonl"), "--model", model, "--policy",
+                    policy, "--out", str(out), "--quiet"], check=True)
+    expected = json.loads(out.read_text())
+    result = dfl.simulate(scenarios / f"{name}.jsonl", model=model, policy=policy)
+    pd.testing.assert_frame_equal(result.demands, pd.DataFrame(expected["demands"]))
+    pd.testing.assert_frame_equal(result.tasks, pd.DataFrame(expected["tasks"]))
+    assert result.raw == expected
 
 
 def test_result_load_reads_a_cli_result_and_its_decision_log(scenarios, cli, tmp_path):

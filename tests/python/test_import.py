@@ -1,7 +1,10 @@
 """dfl.Trace.import_: every format from Python, with the CLI's options by their
 Python names, and errors that name the argument."""
 
+import gc
 import json
+import pickle
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +41,25 @@ def test_a_har_capture_imports_with_options_by_their_python_names(tmp_path):
     assert [r["size"] for r in records if r["op"] == "artifact"] == [400, 800]
     result = dfl.simulate(trace)
     assert list(result.demands.outcome) == ["succeeded", "succeeded"]
+
+
+def test_an_import_kept_in_memory_is_the_trace_its_file_holds(tmp_path):
+    path = tmp_path / "page.har"
+    path.write_text(json.dumps(HAR))
+    kept = dfl.Trace.import_("har", path, size_from="body", out=tmp_path / "page.jsonl")
+    trace = dfl.Trace.import_("har", path, size_from="body")
+    # Its own file is read and parsed when first needed, and goes with the trace.
+    assert trace.path is None and trace._file is not None and trace._text_value is None
+    own_file = Path(trace._file)
+    assert trace == kept and trace.text == kept.text and trace.demands == 2
+    assert dfl.simulate(trace).raw == dfl.simulate(kept).raw
+    # A copy in another process (pickled) is a trace in memory, the same trace.
+    copy = pickle.loads(pickle.dumps(trace))
+    assert copy == trace and copy.text == trace.text and copy._file is None
+    del trace
+    gc.collect()
+    assert not own_file.exists()
+    assert dfl.simulate(copy).raw == dfl.simulate(kept).raw
 
 
 def test_the_formats_and_their_options_are_listed():

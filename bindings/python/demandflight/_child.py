@@ -1,6 +1,6 @@
 """The entry point of a simulation's own process: ``python -m demandflight._child``.
 
-Reads a pickled job from standard input, runs one simulation in this process (SimGrid
+Reads a pickled job from the file named by its argument, runs one simulation in this process (SimGrid
 allows one per process), writes the result JSON where the job says, and reports an
 error as one JSON line on standard error.
 """
@@ -24,7 +24,8 @@ def _policy_raised(job, tb) -> bool:
 
 
 def main() -> int:
-    job = pickle.loads(sys.stdin.buffer.read())
+    with open(sys.argv[1], "rb") as f:
+        job = pickle.load(f)
     # The summary is this process's stdout; anything else printed (a policy's print())
     # goes to stderr, which the parent passes on.
     summary_out = sys.stdout
@@ -43,11 +44,16 @@ def main() -> int:
             parsed = _core.load_trace(job["path"])
         else:
             parsed = _core.parse_trace(job["text"], job["name"])
+        # With rows_out, the result comes as head_out (no rows) and rows_out (the rows by
+        # column), not as one JSON document.
+        rows_out = job.get("rows_out", "")
         summary = _core.simulate(parsed, job["model"], job["policy"], job["policy_name"],
                                  job["seed"], job["max_transfers"], job["max_per_origin"],
-                                 job["network_model"], job["out"], job["timeline"],
-                                 job.get("decisions", ""), job.get("decision_horizon_s", 60.0),
-                                 job.get("oracle_bases", []), job.get("resample", "none"))
+                                 job["network_model"], "" if rows_out else job["out"],
+                                 job["timeline"], job.get("decisions", ""),
+                                 job.get("decision_horizon_s", 60.0),
+                                 job.get("oracle_bases", []), job.get("resample", "none"),
+                                 job.get("head_out", ""), rows_out)
         write_report(job)
         summary_out.write(summary)
         return 0

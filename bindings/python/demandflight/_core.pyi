@@ -68,7 +68,8 @@ def simulate(trace: ParsedTrace, model: str, policy: Any, policy_name: str, seed
              max_transfers: Optional[int], max_per_origin: Optional[int],
              network_model: Optional[str], out: str, timeline: str, decisions: str = "",
              decision_horizon_s: float = 60.0, oracle_bases: List[str] = ...,
-             resample: str = "none") -> str: ...
+             resample: str = "none", demands_csv: str = "", tasks_csv: str = "",
+             head_out: str = "") -> str: ...
 def simulate_streamed(path: str, model: str, policy: Any, policy_name: str,
                       seed: Optional[int], max_transfers: Optional[int],
                       max_per_origin: Optional[int], network_model: Optional[str], out: str,

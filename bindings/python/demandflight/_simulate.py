@@ -10,7 +10,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 
 from . import _core
@@ -30,12 +31,16 @@ class SimulationError(RuntimeError):
     """The simulation's process failed for a reason that is not bad input."""
 
 
-def _dumps(obj: Any) -> bytes:
-    try:
-        import cloudpickle  # Classes defined in a notebook are pickled by value.
-        return cloudpickle.dumps(obj)
-    except ImportError:
-        return pickle.dumps(obj)
+def _dumps(obj: Dict[str, Any]) -> bytes:
+    """A job for a child process; its policy, if an object, by cloudpickle where there is
+    one (classes defined in a notebook are pickled by value)."""
+    if not isinstance(obj.get("policy"), str):
+        try:
+            import cloudpickle
+            return cloudpickle.dumps(obj)
+        except ImportError:
+            pass
+    return pickle.dumps(obj)
 
 
 def _child_env() -> Dict[str, str]:
@@ -96,8 +101,14 @@ def _raise_child_error(error: Dict[str, Any], stderr: str, returncode: int) -> N
 
 def _run(trace: Optional[Trace], model: str, policy: PolicyLike, seed: Optional[int],
          options: Dict[str, Any], out: str, timeline: str = "", decisions: str = "",
-         decision_horizon_s: float = 60.0, stream: Optional[Dict[str, str]] = None) -> str:
-    """Runs one simulation in a fresh Python process; returns the printed summary."""
+         decision_horizon_s: float = 60.0, stream: Optional[Dict[str, str]] = None,
+         rows: Optional[Dict[str, str]] = None,
+         while_running: Optional[Callable[[], None]] = None) -> str:
+    """Runs one simulation in a fresh Python process; returns the printed summary.
+
+    ``rows`` ({"head": path, "rows": path}) has the result written as the JSON without its
+    rows and the rows by column (see _frames) instead of as one JSON document;
+    ``while_running`` is called in this process while the simulation runs."""
     if isinstance(policy, str):
         _core.check_policy(policy)  # Bad input is refused here, before any process.
         policy_name, policy_obj = policy, policy
@@ -108,8 +119,10 @@ def _run(trace: Optional[Trace], model: str, policy: PolicyLike, seed: Optional[
     if stream is not None:  # {"path", "demands_csv", "tasks_csv"}: a streamed run.
         job = {"stream": True, **stream}
     else:
-        job = {"path": trace.path, "text": None if trace.path else trace.text,
-               "name": trace.name}
+        job = {"path": trace._file, "text": None if trace._file else trace.text,
+               "name": None if trace._file else trace.name}
+        if rows is not None:
+            job.update({"head_out": rows["head"], "rows_out": rows["rows"]})
     job.update({
            "model": model, "policy": policy_obj, "policy_name": policy_name, "seed": seed,
            "max_transfers": options.get("max_transfers"),
@@ -118,14 +131,27 @@ def _run(trace: Optional[Trace], model: str, policy: PolicyLike, seed: Optional[
            "decisions": decisions, "decision_horizon_s": decision_horizon_s,
            "oracle_bases": list(options.get("oracle_bases", [])),
            "resample": options.get("resample", "none")})
-    proc = subprocess.run([sys.executable, "-m", "demandflight._child"], input=_dumps(job),
-                          capture_output=True, env=_child_env(), check=False)
-    stderr = proc.stderr.decode(errors="replace")
+    # The job goes in a file, so that the child starts on it at once while this process
+    # does `while_running`.
+    job_path = out + ".job"
+    with open(job_path, "wb") as f:
+        f.write(_dumps(job))
+    with subprocess.Popen([sys.executable, "-m", "demandflight._child", job_path],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=_child_env()) as proc:
+        try:
+            if while_running is not None:
+                while_running()
+            stdout, stderr_bytes = proc.communicate()
+        except BaseException:  # Interrupted (or while_running failed): no child is left.
+            proc.kill()
+            raise
+    stderr = stderr_bytes.decode(errors="replace")
     error = _child_error(stderr)
     _pass_on_stderr(stderr, error)
     if proc.returncode != 0:
         _raise_child_error(error, stderr, proc.returncode)
-    return proc.stdout.decode()
+    return stdout.decode()
 
 
 def _read_decisions(path: Union[str, os.PathLike]) -> "pd.DataFrame":
@@ -156,27 +182,46 @@ class Result:
 
     def __init__(self, raw: Dict[str, Any], summary_text: str, rerun: Any,
                  policy_report: Any = None, decisions: Optional["pd.DataFrame"] = None,
-                 rows: Optional[Dict[str, Any]] = None) -> None:
-        import pandas as pd
-
+                 rows: Optional[Dict[str, Any]] = None,
+                 frames: Optional[Tuple["pd.DataFrame", "pd.DataFrame"]] = None,
+                 raw_from: Optional[Callable[[], Dict[str, Any]]] = None,
+                 keep: Any = None) -> None:
+        """``raw`` is the result JSON; or, with ``raw_from`` (which makes the result JSON
+        when :attr:`raw` is first asked for), the same without its rows, which ``frames``
+        (demands, tasks) then hold. ``keep`` (a temporary directory) lives as long as the
+        Result."""
         #: What a Python policy's ``report()`` returned at the end of the run (its own
         #: counters, say); for the oracle, its search (decisions, runs, changed, base,
         #: score); else None.
         self.policy_report = policy_report if policy_report is not None \
             else raw.get("policy_report")
-        self.raw = raw
+        self._head = raw
+        self._raw = None if raw_from is not None else raw
+        self._raw_from = raw_from
+        self._keep = keep
         self.summary: Dict[str, Any] = raw["summary"]
         #: A streamed run's row files ({"demands": path, "tasks": path, "dir": the
         #: temporary directory that holds them, if any}); None for a run in memory.
         self._rows = rows
-        if rows is None:
-            self._demands: Optional[pd.DataFrame] = pd.DataFrame(raw["demands"])
-            self._tasks: Optional[pd.DataFrame] = pd.DataFrame(raw["tasks"])
-        else:
-            self._demands = self._tasks = None
+        self._demands: Optional[pd.DataFrame] = None
+        self._tasks: Optional[pd.DataFrame] = None
+        if frames is not None:
+            self._demands, self._tasks = frames
+        elif rows is None:
+            import pandas as pd
+
+            self._demands = pd.DataFrame(raw["demands"])
+            self._tasks = pd.DataFrame(raw["tasks"])
         self.summary_text = summary_text
         self.decisions = decisions
         self._rerun = rerun
+
+    @property
+    def raw(self) -> Dict[str, Any]:
+        """The whole result JSON document, as a dict."""
+        if self._raw is None:
+            self._raw = self._raw_from()
+        return self._raw
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike],
@@ -243,17 +288,17 @@ class Result:
     @property
     def warnings(self) -> list:
         """Settings of the run that could not take effect, in words (also on stderr)."""
-        return list(self.raw.get("warnings", []))
+        return list(self._head.get("warnings", []))
 
     @property
     def model(self) -> str:
         """The model that ran."""
-        return self.raw["model"]
+        return self._head["model"]
 
     @property
     def policy(self) -> str:
         """The orphan policy's name."""
-        return self.raw["policy"]
+        return self._head["policy"]
 
     def timeline(self, path: Union[str, os.PathLike]) -> None:
         """Writes the Chrome/Perfetto trace-event JSON of this run to ``path`` (the run is
@@ -263,7 +308,7 @@ class Result:
     def __repr__(self) -> str:
         s = self.summary
         demands = sum(s["outcomes"].values()) if self.streamed else len(self.demands)
-        return (f"Result({self.raw['trace']!r}, model={self.model!r}, policy={self.policy!r}, "
+        return (f"Result({self._head['trace']!r}, model={self.model!r}, policy={self.policy!r}, "
                 f"{demands} demands, {s['bytes_transferred']} bytes, "
                 f"{s['bytes_wasted']} wasted)")
 
@@ -348,19 +393,30 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
     # argument), checked here, before any process starts.
     trace.with_overrides(**options)
     trace = trace.with_overrides(**header)
-    with tempfile.TemporaryDirectory(prefix="dfl-sim-") as work:
+    # The child writes the result without its rows (JSON) and the rows by column (pickled
+    # arrays): pandas builds DataFrames from those at once, and imports while the
+    # simulation runs. The whole JSON document (.raw) is made from them when asked for.
+    keep = tempfile.TemporaryDirectory(prefix="dfl-sim-")
+    try:
+        work = keep.name
         out = os.path.join(work, "result.json")
+        rows = {"head": os.path.join(work, "head.json"), "rows": os.path.join(work, "rows.pickle")}
         log = os.path.join(work, "decisions.jsonl") if decisions else ""
         text = _run(trace, model, policy, seed,
                     {**options, "oracle_bases": list(oracle_bases), "resample": resample},
-                    out, decisions=log,
-                    decision_horizon_s=float(decision_horizon_s))
-        raw = json.loads(Path(out).read_text())
+                    out, decisions=log, decision_horizon_s=float(decision_horizon_s),
+                    rows=rows, while_running=_import_pandas)
+        with open(rows["head"], encoding="utf-8") as f:
+            head = json.load(f)
+        frames = _frames(_load_columns(rows["rows"]))
         decision_frame = _read_decisions(log) if decisions else None
         report = None
         if os.path.exists(out + ".report"):
             with open(out + ".report", "rb") as f:
                 report = pickle.load(f)
+    except BaseException:
+        keep.cleanup()
+        raise
 
     def rerun(path: str) -> None:
         with tempfile.TemporaryDirectory(prefix="dfl-sim-") as again:
@@ -368,7 +424,83 @@ def simulate(trace: TraceLike, model: str = "demand", policy: PolicyLike = "alwa
                  {**options, "oracle_bases": list(oracle_bases), "resample": resample},
                  os.path.join(again, "result.json"), path)
 
-    return Result(raw, text, rerun, report, decision_frame)
+    return Result(head, text, rerun, report, decision_frame, frames=frames,
+                  raw_from=lambda: _document(head, _load_columns(rows["rows"])), keep=keep)
+
+
+def _import_pandas() -> None:
+    import pandas  # noqa: F401 - imported while the simulation runs, to be ready after it
+
+
+def _load_columns(path: str) -> Dict[str, Dict[str, Any]]:
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+# The columns of the rows (bindings/src/module.cpp, write_row_columns): numbers come as
+# the bytes of float64 arrays (NaN: null) or int64 arrays; the others are lists.
+_FLOAT_COLUMNS = {"t_subscribe", "t_end", "latency_s", "task", "t_start", "t_first_start",
+                  "t_received"}
+_INT_COLUMNS = {"priority", "attempts", "bytes_transferred", "installs"}
+_NULLABLE_INT_COLUMNS = {"task"}
+
+
+def _frames(columns: Dict[str, Dict[str, Any]]) -> Tuple["pd.DataFrame", "pd.DataFrame"]:
+    """The demand and task DataFrames of a run's columns, as pandas makes them from the
+    result JSON's rows (``pd.DataFrame(raw["demands"])``): a number column with nulls is
+    float64 with NaN, one of nulls only holds None; an integer column without nulls is
+    int64."""
+    import numpy as np
+    import pandas as pd
+
+    def frame(section: Dict[str, Any]) -> "pd.DataFrame":
+        data: Dict[str, Any] = {}
+        for name, values in section.items():
+            if name in _FLOAT_COLUMNS:
+                array = np.frombuffer(values, dtype=np.float64)
+                nulls = np.isnan(array)
+                if len(array) and nulls.all():
+                    data[name] = np.full(len(array), None, dtype=object)
+                elif name in _NULLABLE_INT_COLUMNS and not nulls.any():
+                    data[name] = array.astype(np.int64)
+                else:
+                    data[name] = array.copy()  # Writable, as a frame's column is.
+            elif name in _INT_COLUMNS:
+                data[name] = np.frombuffer(values, dtype=np.int64).copy()
+            else:
+                column = np.empty(len(values), dtype=object)
+                column[:] = values
+                data[name] = column
+        return pd.DataFrame(data)
+
+    return frame(columns["demands"]), frame(columns["tasks"])
+
+
+def _document(head: Dict[str, Any], columns: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """The result JSON document (as json.load gives it) of a run's head and columns."""
+    import numpy as np
+
+    def rows(section: Dict[str, Any]) -> List[Dict[str, Any]]:
+        lists = {}
+        for name, values in section.items():
+            if name in _FLOAT_COLUMNS:
+                array = np.frombuffer(values, dtype=np.float64)
+                as_list = array.astype(object)
+                as_list[np.isnan(array)] = None
+                if name in _NULLABLE_INT_COLUMNS:
+                    as_list = [None if v is None else int(v) for v in as_list]
+                lists[name] = list(as_list)
+            elif name in _INT_COLUMNS:
+                lists[name] = np.frombuffer(values, dtype=np.int64).tolist()
+            else:
+                lists[name] = values
+        names = list(lists)
+        return [dict(zip(names, values)) for values in zip(*lists.values())]
+
+    document = dict(head)
+    document["demands"] = rows(columns["demands"])
+    document["tasks"] = rows(columns["tasks"])
+    return document
 
 
 def _simulate_streamed(trace: TraceLike, model: str, policy: PolicyLike, seed: Optional[int],

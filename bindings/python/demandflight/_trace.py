@@ -54,9 +54,38 @@ class Trace:
 
     def __init__(self, text: str, name: str = "<trace>", *, _path: Optional[str] = None,
                  _parsed: Any = None) -> None:
-        self._text = text
+        self._text_value: Optional[str] = text
         self._path = _path
-        self._parsed = _parsed if _parsed is not None else _core.parse_trace(text, name)
+        #: A file that holds exactly this trace's text: what a simulation's process reads
+        #: (the loaded file, or an imported trace's own temporary file), else None.
+        self._file = _path
+        self._keep: Any = None  # The temporary directory that holds _file, if any.
+        self._parsed_value = _parsed if _parsed is not None else _core.parse_trace(text, name)
+
+    @classmethod
+    def _of_own_file(cls, path: str, keep: Any) -> "Trace":
+        """A trace in a file that an importer just wrote in ``keep`` (a temporary directory
+        that lives as long as the trace; valid by construction, and no one else writes it):
+        read and parsed when first needed."""
+        trace = cls.__new__(cls)
+        trace._text_value, trace._parsed_value = None, None
+        trace._path, trace._file, trace._keep = None, path, keep
+        return trace
+
+    @property
+    def _text(self) -> str:
+        if self._text_value is None:
+            self._text_value = Path(self._file).read_text()
+        return self._text_value
+
+    @property
+    def _parsed(self) -> Any:
+        if self._parsed_value is None:
+            self._parsed_value = _core.load_trace(self._file)
+        return self._parsed_value
+
+    def __reduce__(self) -> Any:  # A copy in another process is a trace in memory.
+        return (Trace, (self.text, self.name))
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "Trace":
@@ -102,19 +131,20 @@ class Trace:
             if known[name] and value is not True:
                 raise ValueError(f"{key} is a flag: True or False, not {value!r}")
             given[name] = "true" if value is True else str(value)
-        with tempfile.TemporaryDirectory(prefix="dfl-import-") as work:
-            target = os.fspath(out) if out is not None else os.path.join(work, "trace.jsonl")
-            try:
-                _core.import_trace(format, paths, target, given)
-            except TraceError:
-                raise
-            except ValueError as e:  # The option by its Python name.
-                raise ValueError(re.sub(r"--([a-z][a-z-]*)",
-                                        lambda m: m.group(1).replace("-", "_"), str(e))) from None
-            trace = cls.load(target)
-            if out is None:
-                trace._path = None  # The file goes with the temporary directory.
-            return trace
+        # Without `out`, the trace's file lives in a temporary directory as long as the
+        # trace: a simulation's process reads it there, and nothing reads it twice.
+        keep = tempfile.TemporaryDirectory(prefix="dfl-import-") if out is None else None
+        target = os.fspath(out) if out is not None else os.path.join(keep.name, "trace.jsonl")
+        try:
+            _core.import_trace(format, paths, target, given)
+        except TraceError:
+            raise
+        except ValueError as e:  # The option by its Python name.
+            raise ValueError(re.sub(r"--([a-z][a-z-]*)",
+                                    lambda m: m.group(1).replace("-", "_"), str(e))) from None
+        if out is not None:  # The caller's file: read now, as load() does.
+            return cls.load(target)
+        return cls._of_own_file(target, keep)
 
     @classmethod
     def import_csv(cls, inputs: Union[str, os.PathLike, List[Union[str, os.PathLike]]], *,

@@ -187,6 +187,11 @@ class CsvRowWriter final : public RowSink {
   std::unique_ptr<Impl> impl_;
 };
 
+// The rows of a run in memory as CsvRowWriter writes a streamed run's (either
+// path may be empty: not written). Throws std::runtime_error if writing fails.
+void write_rows_csv(const Result& result, const Trace& trace, const std::string& demands_path,
+                    const std::string& tasks_path);
+
 // Exact nearest-rank percentiles of values that need not fit in memory: the
 // latencies of a streamed run. Values go to a temporary file (12 bytes
 // each); finish() selects each rank by radix selection on the values' bits,
