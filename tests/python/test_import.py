@@ -126,3 +126,35 @@ def test_the_access_log_worked_example_of_the_docs_runs_and_says_its_counts(cli,
         assert f"| `{name}` | {x[name]:,} |" in section, (name, x[name])
     for why, n in x["skipped"].items():
         assert f"| {why} | {n:,} |" in section, (why, n)
+
+
+def test_the_unknown_sizes_worked_example_of_the_docs_runs_and_says_its_counts(cli, scenarios,
+                                                                              tmp_path):
+    """docs/cli.md's capture with unknown sizes, word for word but for the paths: the
+    sizes Chrome called -1 come from Content-Length, the records are those of the full
+    capture, and the counts the prose states are the import's."""
+    import re
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "cli.md").read_text()
+    section = docs.split("### A capture with unknown sizes", 1)[1].split("\n### ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = block.replace("build/release/cli/demandflight", cli).replace(
+        "scenarios/", str(scenarios) + "/").replace("scripts/", str(root / "scripts") + "/")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "the same records" in proc.stdout and "keep-partial" in proc.stdout
+    x = json.loads((tmp_path / "old-chrome.jsonl").open().readline())["x-import"]
+    unknown = x["sizes_unknown_taken_from_content_length"]
+    assert unknown > 0 and f"-1 on 8% of those\nevents ({unknown} of 233" in section
+    assert f'"sizes_unknown_taken_from_content_length":{unknown}' in section
+    assert x["sizes_unknown_taken_from_data_received"] == 0
+    assert x["skipped"] == {"cancel of a skipped request": 3,
+                            "cancelled before its size was known": 3}
+    assert x["requests"] == x["demands"] + 3
+    # The comparison's figure the prose quotes is the one printed.
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("always-complete"))
+    quoted = re.search(r"always-complete scores (\S+ \[\S+, \S+\])", section).group(1)
+    assert quoted.replace("−", "-").lstrip("+") in line, (quoted, line)
