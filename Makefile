@@ -4,7 +4,7 @@
 #             the optimised build (build/release), the Python package included
 # make demo-engine  the three-caller story step by step on the bare core
 # make test   every test (Debug build with invariant checks)
-# make bench  the engine, simulator and fetch benchmarks (Release build)
+# make bench  the engine, simulator, Python path and fetch benchmarks (Release build)
 # make bench-fetch  only demandflight fetch against curl and aria2c on nginx
 # make bench-scaling  the simulator from N to 10N demands per kind, model and policy
 # make asan   the engine tests under AddressSanitizer + UBSan
@@ -60,6 +60,8 @@ bench:
 	  --benchmark_out=build/release/engine_bench.json --benchmark_out_format=json $(BENCH_ARGS)
 	/usr/bin/python3 bench/ratios.py build/release/engine_bench.json
 	bash bench/sim_bench.sh build/release
+	cmake --build --preset release -j$(JOBS) --target dfl_python_core
+	bash bench/python_path_bench.sh build/release
 	/usr/bin/python3 bench/fetch_bench.py build/release/cli/demandflight --drop-caches
 
 # Only the fetch benchmark (nginx on loopback; demandflight fetch, curl, aria2c).
