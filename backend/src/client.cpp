@@ -436,7 +436,9 @@ class Client::Impl {
 
   bool idle() const {
     std::lock_guard lock(engine_mutex_);
-    return engine_.live_demands() == 0 && engine_.live_tasks() == 0;
+    // The engine's work, and what it handed the I/O thread: an abort's bytes
+    // and time to first byte reach the metrics when the I/O thread handles it.
+    return engine_.live_demands() == 0 && engine_.live_tasks() == 0 && io_jobs_pending_ == 0;
   }
 
   std::vector<TransferSnapshot> transfers() const {
@@ -726,6 +728,7 @@ class Client::Impl {
   void push_io(IoJob job) {
     std::lock_guard lock(io_mutex_);
     io_jobs_.push_back(std::move(job));
+    ++io_jobs_pending_;
   }
 
   // --- I/O thread ---------------------------------------------------------------
@@ -786,8 +789,10 @@ class Client::Impl {
         std::lock_guard lock(io_mutex_);
         jobs.swap(io_jobs_);
       }
-      for (IoJob& job : jobs)
+      for (IoJob& job : jobs) {
         handle(job);
+        --io_jobs_pending_;
+      }
       poll_waiting();
       refresh_throttle();
       resume_paused();
@@ -1599,6 +1604,7 @@ class Client::Impl {
   std::atomic<bool> stopping_{false};
   std::mutex io_mutex_;
   std::deque<IoJob> io_jobs_;
+  std::atomic<std::size_t> io_jobs_pending_{0};  // Pushed and not yet handled (idle()).
   std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
   std::vector<Waiting> waiting_;                                            // I/O thread.
   static constexpr int kWaitPollMs = 20;

@@ -269,6 +269,45 @@ TEST_F(MetricsTest, EveryCounterIsWhatTheRunDid) {
   EXPECT_EQ(samples.at("demandflight_time_to_first_byte_seconds_bucket{le=\"+Inf\"}"), 5);
 }
 
+TEST_F(MetricsTest, IdleMeansTheMetricsCountTheAbortsToo) {
+  // A cancel ends the task in the engine at once; the I/O thread counts the
+  // aborted transfer's bytes when it handles the abort. idle() waits for that,
+  // so a caller that reads the metrics once idle sees every byte received
+  // (a tight loop on idle() reads them as early as a caller can).
+  ClientOptions o;
+  o.cache_dir = dir_ / "cache";
+  o.resolver = backend::url_template(server_->base() + "/{resource}");
+  Client c(std::move(o));
+  std::uint64_t aborted_bytes = 0;
+  for (int round = 0; round < 10; ++round) {
+    // A path of its own each round: a released path is never held again.
+    const std::string name = "r" + std::to_string(round) + ".bin";
+    std::ofstream(dir_ / "www" / name, std::ios::binary) << content_of(name, kSize);
+    server_->hold("/" + name, 100'000);
+    std::promise<DemandOutcome> done;
+    const DemandHandle h = c.subscribe(ref(name), opts(1, 0), [&](backend::DemandResult r) {
+      done.set_value(r.outcome);
+    });
+    std::uint64_t received = 0;
+    for (int i = 0; i < 3000 && received < 100'000; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const auto in_flight = c.transfers();
+      received = in_flight.empty() ? 0 : in_flight.front().received;
+    }
+    ASSERT_GE(received, 100'000u) << "round " << round;
+    c.cancel(h);
+    ASSERT_EQ(done.get_future().get(), DemandOutcome::cancelled);
+    while (!c.idle()) {
+    }
+    const ClientMetrics m = c.metrics();
+    aborted_bytes += received;
+    EXPECT_GE(m.bytes_received, aborted_bytes) << "round " << round;
+    EXPECT_EQ(m.time_to_first_byte_s.count, static_cast<std::uint64_t>(round + 1))
+        << "round " << round;
+    server_->release("/" + name);
+  }
+}
+
 TEST(Prometheus, TheCheckerCatchesBrokenText) {
   // The checker above must be able to fail.
   EXPECT_NE(check_prometheus("demandflight_x 1\n"), "");  // No # TYPE.

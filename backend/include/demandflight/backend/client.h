@@ -267,7 +267,8 @@ class Client {
   SchedulerStats stats() const;
   // Seconds on the client's clock (the `t` of ClientObserver and of deadlines).
   double clock_s() const;
-  // True when no demand waits and no task lives (orphans completing included).
+  // True when no demand waits, no task lives (orphans completing included) and the
+  // I/O thread has handled every job they gave it: the metrics then count all of it.
   bool idle() const;
   // The transfers in flight, as of the last progress interval.
   std::vector<TransferSnapshot> transfers() const;
