@@ -158,3 +158,32 @@ def test_the_unknown_sizes_worked_example_of_the_docs_runs_and_says_its_counts(c
     line = next(l for l in proc.stdout.splitlines() if l.startswith("always-complete"))
     quoted = re.search(r"always-complete scores (\S+ \[\S+, \S+\])", section).group(1)
     assert quoted.replace("−", "-").lstrip("+") in line, (quoted, line)
+
+
+def test_the_worked_examples_of_the_docs_are_described_as_their_table_says(cli, scenarios,
+                                                                         tmp_path):
+    """docs/cli.md's worked imports, word for word but for the paths, described: the
+    single-flight and orphan rows of its table are what describe says of each."""
+    import subprocess
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = docs.split("### Worked examples", 1)[1].split("\n### An access log", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = block.replace("build/release/cli/demandflight", cli).replace(
+        "scenarios/", str(scenarios) + "/")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    single, orphans = [], []
+    for name in ("har", "cdp", "csv", "oracle"):
+        subprocess.run([cli, "describe", f"{name}.jsonl", "--json", f"{name}.json"],
+                       cwd=tmp_path, check=True, capture_output=True)
+        d = json.loads((tmp_path / f"{name}.json").read_text())
+        s, o = d["single_flight"], d["orphans"]
+        single.append(f"{s['overlapping_requests']:,} ({100 * s['share']:.1f}%)")
+        in_flight = o["cancelled_in_flight"] + o["owner_ended_in_flight"]
+        orphans.append(f"{in_flight:,} ({100 * o['share']:.1f}%), {o['came_back']:,} came back")
+    row = next(l for l in section.splitlines() if l.startswith("| single flight:"))
+    assert [c.strip().split("%)")[0] + "%)" for c in row.strip("|").split("|")[1:]] == single, row
+    row = next(l for l in section.splitlines() if l.startswith("| orphan opportunity:"))
+    assert [c.strip() for c in row.strip("|").split("|")[1:]] == orphans, row
