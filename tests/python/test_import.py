@@ -106,21 +106,35 @@ def test_oracle_general_records_import_from_python(tmp_path):
         dfl.Trace.import_("oracle-general", path)
 
 
+def docs_section(title):
+    """The text of docs/cli.md's section `### title`, to its next `###`."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    return docs.split(f"### {title}\n", 1)[1].split("\n### ", 1)[0]
+
+
+def run_docs_example(title, cli, scenarios, tmp_path):
+    """The first ```sh block of docs/cli.md's section `title`, run word for word but
+    for the paths (the build's CLI, the scenarios and scripts of this checkout) in
+    tmp_path; returns the section's text and what the block printed."""
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    section = docs_section(title)
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = block.replace("build/release/cli/demandflight", cli).replace(
+        "scenarios/", str(scenarios) + "/").replace("scripts/", str(root / "scripts") + "/")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return section, proc.stdout
+
+
 def test_the_access_log_worked_example_of_the_docs_runs_and_says_its_counts(cli, scenarios,
                                                                            tmp_path):
     """docs/cli.md's access-log example, word for word but for the paths, and
     the x-import counts its table states."""
-    import subprocess
-    from pathlib import Path
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
-    section = docs.split("### An access log: imported, described and compared", 1)[1]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    script = block.replace("build/release/cli/demandflight", cli).replace(
-        "scenarios/", str(scenarios) + "/")
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    assert "keep-partial" in proc.stdout and "orphan opportunity" in proc.stdout
+    section, out = run_docs_example("An access log: imported, described and compared", cli,
+                                    scenarios, tmp_path)
+    assert "keep-partial" in out and "orphan opportunity" in out
     x = json.loads((tmp_path / "access.jsonl").open().readline())["x-import"]
     for name in ("lines", "demands", "artifacts", "cancels", "abandoned_by_status", "cut_short"):
         assert f"| `{name}` | {x[name]:,} |" in section, (name, x[name])
@@ -134,18 +148,8 @@ def test_the_unknown_sizes_worked_example_of_the_docs_runs_and_says_its_counts(c
     sizes Chrome called -1 come from Content-Length, the records are those of the full
     capture, and the counts the prose states are the import's."""
     import re
-    import subprocess
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    docs = (root / "docs" / "cli.md").read_text()
-    section = docs.split("### A capture with unknown sizes", 1)[1].split("\n### ", 1)[0]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    script = block.replace("build/release/cli/demandflight", cli).replace(
-        "scenarios/", str(scenarios) + "/").replace("scripts/", str(root / "scripts") + "/")
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    assert "the same records" in proc.stdout and "keep-partial" in proc.stdout
+    section, out = run_docs_example("A capture with unknown sizes", cli, scenarios, tmp_path)
+    assert "the same records" in out and "keep-partial" in out
     x = json.loads((tmp_path / "old-chrome.jsonl").open().readline())["x-import"]
     unknown = x["sizes_unknown_taken_from_content_length"]
     assert unknown > 0 and f"-1 on 8% of those\nevents ({unknown} of 233" in section
@@ -155,7 +159,7 @@ def test_the_unknown_sizes_worked_example_of_the_docs_runs_and_says_its_counts(c
                             "cancelled before its size was known": 3}
     assert x["requests"] == x["demands"] + 3
     # The comparison's figure the prose quotes is the one printed.
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("always-complete"))
+    line = next(l for l in out.splitlines() if l.startswith("always-complete"))
     quoted = re.search(r"always-complete scores (\S+ \[\S+, \S+\])", section).group(1)
     assert quoted.replace("−", "-").lstrip("+") in line, (quoted, line)
 
@@ -165,15 +169,8 @@ def test_the_worked_examples_of_the_docs_are_described_as_their_table_says(cli, 
     """docs/cli.md's worked imports, word for word but for the paths, described: the
     single-flight and orphan rows of its table are what describe says of each."""
     import subprocess
-    from pathlib import Path
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
-    section = docs.split("### Worked examples", 1)[1].split("\n### An access log", 1)[0]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    script = block.replace("build/release/cli/demandflight", cli).replace(
-        "scenarios/", str(scenarios) + "/")
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
+    run_docs_example("Worked examples", cli, scenarios, tmp_path)
+    section = docs_section("The imported workloads described and compared")
     single, orphans = [], []
     for name in ("har", "cdp", "csv", "oracle"):
         subprocess.run([cli, "describe", f"{name}.jsonl", "--json", f"{name}.json"],
