@@ -34,6 +34,12 @@ negotiation, one connection whose streams are the 8 transfers; curl --http2,
 which multiplexes its --parallel transfers too). A certificate for 127.0.0.1 is
 made for the run (openssl); every tool is told to trust it. aria2c has no HTTP/2:
 in the h2 rows it speaks HTTP/1.1 over TLS.
+
+A second table splits the CPU: each tool's user and system CPU-seconds
+(medians, and the least system time), its context switches per artifact, and
+its CPU against the floor, curl's CPU-seconds plus the SHA-256 of the set's
+bytes timed in this process once a run (print_cpu_table says why user and
+system time are apart).
 """
 import argparse
 import hashlib
@@ -149,16 +155,51 @@ http {{
     raise SystemExit("nginx did not start; see " + os.path.join(prefix, "logs", "error.log"))
 
 
-def children_cpu():
+class Usage(tuple):
+    """CPU-seconds in user space and in the kernel, and context switches
+    (voluntary and not), of the children waited for; `cpu` is their sum."""
+    __slots__ = ()
+
+    def __new__(cls, user=0.0, system=0.0, switches=0):
+        return super().__new__(cls, (user, system, switches))
+
+    user = property(lambda self: self[0])
+    system = property(lambda self: self[1])
+    switches = property(lambda self: self[2])
+    cpu = property(lambda self: self[0] + self[1])
+
+    def __add__(self, other):
+        return Usage(*(a + b for a, b in zip(self, other)))
+
+    def __sub__(self, other):
+        return Usage(*(a - b for a, b in zip(self, other)))
+
+
+def children_usage():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return Usage(r.ru_utime, r.ru_stime, r.ru_nvcsw + r.ru_nivcsw)
+
+
+def sha256_floor(root, names):
+    """User CPU-seconds of the SHA-256 of the set's bytes in this process
+    (OpenSSL's, with the CPU's SHA extensions where it has them): what
+    verifying the downloads must cost at least, beside receiving them."""
+    buffers = []
+    for name in names:
+        with open(os.path.join(root, "www", name), "rb") as f:
+            buffers.append(f.read())
+    start = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    for data in buffers:
+        hashlib.sha256(data).digest()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime - start
 
 
 def timed(command, cwd=None):
-    cpu0, t0 = children_cpu(), time.perf_counter()
+    """Runs `command`: its wall time, Usage and standard output."""
+    usage0, t0 = children_usage(), time.perf_counter()
     done = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
-    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    wall, cpu = time.perf_counter() - t0, children_usage() - usage0
     if done.returncode != 0:
         raise SystemExit(f"{command[0]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return wall, cpu, done.stdout
@@ -217,12 +258,12 @@ def run_demandflight(binary, url, manifest, out, copies, extra):
 
 def run_demandflight_processes(binary, url, manifest, out, processes, extra):
     """`processes` fetch runs of the whole manifest, started together on one cache."""
-    cpu0, t0 = children_cpu(), time.perf_counter()
+    usage0, t0 = children_usage(), time.perf_counter()
     running = [subprocess.Popen(fetch_command(binary, url, manifest, out, 1, extra),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for _ in range(processes)]
     outputs = [p.communicate() for p in running]
-    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    wall, cpu = time.perf_counter() - t0, children_usage() - usage0
     for p, (stdout, stderr) in zip(running, outputs):
         if p.returncode != 0:
             raise SystemExit(f"fetch failed ({p.returncode}):\n{stdout}\n{stderr}")
@@ -288,7 +329,7 @@ def main():
         if p not in CURL_FLAGS:
             raise SystemExit(f"--protocols: unknown protocol {p!r} (http, https1.1, h2)")
     nginx, port, tls_port, cert, access_log = start_nginx(args.work)
-    rows, raw = [], []
+    rows, raw, kinds = [], [], []
     try:
         for name in sets:
             count, size = SETS[name]
@@ -314,8 +355,10 @@ def main():
                 processes = int(copies_spec[:-1]) if copies_spec.endswith("p") else 1
                 copies = processes if processes > 1 else int(copies_spec)
                 samples = {t: [] for t in tools}
+                floors = []  # The SHA-256 of the set's bytes, once a run.
                 max_requests = max_connections = 0
                 for run in range(args.runs):
+                    floors.append(sha256_floor(args.work, names))
                     # A random order in each run (seeded; printed): what a tool
                     # follows matters here. On the development machine's VM the
                     # tool that ran right after aria2c was slower (medium set:
@@ -368,15 +411,21 @@ def main():
                             shutil.rmtree(out, ignore_errors=True)
                         samples[tool].append((wall, cpu))
                         raw.append({"set": name, "protocol": protocol, "copies": copies_spec,
-                                    "tool": tool, "run": run, "wall_s": wall, "cpu_s": cpu})
+                                    "tool": tool, "run": run, "wall_s": wall, "cpu_s": cpu.cpu,
+                                    "user_s": cpu.user, "system_s": cpu.system,
+                                    "context_switches": cpu.switches,
+                                    "sha256_floor_s": floors[-1]})
                         log(f"  {name} {protocol} x{copies_spec} {tool:12s} run {run}: {wall:7.3f} s "
-                            f"wall, {cpu:6.2f} CPU-s")
+                            f"wall, {cpu.cpu:6.2f} CPU-s ({cpu.user:.2f} user, "
+                            f"{cpu.system:.2f} system), {cpu.switches} context switches")
                 med = {t: statistics.median(w for w, _ in s) for t, s in samples.items()}
-                cpu = {t: statistics.median(c for _, c in s) for t, s in samples.items()}
+                cpu = {t: statistics.median(c.cpu for _, c in s) for t, s in samples.items()}
                 mib = count * size / 2**20
                 label = f"{processes} processes" if processes > 1 else str(copies)
                 rows.append((name, count, size, label, med, cpu, mib, max_requests, protocol,
                              max_connections))
+                kinds.append((name, count, size, label, protocol, samples,
+                              statistics.median(floors)))
     finally:
         nginx.terminate()
         nginx.wait()
@@ -403,9 +452,40 @@ def main():
                   f"{med['curl'] / med['baseline']:.2f}x | "
                   f"{med['curl+sync'] / med['baseline']:.2f}x | "
                   f"{med['aria2c'] / med['baseline']:.2f}x | | |")
+    print_cpu_table(kinds)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
+
+
+def print_cpu_table(kinds):
+    """Where the CPU goes, against the floor: curl's CPU-seconds plus the SHA-256
+    of the same bytes. Medians of user and system time apart: on the development
+    machine the system time of one tool doing the same work moves by up to 4x
+    from run to run (the kernel's file creation and page cache), while the user
+    time stays within about 20%; the fastest run's system time is shown beside
+    the median. Context switches per artifact count every switch of the tool's
+    processes and threads."""
+    print()
+    print("| set | protocol | callers/artifact | tool | user CPU-s | system CPU-s, median (least) "
+          "| context switches / artifact | vs floor, all CPU | vs floor, user CPU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, count, size, copies, protocol, samples, floor in kinds:
+        label = f"{count} x {size // 1024} KiB" if size < 2**20 else \
+            f"{count} x {size // 2**20} MiB"
+        med = {t: Usage(statistics.median(u.user for _, u in s),
+                        statistics.median(u.system for _, u in s),
+                        statistics.median(u.switches for _, u in s))
+               for t, s in samples.items()}
+        least = {t: min(u.system for _, u in s) for t, s in samples.items()}
+        floor_all, floor_user = med["curl"].cpu + floor, med["curl"].user + floor
+        print(f"| {label} | {protocol} | {copies} | SHA-256 of the bytes (floor's share) "
+              f"| {floor:.3f} | | | | |")
+        for tool in [t for t in ("demandflight", "baseline", "curl", "curl+sync") if t in med]:
+            u = med[tool]
+            print(f"| {label} | {protocol} | {copies} | {tool} | {u.user:.2f} "
+                  f"| {u.system:.2f} ({least[tool]:.2f}) | {u.switches / count:.2f} "
+                  f"| {u.cpu / floor_all:.2f}x | {u.user / floor_user:.2f}x |")
 
 
 if __name__ == "__main__":
