@@ -1157,9 +1157,9 @@ class Client::Impl {
         options_.http == HttpVersion::h2_prior_knowledge ||
         (options_.http == HttpVersion::negotiate && t->url.rfind("https://", 0) == 0);
     if (h2_possible) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-    // The task's effective priority as the request leaves (an orphan's is the
-    // lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
-    const Priority priority = request_priority(*c.key);
+    // The task's effective priority as the engine started it (an orphan's is
+    // the lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
+    const Priority priority = c.priority.value_or(std::numeric_limits<Priority>::min());
     t->headers = curl_slist_append(
         t->headers, ("Priority: u=" + std::to_string(rfc9218_urgency(priority))).c_str());
     curl_easy_setopt(e, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
@@ -1178,15 +1178,6 @@ class Client::Impl {
     if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
     curl_multi_add_handle(multi_, e);
     transfers_.emplace(c.transfer.value, std::move(t));
-  }
-
-  // The effective priority of the key's task now; an orphan (no active
-  // demand) or a task gone meanwhile asks at the lowest urgency.
-  Priority request_priority(const ArtifactKey& key) {
-    std::lock_guard lock(engine_mutex_);
-    const auto task = engine_.task_for(key);
-    if (!task || !task->effective_priority) return std::numeric_limits<Priority>::min();
-    return *task->effective_priority;
   }
 
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {

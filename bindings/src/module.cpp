@@ -486,7 +486,8 @@ py::dict command_to_dict(const Command& command) {
           return py::dict("type"_a = "start_transfer", "task"_a = c.task.value,
                           "transfer"_a = c.transfer.value, "key"_a = *c.key, "origin"_a = c.origin,
                           "resume_offset_bytes"_a = c.resume_offset_bytes,
-                          "size_bytes"_a = c.size_bytes, "attempt"_a = c.attempt);
+                          "size_bytes"_a = c.size_bytes, "attempt"_a = c.attempt,
+                          "priority"_a = c.priority);
         } else if constexpr (std::is_same_v<T, AbortTransfer>) {
           return py::dict("type"_a = "abort_transfer", "task"_a = c.task.value,
                           "transfer"_a = c.transfer.value, "keep_partial"_a = c.keep_partial,

@@ -858,7 +858,8 @@ class Scheduler::Impl {
     ++origins_[task.origin].running;
     ++stats_.transfers_started;
     outbox_.emplace_back(StartTransfer{task.id, TransferId{task.op}, task.key, task.origin,
-                                       task.resume_offset_bytes, task.size_bytes, task.attempts});
+                                       task.resume_offset_bytes, task.size_bytes, task.attempts,
+                                       public_priority(task.effective)});
   }
 
   // The transfer ended or is being aborted: its slot is free and its id dead.

@@ -464,7 +464,16 @@ class Sequence {
     std::vector<StartTransfer> started;
 
     for (const Command& command : commands) {
+      if (const auto* change = std::get_if<TaskPriorityChanged>(&command))
+        effective_[change->task.value] = change->priority;
       if (const auto* start = std::get_if<StartTransfer>(&command)) {
+        // It carries its task's effective priority as the commands so far say
+        // (a runtime asks the origin for it without asking the engine).
+        const auto seen = effective_.find(start->task.value);
+        REQUIRE(start->priority ==
+                    (seen == effective_.end() ? std::nullopt : seen->second),
+                "a transfer started with another priority than its task's");
+        if (!start->priority) g_coverage.add("start_transfer.orphan");
         REQUIRE(!running_.contains(start->transfer.value), "transfer id reused");
         REQUIRE(!seen_ids_.contains(start->transfer.value), "operation id reused");
         seen_ids_.insert(start->transfer.value);
@@ -788,6 +797,8 @@ class Sequence {
   std::vector<DemandHandle> handles_;
   std::map<OwnerId, OwnerGeneration> ended_through_;
   std::map<std::uint64_t, Running> running_;
+  // Each task's effective priority as its TaskPriorityChanged commands said.
+  std::map<std::uint64_t, std::optional<Priority>> effective_;
   std::map<std::uint64_t, ArtifactKey> finalizing_;
   std::set<std::uint64_t> seen_ids_;
   std::vector<std::uint64_t> dead_ids_;

@@ -41,7 +41,7 @@ void start_task(format::ResultRecorder& recorder, const format::Trace& trace, do
   recorder.on(t, DemandAttached{handle, TaskId{task}, 1});
   recorder.transfer_started();
   recorder.on(t, StartTransfer{TaskId{task}, TransferId{10 + task}, KeyRef(trace.artifacts[0].key),
-                               0, resume, 1000, 1});
+                               0, resume, 1000, 1, 0});
   recorder.after_commands(t);
 }
 
@@ -215,7 +215,7 @@ TEST(ResultRecorder, ATaskWasReceivedWhenItsLastFinalizeBegan) {
   recorder.on(2, StartFinalize{TaskId{1}, FinalizeId{21}, key, 1000});
   recorder.after_commands(2);
   recorder.transfer_started();
-  recorder.on(3, StartTransfer{TaskId{1}, TransferId{12}, key, 0, 0, 1000, 2});
+  recorder.on(3, StartTransfer{TaskId{1}, TransferId{12}, key, 0, 0, 1000, 2, 0});
   recorder.after_commands(3);
   recorder.on(5, StartFinalize{TaskId{1}, FinalizeId{22}, key, 1000});
   recorder.after_commands(5);

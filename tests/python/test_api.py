@@ -368,12 +368,14 @@ def test_throttling_a_prefetch_serves_a_critical_load_sooner():
 
 def test_the_engine_fails_over_to_a_mirror_and_refuses_bad_origins():
     engine = dfl.Engine(max_transfers=2)
-    _, commands = engine.subscribe(0.0, "rock", owner=1, origin=0, mirrors=[1], size_bytes=1000)
+    _, commands = engine.subscribe(0.0, "rock", owner=1, priority=2, origin=0, mirrors=[1],
+                                   size_bytes=1000)
     start = [c for c in commands if c["type"] == "start_transfer"][0]
-    assert start["origin"] == 0
+    assert (start["origin"], start["priority"]) == (0, 2)
     commands = engine.transfer_finished(0.1, start["transfer"], "retryable_error", 400)
     again = [c for c in commands if c["type"] == "start_transfer"][0]
     assert (again["origin"], again["resume_offset_bytes"]) == (1, 400), "the mirror, at once"
+    assert again["priority"] == 2, "a retry asks at its task's priority too"
     assert engine.stats()["failovers"] == 1
     with pytest.raises(ValueError, match="mirrors"):
         engine.subscribe(0.2, "stone", owner=1, mirrors=[1_000_000])

@@ -30,6 +30,10 @@ struct StartTransfer {
   std::uint64_t resume_offset_bytes = 0;
   std::uint64_t size_bytes = 0;  // Expected total size; 0 when unknown.
   std::uint32_t attempt = 1;     // 1 for the first attempt of this task.
+  // The task's effective priority as the transfer starts (what a runtime asks
+  // the origin for: an HTTP priority, a stream weight); nullopt: the orphan
+  // level, no active demand. Later changes come as TaskPriorityChanged.
+  std::optional<Priority> priority;
 };
 
 // Stop the transfer now. The engine has already forgotten it: any later event
