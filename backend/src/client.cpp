@@ -29,6 +29,7 @@
 
 #include "demandflight/backend/cache_dir.h"
 #include "demandflight/backend/http_outcome.h"
+#include "curl_seam.h"
 #include "token_bucket.h"
 #include "demandflight/policies/registry.h"
 
@@ -180,6 +181,13 @@ int rfc9218_urgency(Priority priority) {
 int h2_stream_weight(Priority priority) {
   return 256 >> rfc9218_urgency(priority);
 }
+
+namespace curl_seam {
+Calls& calls() {
+  static Calls in_use;
+  return in_use;
+}
+}  // namespace curl_seam
 
 // --- Pins ------------------------------------------------------------------------
 
@@ -797,7 +805,11 @@ class Client::Impl {
       refresh_throttle();
       resume_paused();
       int running = 0;
-      curl_multi_perform(multi_, &running);
+      if (const CURLMcode performed = curl_seam::calls().multi_perform(multi_, &running);
+          performed != CURLM_OK) {
+        fail_all_in_flight(std::string("libcurl's transfer loop failed (") +
+                           curl_multi_strerror(performed) + ")");
+      }
       int queued = 0;
       while (CURLMsg* msg = curl_multi_info_read(multi_, &queued)) {
         if (msg->msg == CURLMSG_DONE) finish(msg->easy_handle, msg->data.result);
@@ -822,7 +834,11 @@ class Client::Impl {
       if (!waiting_.empty()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
       // A paused transfer goes on when its class has tokens again.
       if (paused_ > 0) timeout_ms = std::min(timeout_ms, throttle_wait_ms());
-      if (timeout_ms > 0) curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
+      if (timeout_ms > 0 && curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr) != CURLM_OK) {
+        // No wait for the sockets (libcurl out of memory): a short sleep, so
+        // that the loop neither spins nor stalls the transfers for long.
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
+      }
     }
     for (auto& [id, transfer] : transfers_)
       release(*transfer);
@@ -1111,6 +1127,10 @@ class Client::Impl {
     t->origin = c.origin;
     t->url = options_.resolver(c.key, c.origin);
     t->easy = easy_handle();
+    if (t->easy == nullptr) {
+      fail_to_start(c, *t, "libcurl could not make a transfer handle (out of memory)");
+      return;
+    }
     CURL* e = t->easy;
     curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
@@ -1160,15 +1180,19 @@ class Client::Impl {
     // The task's effective priority as the engine started it (an orphan's is
     // the lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
     const Priority priority = c.priority.value_or(std::numeric_limits<Priority>::min());
-    t->headers = curl_slist_append(
-        t->headers, ("Priority: u=" + std::to_string(rfc9218_urgency(priority))).c_str());
+    bool headers_made =
+        add_header(*t, "Priority: u=" + std::to_string(rfc9218_urgency(priority)));
     curl_easy_setopt(e, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
     if (t->offset > 0) {
       const std::string range = std::to_string(t->offset) + "-";
       curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
       if (!files.etag.empty() && if_range) {
-        t->headers = curl_slist_append(t->headers, ("If-Range: " + files.etag).c_str());
+        headers_made = headers_made && add_header(*t, "If-Range: " + files.etag);
       }
+    }
+    if (!headers_made) {
+      fail_to_start(c, *t, "libcurl could not make the request's headers (out of memory)");
+      return;
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     t->requested_s = now();
@@ -1176,8 +1200,53 @@ class Client::Impl {
     if (t->expected_size)
       t->watch.set_to_move(*t->expected_size - std::min(*t->expected_size, t->offset));
     if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
-    curl_multi_add_handle(multi_, e);
+    if (const CURLMcode added = curl_seam::calls().multi_add_handle(multi_, e);
+        added != CURLM_OK) {
+      fail_to_start(c, *t,
+                    std::string("libcurl refused the transfer (") + curl_multi_strerror(added) + ")");
+      return;
+    }
     transfers_.emplace(c.transfer.value, std::move(t));
+  }
+
+  // Appends a request header; false (the list as it was) when libcurl could not.
+  static bool add_header(Transfer& t, const std::string& line) {
+    curl_slist* longer = curl_slist_append(t.headers, line.c_str());
+    if (longer == nullptr) return false;
+    t.headers = longer;
+    return true;
+  }
+
+  // A transfer that libcurl could not start: a retryable failure of this
+  // attempt (a later one may find memory), its staged bytes kept for it, the
+  // key's lock given up meanwhile as in any backoff.
+  void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why) {
+    const std::string url = t.url;
+    if (t.easy != nullptr) release(t);
+    curl_slist_free_all(t.headers);
+    t.headers = nullptr;
+    if (auto it = files_.find(c.task.value); it != files_.end()) it->second.lock.reset();
+    report(c.transfer, c.task, TransferStatus::retryable_error, 0, std::nullopt, &*c.key,
+           why + " for " + url + " (" + c.key->resource + ")", {}, url);
+  }
+
+  // libcurl's loop failed as a whole: every transfer in it ends as a
+  // retryable failure, with the bytes it staged kept for its next attempt.
+  void fail_all_in_flight(const std::string& why) {
+    std::vector<std::uint64_t> ids;
+    for (const auto& [id, transfer] : transfers_)
+      ids.push_back(id);
+    for (std::uint64_t id : ids) {
+      auto node = transfers_.extract(id);
+      Transfer& t = *node.mapped();
+      if (auto it = files_.find(t.task.value); it != files_.end()) it->second.lock.reset();
+      const std::string url = t.url;
+      const ArtifactKey key = t.key;
+      const std::uint64_t appended = t.appended;
+      release(t);
+      report(t.id, t.task, TransferStatus::retryable_error, appended, std::nullopt, &key,
+             why + " during " + url, {}, url);
+    }
   }
 
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
@@ -1384,7 +1453,7 @@ class Client::Impl {
   // Easy handles are reused (reset between transfers): a fresh one costs
   // allocations and page faults per transfer, which small artifacts feel.
   CURL* easy_handle() {
-    if (idle_handles_.empty()) return curl_easy_init();
+    if (idle_handles_.empty()) return curl_seam::calls().easy_init();
     CURL* e = idle_handles_.back();
     idle_handles_.pop_back();
     return e;
