@@ -1,0 +1,160 @@
+// The client's options and reasons that no other suite reaches: terminal
+// callbacks on the caller's executor, and a body whose size is not the one
+// the caller gave (shorter, longer), against the loopback server.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "demandflight/backend/client.h"
+#include "loopback.h"
+#include "test_files.h"
+
+namespace dfl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using backend::ArtifactRef;
+using backend::Client;
+using backend::ClientOptions;
+
+constexpr std::size_t kSize = 200'000;
+
+// Runs what it is given on one thread of its own, in order.
+class OneThreadExecutor {
+ public:
+  OneThreadExecutor() : thread_([this] { run(); }) {}
+  ~OneThreadExecutor() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void post(std::function<void()> f) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(f));
+    }
+    cv_.notify_all();
+  }
+  std::thread::id id() const { return thread_.get_id(); }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto f = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      f();
+      lock.lock();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class ClientOptionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fresh_test_dir("client-options");
+    for (const char* name : {"a.bin", "b.bin", "c.bin"})
+      std::ofstream(dir_ / "www" / name) << content_of(name, kSize);
+    server_ = std::make_unique<LoopbackServer>(dir_ / "www");
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  ClientOptions options(std::uint32_t max_attempts = 1) const {
+    ClientOptions o;
+    o.cache_dir = dir_ / "cache";
+    o.resolver = backend::url_template(server_->base() + "/{resource}");
+    o.scheduler.retry = RetryConfig{max_attempts, 0.05, 0.2, 0.2};
+    return o;
+  }
+
+  static ArtifactRef ref(const std::string& name, std::uint64_t size = kSize) {
+    ArtifactRef r;
+    r.key = ArtifactKey{name, "r1", "pc", 0};
+    r.size_bytes = size;
+    return r;
+  }
+
+  static DemandOptions opts() {
+    DemandOptions o;
+    o.owner = 1;
+    return o;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<LoopbackServer> server_;
+};
+
+TEST_F(ClientOptionsTest, TerminalCallbacksRunOnTheExecutorGiven) {
+  OneThreadExecutor executor;
+  ClientOptions o = options();
+  o.executor = [&](std::function<void()> f) { executor.post(std::move(f)); };
+  Client client(std::move(o));
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::thread::id> ran_on;
+  std::vector<DemandOutcome> outcomes;
+  for (const char* name : {"a.bin", "b.bin", "c.bin"}) {
+    client.subscribe(ref(name), opts(), [&](backend::DemandResult r) {
+      std::lock_guard lock(mutex);
+      ran_on.push_back(std::this_thread::get_id());
+      outcomes.push_back(r.outcome);
+      cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return ran_on.size() == 3; }));
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(ran_on[i], executor.id()) << "callback " << i << " ran elsewhere";
+    EXPECT_EQ(outcomes[i], DemandOutcome::succeeded);
+  }
+}
+
+// The server called it complete: the attempt fails with the counts and the
+// URL; nothing is installed.
+TEST_F(ClientOptionsTest, ABodyShorterThanTheSizeGivenFailsWithTheCounts) {
+  Client client(options(1));
+  const auto r = client.fetch(ref("a.bin", kSize + 100), opts()).get();
+  EXPECT_EQ(r.outcome, DemandOutcome::failed);
+  EXPECT_EQ(r.reason, "short body: " + std::to_string(kSize) + " of " +
+                          std::to_string(kSize + 100) + " bytes from " + server_->base() +
+                          "/a.bin");
+  EXPECT_FALSE(fs::exists(client.path_of(ref("a.bin").key)));
+}
+
+// More bytes than the caller said the artifact has: the server serves
+// something else, which another attempt would not change.
+TEST_F(ClientOptionsTest, ABodyLongerThanTheSizeGivenFailsAtOnceNamingTheSize) {
+  Client client(options(4));
+  const auto r = client.fetch(ref("a.bin", kSize - 100), opts()).get();
+  EXPECT_EQ(r.outcome, DemandOutcome::failed);
+  EXPECT_EQ(r.reason, "body larger than the expected " + std::to_string(kSize - 100) +
+                          " bytes from " + server_->base() + "/a.bin");
+  EXPECT_EQ(server_->stats()["/a.bin"]["requests"], 1) << "permanent: not tried again";
+  EXPECT_FALSE(fs::exists(client.path_of(ref("a.bin").key)));
+}
+
+}  // namespace
+}  // namespace dfl::testing
