@@ -75,6 +75,20 @@ HeaderVerdict judge_headers(const HttpExchange& e) {
   if (s == 408 || s == 429 || (s >= 500 && s <= 599)) {
     return reject(TransferStatus::retryable_error, "HTTP " + std::to_string(s), retry_after);
   }
+  if (s == 416 && e.resume_offset_bytes > 0) {
+    // No bytes from the resume offset on: with `bytes */TOTAL`, the server
+    // says how long the artifact is, which may contradict the size expected
+    // (a body that came short of it, then resumed at its end).
+    const std::string what = "HTTP 416 to a resume from byte " +
+                             std::to_string(e.resume_offset_bytes);
+    const auto range = e.content_range ? parse_content_range(*e.content_range) : std::nullopt;
+    if (range && range->total && e.expected_size_bytes && *range->total != *e.expected_size_bytes) {
+      return reject(TransferStatus::permanent_error,
+                    "size " + std::to_string(*range->total) + ", expected " +
+                        std::to_string(*e.expected_size_bytes) + " (" + what + ")");
+    }
+    return reject(TransferStatus::permanent_error, what);
+  }
   if (s != 200 && s != 206) {
     return reject(TransferStatus::permanent_error, "HTTP " + std::to_string(s));
   }

@@ -133,15 +133,25 @@ TEST_F(ClientOptionsTest, TerminalCallbacksRunOnTheExecutorGiven) {
 }
 
 // The server called it complete: the attempt fails with the counts and the
-// URL; nothing is installed.
-TEST_F(ClientOptionsTest, ABodyShorterThanTheSizeGivenFailsWithTheCounts) {
-  Client client(options(1));
-  const auto r = client.fetch(ref("a.bin", kSize + 100), opts()).get();
+// URL; the next one resumes at the body's end and the server's 416 gives its
+// size, which contradicts the caller's: failed with both; nothing installed.
+TEST_F(ClientOptionsTest, ABodyShorterThanTheSizeGivenFailsWithTheCountsThenTheSizes) {
+  const std::string url = server_->base() + "/a.bin";
+  {
+    Client client(options(1));
+    const auto r = client.fetch(ref("a.bin", kSize + 100), opts()).get();
+    EXPECT_EQ(r.outcome, DemandOutcome::failed);
+    EXPECT_EQ(r.reason, "short body: " + std::to_string(kSize) + " of " +
+                            std::to_string(kSize + 100) + " bytes from " + url);
+  }
+  Client client(options(3));
+  const auto r = client.fetch(ref("b.bin", kSize + 100), opts()).get();
   EXPECT_EQ(r.outcome, DemandOutcome::failed);
-  EXPECT_EQ(r.reason, "short body: " + std::to_string(kSize) + " of " +
-                          std::to_string(kSize + 100) + " bytes from " + server_->base() +
-                          "/a.bin");
-  EXPECT_FALSE(fs::exists(client.path_of(ref("a.bin").key)));
+  EXPECT_EQ(r.reason, "size " + std::to_string(kSize) + ", expected " +
+                          std::to_string(kSize + 100) + " (HTTP 416 to a resume from byte " +
+                          std::to_string(kSize) + ") from " + server_->base() + "/b.bin");
+  EXPECT_EQ(server_->stats()["/b.bin"]["requests"], 2) << "the 416 is not tried again";
+  EXPECT_FALSE(fs::exists(client.path_of(ref("b.bin").key)));
 }
 
 // More bytes than the caller said the artifact has: the server serves

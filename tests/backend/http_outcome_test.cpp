@@ -37,6 +37,21 @@ TEST(ContentRange, ParsesEveryFormTheRfcAllowsAndRefusesTheRest) {
   }
 }
 
+// A resume past the server's end: the size it gives against the expected one.
+TEST(JudgeHeaders, A416ToAResumeSaysWhereAndTheSizeTheServerGives) {
+  HeaderVerdict v = judge_headers(exchange(416, 900, "bytes */900", 1000));
+  EXPECT_EQ(v.plan, BodyPlan::reject);
+  EXPECT_EQ(v.status, TransferStatus::permanent_error);
+  EXPECT_EQ(v.reason, "size 900, expected 1000 (HTTP 416 to a resume from byte 900)");
+  v = judge_headers(exchange(416, 900, std::nullopt, 1000));
+  EXPECT_EQ(v.reason, "HTTP 416 to a resume from byte 900");
+  v = judge_headers(exchange(416, 900, "bytes */1000", 1000));  // Agrees: says only where.
+  EXPECT_EQ(v.reason, "HTTP 416 to a resume from byte 900");
+  v = judge_headers(exchange(416));  // No Range asked: the status alone.
+  EXPECT_EQ(v.reason, "HTTP 416");
+  EXPECT_EQ(v.status, TransferStatus::permanent_error);
+}
+
 TEST(RetryAfter, TakesDeltaSecondsOnly) {
   EXPECT_EQ(parse_retry_after("2"), 2.0);
   EXPECT_EQ(parse_retry_after(" 120 "), 120.0);
