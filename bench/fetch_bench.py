@@ -184,13 +184,10 @@ def sha256_floor(root, names):
     """User CPU-seconds of the SHA-256 of the set's bytes in this process
     (OpenSSL's, with the CPU's SHA extensions where it has them): what
     verifying the downloads must cost at least, beside receiving them."""
-    buffers = []
+    start = resource.getrusage(resource.RUSAGE_SELF).ru_utime  # Reading is system time.
     for name in names:
         with open(os.path.join(root, "www", name), "rb") as f:
-            buffers.append(f.read())
-    start = resource.getrusage(resource.RUSAGE_SELF).ru_utime
-    for data in buffers:
-        hashlib.sha256(data).digest()
+            hashlib.file_digest(f, "sha256")
     return resource.getrusage(resource.RUSAGE_SELF).ru_utime - start
 
 
@@ -440,8 +437,7 @@ def main():
             rate = f"{mib / med[tool]:.0f} MiB/s" if size >= 2**20 else \
                 f"{count / med[tool]:.0f} files/s"
             return f"{med[tool]:.2f} s, {rate}, {cpu[tool]:.1f} CPU-s"
-        label = f"{count} x {size // 1024} KiB" if size < 2**20 else \
-            f"{count} x {size // 2**20} MiB"
+        label = set_label(count, size)
         print(f"| {label} | {protocol} | {copies} | {cell('demandflight')} | {cell('curl')} | "
               f"{cell('curl+sync')} | {cell('aria2c')} | "
               f"{med['curl'] / med['demandflight']:.2f}x | "
@@ -458,6 +454,10 @@ def main():
             json.dump(raw, f, indent=1)
 
 
+def set_label(count, size):
+    return f"{count} x {size // 1024} KiB" if size < 2**20 else f"{count} x {size // 2**20} MiB"
+
+
 def print_cpu_table(kinds):
     """Where the CPU goes, against the floor: curl's CPU-seconds plus the SHA-256
     of the same bytes. Medians of user and system time apart: on the development
@@ -471,8 +471,7 @@ def print_cpu_table(kinds):
           "| context switches / artifact | vs floor, all CPU | vs floor, user CPU |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, count, size, copies, protocol, samples, floor in kinds:
-        label = f"{count} x {size // 1024} KiB" if size < 2**20 else \
-            f"{count} x {size // 2**20} MiB"
+        label = set_label(count, size)
         med = {t: Usage(statistics.median(u.user for _, u in s),
                         statistics.median(u.system for _, u in s),
                         statistics.median(u.switches for _, u in s))

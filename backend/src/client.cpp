@@ -1222,9 +1222,7 @@ class Client::Impl {
   // key's lock given up meanwhile as in any backoff.
   void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why) {
     const std::string url = t.url;
-    if (t.easy != nullptr) release(t);
-    curl_slist_free_all(t.headers);
-    t.headers = nullptr;
+    if (t.easy != nullptr) release(t);  // Frees the headers too (none without a handle).
     if (auto it = files_.find(c.task.value); it != files_.end()) it->second.lock.reset();
     report(c.transfer, c.task, TransferStatus::retryable_error, 0, std::nullopt, &*c.key,
            why + " for " + url + " (" + c.key->resource + ")", {}, url);
@@ -1240,12 +1238,9 @@ class Client::Impl {
       auto node = transfers_.extract(id);
       Transfer& t = *node.mapped();
       if (auto it = files_.find(t.task.value); it != files_.end()) it->second.lock.reset();
-      const std::string url = t.url;
-      const ArtifactKey key = t.key;
-      const std::uint64_t appended = t.appended;
-      release(t);
-      report(t.id, t.task, TransferStatus::retryable_error, appended, std::nullopt, &key,
-             why + " during " + url, {}, url);
+      release(t);  // Its handle and headers; the record lives on in `node`.
+      report(t.id, t.task, TransferStatus::retryable_error, t.appended, std::nullopt, &t.key,
+             why + " during " + t.url, {}, t.url);
     }
   }
 
