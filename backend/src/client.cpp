@@ -1,9 +1,9 @@
 // The libcurl runtime for the scheduler core. See client.h for the threads.
 //
 // Ownership, so that no data needs more than one lock:
-// - engine_mutex_: the Scheduler, the demands (callbacks, expectations) and
-//   the tasks' records (what their demands expect, why they failed, what
-//   was installed), each erased with its demand or task;
+// - mutex_: the ClientCore (client_core.h: the Scheduler, the demands and
+//   tasks, expectations, verdicts, pins, metrics), whose jobs are handed to
+//   their threads' queues before it is let go;
 // - the I/O thread alone: curl handles, transfers in flight, and each task's
 //   staging file between attempts (its length is the resume offset);
 // - ready_mutex_: staged bodies handed from the I/O thread to finalize;
@@ -29,16 +29,12 @@
 
 #include "demandflight/backend/cache_dir.h"
 #include "demandflight/backend/http_outcome.h"
+#include "client_core.h"
 #include "curl_seam.h"
 #include "token_bucket.h"
-#include "demandflight/policies/registry.h"
 
 namespace dfl::backend {
 namespace {
-
-std::uint64_t pack(DemandHandle h) {
-  return (std::uint64_t{h.slot} << 32) | h.generation;
-}
 
 void global_curl_init() {
   static std::once_flag once;
@@ -64,95 +60,6 @@ std::string header_value(std::string_view line, std::size_t name_length) {
   while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' '))
     v.remove_suffix(1);
   return std::string(v);
-}
-
-// One caller's expectation of an artifact.
-struct Expect {
-  std::uint64_t size = 0;             // 0: any size.
-  std::optional<std::string> sha256;  // nullopt: any bytes.
-  bool operator==(const Expect&) const = default;
-};
-
-// Why bytes of `size` with digest `sha256` do not meet `e`; nullopt if they do.
-std::optional<std::string> contradiction(const Expect& e, std::uint64_t size,
-                                         const std::string& sha256) {
-  if (e.size != 0 && e.size != size) {
-    return "size mismatch: expected " + std::to_string(e.size) + " bytes, got " +
-           std::to_string(size);
-  }
-  if (e.sha256 && *e.sha256 != sha256) {
-    return "sha256 mismatch: expected " + *e.sha256 + ", got " + sha256;
-  }
-  return std::nullopt;
-}
-
-// What a transfer enforces while the body streams in, from every
-// expectation its task's demands stated.
-struct Limits {
-  std::optional<std::uint64_t>
-      exact;  // Every demand expects this size: more is an error, less a retry.
-  std::optional<std::uint64_t> cap;  // They disagree: more than the largest is an error.
-  bool verified = false;             // Some demand states a digest (the whole body is checked).
-  bool operator==(const Limits&) const = default;
-};
-
-Limits limits_of(const std::vector<Expect>& expects) {
-  Limits l;
-  bool all_sized = !expects.empty();
-  std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
-  for (const Expect& e : expects) {
-    l.verified = l.verified || e.sha256.has_value();
-    if (e.size == 0) {
-      all_sized = false;
-    } else {
-      lo = std::min(lo, e.size);
-      hi = std::max(hi, e.size);
-    }
-  }
-  if (all_sized) (lo == hi ? l.exact : l.cap) = hi;
-  return l;
-}
-
-std::optional<std::string> normalized_digest(const std::optional<std::string>& sha256) {
-  if (!sha256) return std::nullopt;
-  std::string d = *sha256;
-  for (char& c : d)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (d.size() != 64 || d.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    throw std::invalid_argument("ArtifactRef.sha256: expected 64 hex digits, got \"" + *sha256 +
-                                "\"");
-  }
-  return d;
-}
-
-// Origins the engine takes (it stops the process on others: a runtime's bug).
-void check_origins(const ArtifactRef& artifact, std::uint32_t max_origins) {
-  if (artifact.mirrors.size() >= kMaxOriginsPerArtifact) {
-    throw std::invalid_argument("ArtifactRef.mirrors: at most " +
-                                std::to_string(kMaxOriginsPerArtifact - 1) + " mirrors, got " +
-                                std::to_string(artifact.mirrors.size()));
-  }
-  auto check = [&](const char* field, OriginId o) {
-    if (o >= max_origins) {
-      throw std::invalid_argument(std::string("ArtifactRef.") + field + ": origin " +
-                                  std::to_string(o) + " is not below SchedulerConfig::max_origins (" +
-                                  std::to_string(max_origins) + ")");
-    }
-  };
-  check("origin", artifact.origin);
-  for (OriginId o : artifact.mirrors)
-    check("mirrors", o);
-}
-
-void check_throttle(const ThrottleConfig& config, const std::string& name) {
-  auto check = [&](const char* field, double value) {
-    if (!(value >= 0) || !std::isfinite(value)) {
-      throw std::invalid_argument(name + "." + field + ": must be a finite rate >= 0, got " +
-                                  std::to_string(value));
-    }
-  };
-  check("background_Bps", config.background_Bps);
-  check("overall_Bps", config.overall_Bps);
 }
 
 // libcurl before 8.0 fails every request that reuses an HTTP/2 connection
@@ -188,47 +95,6 @@ Calls& calls() {
   return in_use;
 }
 }  // namespace curl_seam
-
-// --- Pins ------------------------------------------------------------------------
-
-struct Pin::State {
-  std::mutex mutex;
-  CacheDir::Hold hold;
-  std::filesystem::path path;
-  std::uint64_t bytes = 0;  // The object's size (ClientMetrics::pinned_bytes).
-  OwnerId owner = 0;
-  OwnerGeneration generation = 0;
-  void release() {
-    std::lock_guard lock(mutex);
-    hold.release();
-  }
-  bool held() {
-    std::lock_guard lock(mutex);
-    return static_cast<bool>(hold);
-  }
-};
-
-Pin& Pin::operator=(Pin&& other) noexcept {
-  if (this != &other) {
-    release();
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
-
-void Pin::release() {
-  if (state_) state_->release();
-  state_.reset();
-}
-
-Pin::operator bool() const {
-  return state_ && state_->held();
-}
-
-const std::filesystem::path& Pin::path() const {
-  static const std::filesystem::path none;
-  return state_ ? state_->path : none;
-}
 
 std::string percent_encode_path(std::string_view value, bool keep_slash) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -268,6 +134,33 @@ UrlResolver url_template(std::string pattern) {
   };
 }
 
+// The core's view of the installed objects: the cache directory's.
+class CacheObjects final : public ObjectStore {
+ public:
+  explicit CacheObjects(CacheDir& cache) : cache_(cache) {}
+  class Held final : public ObjectHold {
+   public:
+    explicit Held(CacheDir::Hold hold) : hold_(std::move(hold)) {}
+    void release() override { hold_.release(); }
+
+   private:
+    CacheDir::Hold hold_;
+  };
+  static std::unique_ptr<ObjectHold> wrap(std::optional<CacheDir::Hold> hold) {
+    if (!hold) return nullptr;
+    return std::make_unique<Held>(std::move(*hold));
+  }
+  std::unique_ptr<ObjectHold> hold(const ArtifactKey& key) override {
+    return wrap(cache_.hold(key));
+  }
+  std::filesystem::path path(const ArtifactKey& key) const override {
+    return cache_.object_path(key);
+  }
+
+ private:
+  CacheDir& cache_;
+};
+
 class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
@@ -277,13 +170,13 @@ class Client::Impl {
                                                 .drop_behind_bytes = options_.drop_behind_bytes,
                                                 .direct_writes = options_.direct_writes,
                                                 .capacity_bytes = options_.scheduler.cache_bytes}),
-        engine_(engine_config(options_.scheduler),
-                policies::make_orphan_policy(options_.orphan_policy)),
+        objects_(cache_),
+        core_(ClientCore::Options{options_.scheduler, options_.orphan_policy,
+                                  options_.pin_on_success, options_.observer, options_.throttle},
+              objects_),
         start_(std::chrono::steady_clock::now()) {
     if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
-    check_throttle(options_.throttle, "ClientOptions.throttle");
     check_bounds(options_.bounds, "ClientOptions.bounds");
-    throttle_rule_.set(options_.throttle);
     global_curl_init();
     if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
     multi_ = curl_multi_init();
@@ -325,15 +218,9 @@ class Client::Impl {
     cache_.drain();  // Installs handed to the committer report to the engine first.
     // Demands still waiting are cancelled: each gets its one terminal.
     {
-      std::lock_guard lock(engine_mutex_);
-      std::vector<DemandHandle> waiting;
-      for (const auto& [packed, demand] : demands_) {
-        waiting.push_back(DemandHandle{static_cast<std::uint32_t>(packed >> 32),
-                                       static_cast<std::uint32_t>(packed)});
-      }
-      for (DemandHandle h : waiting)
-        engine_.cancel(now(), h);
-      route_locked();
+      std::lock_guard lock(mutex_);
+      core_.cancel_all(now());
+      dispatch_locked();
     }
     {
       std::lock_guard lock(delivery_mutex_);
@@ -348,105 +235,56 @@ class Client::Impl {
 
   DemandHandle subscribe(const ArtifactRef& artifact, const DemandOptions& options,
                          Callback on_terminal) {
-    const Expect expect{artifact.size_bytes, normalized_digest(artifact.sha256)};
-    check_origins(artifact, options_.scheduler.max_origins);
-    DemandOptions o = options;
-    o.origin = artifact.origin;
-    o.mirrors = artifact.mirrors;
-    o.size_bytes = artifact.size_bytes;
+    const Expect expect = expect_of(artifact);
     // The disk decides a cache hit: another process may have installed the
-    // key, or evicted it, since this one last looked. Read before the engine
-    // lock (it may hash an object), and held at once when pinning, so that
-    // no eviction takes it before the demand's result does.
-    std::optional<CacheDir::ObjectInfo> on_disk =
-        cache_.stat_object(artifact.key, expect.sha256.has_value());
-    std::optional<CacheDir::Hold> held;
-    if (on_disk && options_.pin_on_success) {
-      held = cache_.hold(artifact.key);
-      if (!held) on_disk.reset();
-    }
-    std::lock_guard lock(engine_mutex_);
-    const double t = now();
-    if (on_disk) {
-      engine_.note_installed(t, artifact.key, on_disk->size);
-    } else {
-      engine_.forget_installed(t, artifact.key);
-    }
-    const DemandHandle h = engine_.subscribe(t, artifact.key, o);
-    DemandRecord record{std::move(on_terminal),   artifact.key,       expect,         options.owner,
-                        options.owner_generation, std::move(on_disk), std::move(held)};
-    std::optional<TaskId> task;
-    if (auto info = engine_.demand(h); info && info->task.value != 0) {
-      task = info->task;
-      record.hit.reset();  // Served by the task, judged by what it installs.
-      record.hit_hold.reset();
-      attach_expectation(info->task, artifact.key, expect);
-    }
-    record.priority = options.priority;
-    record.subscribed_s = t;
-    demands_.insert_or_assign(pack(h), std::move(record));
-    if (options_.observer != nullptr) options_.observer->on_subscribe(t, h, artifact, o, task);
-    route_locked();
+    // key, or evicted it, since this one last looked. Read before the lock
+    // (it may hash an object), and held at once when pinning, so that no
+    // eviction takes it before the demand's result does.
+    std::optional<ObjectFacts> on_disk;
+    if (auto info = cache_.stat_object(artifact.key, expect.sha256.has_value()))
+      on_disk = ObjectFacts{info->size, std::move(info->sha256)};
+    std::unique_ptr<ObjectHold> held;
+    if (on_disk && options_.pin_on_success) held = objects_.hold(artifact.key);
+    std::lock_guard lock(mutex_);
+    const DemandHandle h = core_.subscribe(now(), artifact, options, std::move(on_terminal),
+                                           std::move(on_disk), std::move(held));
+    dispatch_locked();
     return h;
   }
 
   void cancel(DemandHandle h) {
-    std::lock_guard lock(engine_mutex_);
-    engine_.cancel(now(), h);
-    route_locked();
+    std::lock_guard lock(mutex_);
+    core_.cancel(now(), h);
+    dispatch_locked();
   }
 
   void set_priority(DemandHandle h, Priority p) {
-    std::lock_guard lock(engine_mutex_);
-    const double t = now();
-    engine_.set_priority(t, h, p);
-    if (engine_.demand(h)) {
-      if (auto it = demands_.find(pack(h)); it != demands_.end()) it->second.priority = p;
-      if (options_.observer != nullptr) options_.observer->on_set_priority(t, h, p);
-    }
-    route_locked();
+    std::lock_guard lock(mutex_);
+    core_.set_priority(now(), h, p);
+    dispatch_locked();
   }
 
   void end_owner(OwnerId owner, std::optional<OwnerGeneration> generation) {
-    {
-      std::lock_guard lock(engine_mutex_);
-      engine_.end_owner(now(), owner, generation);
-      route_locked();
-    }
-    // Its pins go with it.
-    std::vector<std::shared_ptr<Pin::State>> ended;
-    {
-      std::lock_guard lock(pins_mutex_);
-      auto [first, last] = pins_.equal_range(owner);
-      for (auto it = first; it != last;) {
-        auto state = it->second.lock();
-        if (!state || !generation || state->generation <= *generation) {
-          if (state) ended.push_back(std::move(state));
-          it = pins_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (auto& state : ended)
-      state->release();
+    std::lock_guard lock(mutex_);
+    core_.end_owner(now(), owner, generation);
+    dispatch_locked();
   }
 
   std::filesystem::path path_of(const ArtifactKey& key) const { return cache_.object_path(key); }
   CacheDir::SyncCounts sync_counts() const { return cache_.sync_counts(); }
 
   SchedulerStats stats() const {
-    std::lock_guard lock(engine_mutex_);
-    return engine_.stats();
+    std::lock_guard lock(mutex_);
+    return core_.stats();
   }
 
   double clock_s() const { return now(); }
 
   bool idle() const {
-    std::lock_guard lock(engine_mutex_);
-    // The engine's work, and what it handed the I/O thread: an abort's bytes
+    std::lock_guard lock(mutex_);
+    // The core's work, and what it handed the I/O thread: an abort's bytes
     // and time to first byte reach the metrics when the I/O thread handles it.
-    return engine_.live_demands() == 0 && engine_.live_tasks() == 0 && io_jobs_pending_ == 0;
+    return core_.no_work() && io_jobs_pending_ == 0;
   }
 
   std::vector<TransferSnapshot> transfers() const {
@@ -455,282 +293,79 @@ class Client::Impl {
   }
 
   void set_throttle(const ThrottleConfig& config) {
-    check_throttle(config, "throttle");
-    std::lock_guard lock(engine_mutex_);
-    if (!throttle_rule_.set(config)) return;
-    throttle_generation_.fetch_add(1, std::memory_order_release);
-    curl_multi_wakeup(multi_);
+    std::lock_guard lock(mutex_);
+    if (core_.set_throttle(config)) dispatch_locked();
   }
   ThrottleConfig throttle() const {
-    std::lock_guard lock(engine_mutex_);
-    return throttle_rule_.config();
+    std::lock_guard lock(mutex_);
+    return core_.throttle_rule().config();
   }
 
   ClientMetrics metrics() {
     ClientMetrics out;
     {
-      std::lock_guard lock(engine_mutex_);
-      out = metrics_;
-      const SchedulerStats& stats = engine_.stats();
-      out.cache_hits = stats.cache_hits;
-      out.installs = stats.installs;
-      out.failovers = stats.failovers;
-      out.breaker_opens = stats.breaker_opens;
-      out.orphan_decisions["abort"] = stats.orphan_aborts;
-      out.orphan_decisions["complete"] = stats.orphan_completes;
-      out.orphan_decisions["keep_partial"] = stats.partials_kept;
-      for (const TaskInfo& task : engine_.tasks()) {
-        const Priority p = task.effective_priority.value_or(std::numeric_limits<Priority>::min());
-        if (task.state == TaskState::queued) ++out.queued[p];
-        if (task.state == TaskState::transferring) ++out.in_flight[p];
-      }
+      std::lock_guard lock(mutex_);
+      out = core_.metrics();
     }
     out.cache_bytes = cache_.installed_bytes();
-    std::lock_guard lock(pins_mutex_);
-    std::map<std::filesystem::path, std::uint64_t> held;
-    for (const auto& [owner, weak] : pins_) {
-      if (auto state = weak.lock(); state && state->held()) held[state->path] = state->bytes;
-    }
-    for (const auto& [path, bytes] : held)
-      out.pinned_bytes += bytes;
     return out;
   }
 
  private:
-  static SchedulerConfig engine_config(SchedulerConfig c) {
-    // The capacity is the cache directory's, which knows the pins of every
-    // process: the engine's index only remembers what is installed.
-    c.cache_bytes = ~std::uint64_t{0};
-    return c;
-  }
-
-  // What the disk and the demands say, kept by the client (engine_mutex_).
-  struct DemandRecord {
-    Callback callback;
-    ArtifactKey key;
-    Expect expect;
-    OwnerId owner = 0;
-    OwnerGeneration generation = 0;
-    std::optional<CacheDir::ObjectInfo> hit;  // The installed object, for a cache hit.
-    std::optional<CacheDir::Hold> hit_hold;   // Held for its pin.
-    Priority priority = 0;   // As last set (ClientMetrics: by priority).
-    double subscribed_s = 0;
-  };
-  struct TaskRecord {
-    ArtifactKey key;
-    std::vector<Expect> expects;  // Every distinct expectation its demands stated.
-    std::string last_reason;      // Why its last attempt failed.
-    std::string rejected_digest;  // The last body's digest, if no demand's digest met it.
-    bool keep_rejected = false;   // The task ended on it: its demands' verdicts name it.
-    std::string last_url;         // Where its last attempt went.
-    // Where a refused body came from, for the reasons that name it.
-    std::string provenance() const {
-      return (last_url.empty() ? std::string() : " from " + last_url) +
-             (keep_rejected ? " (the same bytes twice in a row: not fetched again)" : "");
-    }
-    std::optional<CacheDir::ObjectInfo> installed;  // Once installed: what.
-    std::optional<CacheDir::Hold> held;             // Installed by another process: held here.
-  };
-
-  // A demand joined `task` (new, live, or an orphan it re-attaches to).
-  void attach_expectation(TaskId task, const ArtifactKey& key, const Expect& expect) {
-    TaskRecord& record = tasks_[task.value];
-    if (record.expects.empty()) record.key = key;
-    if (std::find(record.expects.begin(), record.expects.end(), expect) != record.expects.end())
-      return;
-    const Limits before = limits_of(record.expects);
-    record.expects.push_back(expect);
-    const Limits after = limits_of(record.expects);
-    if (after == before || record.expects.size() == 1) return;
-    // A running transfer of the task enforces the new limits from now on.
-    IoJob job{IoJob::Kind::limits, {}, {}, task, false, {}, {}};
-    job.limits = after;
-    push_io(std::move(job));
-    curl_multi_wakeup(multi_);
-  }
-
-  // The one terminal of the demand behind `d`, judged for that demand.
-  DemandResult verdict(const Deliver& d, DemandRecord& demand) {
-    DemandResult r;
-    r.outcome = d.outcome;
-    auto task = d.task.value != 0 ? tasks_.find(d.task.value) : tasks_.end();
-    TaskRecord* record = task != tasks_.end() ? &task->second : nullptr;
-    switch (d.outcome) {
-      case DemandOutcome::succeeded: {
-        const CacheDir::ObjectInfo* facts = nullptr;
-        if (record != nullptr && record->installed) facts = &*record->installed;
-        if (record == nullptr && demand.hit) facts = &*demand.hit;
-        if (facts == nullptr) {
-          r.outcome = DemandOutcome::failed;
-          r.reason = "the installed object could not be checked";
-          return r;
-        }
-        if (auto why = contradiction(demand.expect, facts->size, facts->sha256)) {
-          r.outcome = DemandOutcome::failed;  // Right for others, not for this caller.
-          r.reason = *why;
-          ++metrics_.conflicts_of_expectation;
-          return r;
-        }
-        if (!options_.pin_on_success) return r;
-        // The task's key names the object (the callbacks model shares a
-        // task between revisions of one resource).
-        const ArtifactKey& object = record != nullptr ? record->key : demand.key;
-        std::optional<CacheDir::Hold> held =
-            record != nullptr ? cache_.hold(object) : std::move(demand.hit_hold);
-        if (!held) {
-          r.outcome = DemandOutcome::failed;
-          r.reason = "evicted before it could be pinned";
-          return r;
-        }
-        r.pin = make_pin(std::move(*held), object, demand, facts->size);
-        return r;
-      }
-      case DemandOutcome::failed:
-        if (record != nullptr && !record->rejected_digest.empty() && demand.expect.sha256 &&
-            *demand.expect.sha256 != record->rejected_digest) {
-          r.reason = "sha256 mismatch: expected " + *demand.expect.sha256 + ", got " +
-                     record->rejected_digest + record->provenance();
-        } else if (record != nullptr && !record->last_reason.empty()) {
-          r.reason = record->last_reason;
-        } else {
-          r.reason = "failed";
-        }
-        return r;
-      default:
-        r.reason = std::string(to_string(d.outcome));
-        return r;
-    }
-  }
-
-  Pin make_pin(CacheDir::Hold held, const ArtifactKey& object, const DemandRecord& demand,
-               std::uint64_t bytes) {
-    auto state = std::make_shared<Pin::State>();
-    state->hold = std::move(held);
-    state->bytes = bytes;
-    state->owner = demand.owner;
-    state->generation = demand.generation;
-    state->path = cache_.object_path(object);
-    std::lock_guard lock(pins_mutex_);
-    if (pins_.size() >= 2 * pins_live_ + 64) {  // Forget the pins released since.
-      for (auto it = pins_.begin(); it != pins_.end();)
-        it = it->second.expired() ? pins_.erase(it) : std::next(it);
-      pins_live_ = pins_.size();
-    }
-    pins_.emplace(demand.owner, state);
-    return Pin(std::move(state));
-  }
-
   double now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
 
-  // --- Routing (engine_mutex_ held) ---------------------------------------------
+  // --- Dispatch (mutex_ held) ------------------------------------------------------
 
-  // Deadlines and retries due by `t` that the timer thread has not fired yet
-  // fire now, and their commands go out, before a subscribe (or set_priority):
-  // the engine would fire them inside that call and could give the new demand
-  // the slot of one that timed out there, and an observer would hear of the
-  // new demand before the old one's end (or of a new priority for a demand
-  // that has ended).
-  struct IoJob {
-    enum class Kind { start, abort, forget, drop_partial, limits } kind;
-    StartTransfer start;
-    TransferId transfer;
-    TaskId task;
-    bool keep_partial = false;  // abort: keep the staged bytes for the key.
-    ArtifactKey key;            // drop_partial.
-    Limits limits;              // start, limits: what the task's demands expect.
-  };
-  struct FinalizeJob {
-    FinalizeId finalize;
-    TaskId task;
-    ArtifactKey key;
-  };
+  // The I/O thread's jobs.
+  using IoJob = std::variant<StartJob, AbortJob, ForgetJob, DropPartialJob, LimitsJob>;
   struct Delivery {
     Callback callback;
     DemandResult result;
   };
 
-  void route_locked() {
-    engine_.take_commands(commands_);
+  // The core's jobs to their threads, in its order: each queue sees them as
+  // the engine emitted them.
+  void dispatch_locked() {
+    core_.take_jobs(jobs_);
     bool io = false, finalize = false, delivery = false;
-    // Each demand's verdict first: what an observer hears of a Deliver is
-    // what the caller gets (a success the caller's own expectation
-    // contradicts is its failure).
-    deliveries_now_.clear();
-    for (Command& command : commands_) {
-      auto* d = std::get_if<Deliver>(&command);
-      if (d == nullptr) continue;
-      auto it = demands_.find(pack(d->demand));
-      if (it == demands_.end()) continue;
-      DemandRecord demand = std::move(it->second);
-      demands_.erase(it);
-      Delivery out{std::move(demand.callback), verdict(*d, demand)};
-      count_demand(demand, out.result.outcome);
-      d->outcome = out.result.outcome;
-      deliveries_now_.push_back(std::move(out));
-    }
-    if (options_.observer != nullptr) {
-      const double t = now();
-      for (const Command& command : commands_)
-        options_.observer->on_command(t, command);
-      options_.observer->on_settled(t);
-    }
-    bool throttle_changed = false;
-    for (Command& command : commands_) {
-      throttle_changed = throttle_rule_.observe(command) || throttle_changed;
-      if (auto* c = std::get_if<StartTransfer>(&command)) {
-        ++metrics_.transfers_started;
-        if (c->attempt > 1) ++metrics_.retries;
-        IoJob job{IoJob::Kind::start, std::move(*c), {}, c->task, false, {}, {}};
-        if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
-          job.limits = limits_of(it->second.expects);
-        } else if (job.start.size_bytes > 0) {
-          job.limits.exact = job.start.size_bytes;
-        }
-        push_io(std::move(job));
+    for (Job& job : jobs_) {
+      if (auto* start = std::get_if<StartJob>(&job)) {
+        push_io(std::move(*start));
         io = true;
-      } else if (auto* a = std::get_if<AbortTransfer>(&command)) {
-        push_io(IoJob{IoJob::Kind::abort, {}, a->transfer, a->task, a->keep_partial, {}, {}});
+      } else if (auto* abort = std::get_if<AbortJob>(&job)) {
+        push_io(*abort);
         io = true;
-      } else if (auto* p = std::get_if<DropPartial>(&command)) {
-        push_io(IoJob{IoJob::Kind::drop_partial, {}, {}, {}, false, std::move(p->key), {}});
-      } else if (auto* e = std::get_if<TaskEnded>(&command)) {
+      } else if (auto* forget = std::get_if<ForgetJob>(&job)) {
         // Housekeeping: no need to wake the I/O thread for it (it wakes at
         // least every 100 ms, and at once for the next start or abort).
-        push_io(IoJob{IoJob::Kind::forget, {}, {}, e->task, false, {}, {}});
-        tasks_.erase(e->task.value);  // Its demands' terminals came before.
-      } else if (auto* f = std::get_if<StartFinalize>(&command)) {
+        push_io(*forget);
+      } else if (auto* drop = std::get_if<DropPartialJob>(&job)) {
+        push_io(std::move(*drop));
+      } else if (auto* limits = std::get_if<LimitsJob>(&job)) {
+        push_io(*limits);
+        io = true;
+      } else if (auto* f = std::get_if<FinalizeJob>(&job)) {
         std::lock_guard lock(finalize_mutex_);
-        finalize_jobs_.push_back(FinalizeJob{f->finalize, f->task, *f->key});
+        finalize_jobs_.push_back(std::move(*f));
         finalize = true;
-      } else if (auto* ev = std::get_if<EvictArtifact>(&command)) {
-        // Synchronously, so that no later install of the key can be undone by it.
+      } else if (auto* d = std::get_if<DeliverJob>(&job)) {
+        std::lock_guard lock(delivery_mutex_);
+        deliveries_.push_back(Delivery{std::move(d->callback), std::move(d->result)});
+        delivery = true;
+      } else if (auto* ev = std::get_if<EvictJob>(&job)) {
+        // Now, under the lock, so that no later install of the key can be undone by it.
         cache_.remove(ev->key);
+      } else if (std::holds_alternative<ThrottleJob>(job)) {
+        throttle_generation_.fetch_add(1, std::memory_order_release);
+        io = true;
       }
     }
-    if (!deliveries_now_.empty()) {
-      std::lock_guard lock(delivery_mutex_);
-      for (Delivery& out : deliveries_now_)
-        deliveries_.push_back(std::move(out));
-      deliveries_now_.clear();
-      delivery = true;
-    }
-    if (throttle_changed && throttle_rule_.config().background_at_or_below) {
-      throttle_generation_.fetch_add(1, std::memory_order_release);
-      io = true;
-    }
+    jobs_.clear();
     if (io) curl_multi_wakeup(multi_);
     if (finalize) finalize_cv_.notify_one();
     if (delivery) delivery_cv_.notify_one();
-  }
-
-  // A demand's terminal, in the metrics (engine_mutex_ held).
-  void count_demand(const DemandRecord& demand, DemandOutcome outcome) {
-    const std::string name(to_string(outcome));
-    ++metrics_.demands[{name, demand.priority}];
-    auto [it, fresh] = metrics_.wait_s.try_emplace({demand.priority, name}, latency_buckets_s());
-    it->second.observe(std::max(0.0, now() - demand.subscribed_s));
   }
 
   void push_io(IoJob job) {
@@ -818,12 +453,12 @@ class Client::Impl {
       enforce_bounds();
       int timeout_ms = 100;
       {
-        std::lock_guard lock(engine_mutex_);
-        if (auto wake = engine_.next_wakeup_s()) {
+        std::lock_guard lock(mutex_);
+        if (auto wake = core_.next_wakeup_s()) {
           const double wait_s = *wake - now();
           if (wait_s <= 0) {
-            engine_.on_timer(now());
-            route_locked();
+            core_.on_timer(now());
+            dispatch_locked();
             timeout_ms = 0;
           } else {
             timeout_ms = std::min(timeout_ms, static_cast<int>(wait_s * 1000) + 1);
@@ -864,11 +499,12 @@ class Client::Impl {
     throttle_seen_ = generation;
     ThrottleConfig config;
     {
-      std::lock_guard lock(engine_mutex_);
-      config = throttle_rule_.config();
-      background_limited_ = throttle_rule_.background_limited();
+      std::lock_guard lock(mutex_);
+      const ThrottleRule& rule = core_.throttle_rule();
+      config = rule.config();
+      background_limited_ = rule.background_limited();
       for (auto& [id, t] : transfers_)
-        t->background = throttle_rule_.is_background(t->task);
+        t->background = rule.is_background(t->task);
     }
     throttling_ = config.background_at_or_below.has_value() || config.overall_Bps > 0;
     const double t = now();
@@ -932,11 +568,9 @@ class Client::Impl {
     std::sort(snapshot.begin(), snapshot.end(),
               [](const auto& a, const auto& b) { return a.transfer.value < b.transfer.value; });
     if (!snapshot.empty()) {
-      std::lock_guard lock(engine_mutex_);
-      const double at = now();  // Read under the lock: engine time never goes backwards.
-      for (const TransferSnapshot& s : snapshot)
-        engine_.on_transfer_progress(at, s.transfer, s.received);
-      route_locked();
+      std::lock_guard lock(mutex_);
+      core_.progress(now(), snapshot);  // Read under the lock: time never goes backwards.
+      dispatch_locked();
     }
     std::lock_guard lock(progress_mutex_);
     snapshot_ = std::move(snapshot);
@@ -960,64 +594,54 @@ class Client::Impl {
   }
 
   void handle(IoJob& job) {
-    switch (job.kind) {
-      case IoJob::Kind::start:
-        start(job.start, job.limits);
-        return;
-      case IoJob::Kind::limits:
-        for (auto& [id, transfer] : transfers_) {
-          if (transfer->task.value != job.task.value) continue;
-          transfer->expected_size = job.limits.exact;
-          transfer->size_cap = job.limits.cap;
-        }
-        for (Waiting& w : waiting_) {
-          if (w.start.task.value == job.task.value) w.limits = job.limits;
-        }
-        return;
-      case IoJob::Kind::abort:
-        if (std::erase_if(waiting_,
-                          [&](const Waiting& w) {
-                            return w.start.transfer.value == job.transfer.value;
-                          }) > 0 &&
-            options_.observer != nullptr) {
-          std::lock_guard lock(engine_mutex_);
-          options_.observer->on_transfer_ended(now(), job.task, job.transfer, 0, true);
-        }
-        if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
-          const std::uint64_t received = it->second->appended;
-          // Time to first byte, or -1 if no body byte came.
-          const double first_byte_s = it->second->first_byte_s.has_value()
-                                          ? *it->second->first_byte_s - it->second->requested_s
-                                          : -1.0;
-          if (job.keep_partial) job.key = it->second->key;
-          release(*it->second);
-          transfers_.erase(it);
-          std::lock_guard lock(engine_mutex_);
-          metrics_.bytes_received += received;
-          if (first_byte_s >= 0) metrics_.time_to_first_byte_s.observe(first_byte_s);
-          if (options_.observer != nullptr)
-            options_.observer->on_transfer_ended(now(), job.task, job.transfer, received, true);
-        }
-        if (job.keep_partial && !job.key.resource.empty()) {
-          // Kept for the key: the next task of it resumes after these bytes.
-          auto node = files_.extract(job.task.value);
-          if (node && node.mapped().staging && node.mapped().staging->bytes() > 0) {
-            node.mapped().lock.reset();  // Others may fetch the key meanwhile.
-            partials_.insert_or_assign(job.key, std::move(node.mapped()));
-          }
-        }
-        files_.erase(job.task.value);  // Aborted: its bytes are not kept.
-        return;
-      case IoJob::Kind::drop_partial:
-        partials_.erase(job.key);
-        return;
-      case IoJob::Kind::forget: {
-        files_.erase(job.task.value);
-        std::lock_guard lock(ready_mutex_);
-        ready_.erase(job.task.value);
-        return;
+    std::visit([this](auto& j) { handle(j); }, job);
+  }
+  void handle(StartJob& job) { start(job.start, job.limits); }
+  void handle(LimitsJob& job) {
+    for (auto& [id, transfer] : transfers_) {
+      if (transfer->task.value != job.task.value) continue;
+      transfer->expected_size = job.limits.exact;
+      transfer->size_cap = job.limits.cap;
+    }
+    for (Waiting& w : waiting_) {
+      if (w.start.task.value == job.task.value) w.limits = job.limits;
+    }
+  }
+  void handle(AbortJob& job) {
+    if (std::erase_if(waiting_, [&](const Waiting& w) {
+          return w.start.transfer.value == job.transfer.value;
+        }) > 0) {
+      std::lock_guard lock(mutex_);
+      core_.transfer_aborted(now(), job.task, job.transfer, 0, -1.0);
+    }
+    ArtifactKey key;
+    if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
+      const std::uint64_t received = it->second->appended;
+      // Time to first byte, or -1 if no body byte came.
+      const double first_byte_s = it->second->first_byte_s.has_value()
+                                      ? *it->second->first_byte_s - it->second->requested_s
+                                      : -1.0;
+      if (job.keep_partial) key = it->second->key;
+      release(*it->second);
+      transfers_.erase(it);
+      std::lock_guard lock(mutex_);
+      core_.transfer_aborted(now(), job.task, job.transfer, received, first_byte_s);
+    }
+    if (job.keep_partial && !key.resource.empty()) {
+      // Kept for the key: the next task of it resumes after these bytes.
+      auto node = files_.extract(job.task.value);
+      if (node && node.mapped().staging && node.mapped().staging->bytes() > 0) {
+        node.mapped().lock.reset();  // Others may fetch the key meanwhile.
+        partials_.insert_or_assign(key, std::move(node.mapped()));
       }
     }
+    files_.erase(job.task.value);  // Aborted: its bytes are not kept.
+  }
+  void handle(DropPartialJob& job) { partials_.erase(job.key); }
+  void handle(ForgetJob& job) {
+    files_.erase(job.task.value);
+    std::lock_guard lock(ready_mutex_);
+    ready_.erase(job.task.value);
   }
 
   // Each waiting start looks for the object another fetch is installing,
@@ -1420,29 +1044,12 @@ class Client::Impl {
   void report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
               std::optional<double> retry_after_s = std::nullopt, const ArtifactKey* key = nullptr,
               const std::string& reason = {}, Timing timing = {}, const std::string& url = {}) {
-    std::lock_guard lock(engine_mutex_);
-    if (!url.empty()) {
-      if (auto it = tasks_.find(task.value); it != tasks_.end()) it->second.last_url = url;
-    }
-    metrics_.bytes_received += bytes;
-    if (status != TransferStatus::ok) ++metrics_.transfers_failed;
-    if (timing.first_byte_s) metrics_.time_to_first_byte_s.observe(*timing.first_byte_s);
-    if (timing.rate_Bps) metrics_.transfer_rate_Bps.observe(*timing.rate_Bps);
-    const double t = now();
-    if (status != TransferStatus::ok) {
-      if (auto it = tasks_.find(task.value); it != tasks_.end()) {
-        it->second.last_reason = reason.empty() ? "transfer failed" : reason;
-        it->second.rejected_digest.clear();
-      }
-    }
-    if (options_.observer != nullptr) {
-      if (status != TransferStatus::ok && key != nullptr) {
-        options_.observer->on_attempt_failed(t, task, *key, reason);
-      }
-      options_.observer->on_transfer_ended(t, task, id, bytes, false);
-    }
-    engine_.on_transfer_finished(t, id, status, bytes, retry_after_s);
-    route_locked();
+    TransferEnd end{id, task, status, bytes, retry_after_s, std::nullopt, reason, url,
+                    timing.first_byte_s, timing.rate_Bps};
+    if (key != nullptr) end.key = *key;
+    std::lock_guard lock(mutex_);
+    core_.transfer_ended(now(), end);
+    dispatch_locked();
   }
 
   // Easy handles are reused (reset between transfers): a fresh one costs
@@ -1532,91 +1139,34 @@ class Client::Impl {
     }
   }
 
-  // Whether the body (its size and digest, judged once) is installed: when
-  // it meets the expectation of some demand that states a digest; or, when
-  // no demand of the task states one, that of any demand; or, when digests
-  // were stated and none is met, that of a demand which states none, if the
-  // origin served these same bytes twice in a row (then it is the origin's
-  // artifact, not a transfer's accident, and a demand that expects other
-  // bytes is what is wrong). Otherwise the body is refused: the task
-  // retries, once per body, while the bodies differ; a body the same as the
-  // last refused one ends the task at once (the origin serves these bytes,
-  // and fetching them again would change nothing). Returns why, or nullopt
-  // to install. engine_mutex_ is taken here; on install, what was installed
-  // is recorded for the verdicts.
-  struct Refusal {
-    std::string why;
-    bool again = true;  // Worth fetching again.
-  };
+  // Whether the body is installed (the rule: ClientCore::decide_install).
   std::optional<Refusal> decide(TaskId task, const CacheDir::Sealed& body) {
-    std::lock_guard lock(engine_mutex_);
-    auto it = tasks_.find(task.value);
-    if (it == tasks_.end()) return std::nullopt;  // Nobody expects anything.
-    TaskRecord& record = it->second;
-    bool digest_stated = false, digest_met = false, plain_met = false;
-    std::optional<std::string> first_why;
-    for (const Expect& e : record.expects) {
-      const auto why = contradiction(e, body.bytes, body.sha256);
-      if (e.sha256) {
-        digest_stated = true;
-        digest_met = digest_met || !why;
-      } else {
-        plain_met = plain_met || !why;
-      }
-      if (why && !first_why) first_why = why;
-    }
-    const bool accept = record.expects.empty() || digest_met || (!digest_stated && plain_met) ||
-                        (plain_met && record.rejected_digest == body.sha256);
-    if (!accept) {
-      const bool same_again = digest_stated && record.rejected_digest == body.sha256;
-      record.rejected_digest = digest_stated ? body.sha256 : std::string();
-      record.keep_rejected = same_again;  // The demands' verdicts name it.
-      return Refusal{first_why.value_or("the body meets no demand's expectation") +
-                         record.provenance(),
-                     !same_again};
-    }
-    record.installed = CacheDir::ObjectInfo{body.bytes, body.sha256};
-    return std::nullopt;
+    std::lock_guard lock(mutex_);
+    return core_.decide_install(task, body.bytes, body.sha256);
   }
 
   // Another fetch installed the key: checked (its size and digest, for the
   // verdicts) and held until the task's demands have theirs.
   void adopt_install(const FinalizeJob& job) {
     auto info = cache_.stat_object(job.key, /*with_digest=*/true);
-    auto held = info ? cache_.hold(job.key) : std::nullopt;
+    auto held = info ? objects_.hold(job.key) : nullptr;
     if (!info || !held) {
       finalize_ended(job, 0, FinalizeStatus::verify_failed,
                      "installed by another process, then evicted");
       return;
     }
     {
-      std::lock_guard lock(engine_mutex_);
-      if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
-        it->second.installed = *info;
-        it->second.held = std::move(held);
-      }
+      std::lock_guard lock(mutex_);
+      core_.adopted(job.task, ObjectFacts{info->size, info->sha256}, std::move(held));
     }
     finalize_ended(job, 0, FinalizeStatus::installed, {});
   }
 
   void finalize_ended(const FinalizeJob& job, std::uint64_t bytes, FinalizeStatus status,
                       const std::string& reason) {
-    std::lock_guard lock(engine_mutex_);
-    const double t = now();
-    if (status != FinalizeStatus::installed) {
-      if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
-        it->second.last_reason = reason;
-        if (status != FinalizeStatus::verify_failed && !it->second.keep_rejected)
-          it->second.rejected_digest.clear();
-      }
-    }
-    if (options_.observer != nullptr) {
-      if (status != FinalizeStatus::installed)
-        options_.observer->on_attempt_failed(t, job.task, job.key, reason);
-      options_.observer->on_finalize_ended(t, job.task, status, bytes);
-    }
-    engine_.on_finalize_finished(t, job.finalize, status);
-    route_locked();
+    std::lock_guard lock(mutex_);
+    core_.finalize_ended(now(), job, bytes, status, reason);
+    dispatch_locked();
   }
 
   // --- Delivery thread -------------------------------------------------------------
@@ -1647,12 +1197,12 @@ class Client::Impl {
   ClientOptions options_;
   CacheDir cache_;
 
-  mutable std::mutex engine_mutex_;
-  Scheduler engine_;
-  std::vector<Command> commands_;
-  std::vector<Delivery> deliveries_now_;  // route_locked()'s verdicts, in order.
-  std::unordered_map<std::uint64_t, DemandRecord> demands_;  // Live demands, by handle.
-  std::unordered_map<std::uint64_t, TaskRecord> tasks_;      // Live tasks, by id.
+  CacheObjects objects_;
+  // The one lock around the core; the I/O thread, the finalize pool and
+  // callers take it for each event and hand the jobs on before letting go.
+  mutable std::mutex mutex_;
+  ClientCore core_;
+  std::vector<Job> jobs_;  // dispatch_locked()'s.
   const std::chrono::steady_clock::time_point start_;
 
   CURLM* multi_ = nullptr;
@@ -1671,10 +1221,9 @@ class Client::Impl {
   double next_progress_s_ = 0;       // I/O thread.
   double next_bounds_check_s_ = 0;   // I/O thread.
   static constexpr double kBoundsCheckS = 0.25;
-  // Throttling (ClientOptions::throttle): the rule under engine_mutex_, fed
+  // Throttling (ClientOptions::throttle): the rule in the core, fed
   // every command; the I/O thread copies its answers when the generation
   // moves, into its buckets and its transfers' `background`.
-  ThrottleRule throttle_rule_;
   std::atomic<std::uint64_t> throttle_generation_{1};
   std::uint64_t throttle_seen_ = 0;        // I/O thread.
   bool background_limited_ = false;        // I/O thread.
@@ -1696,10 +1245,6 @@ class Client::Impl {
   bool finalize_stop_ = false;
   std::vector<std::thread> finalize_threads_;
 
-  std::mutex pins_mutex_;
-  ClientMetrics metrics_;  // engine_mutex_; metrics() adds the engine's and the cache's.
-  std::unordered_multimap<OwnerId, std::weak_ptr<Pin::State>> pins_;  // Pins given, by owner.
-  std::size_t pins_live_ = 0;  // pins_'s size when it was last pruned.
 
   std::mutex delivery_mutex_;
   std::condition_variable delivery_cv_;

@@ -1,0 +1,558 @@
+// ClientCore: see client_core.h.
+#include "client_core.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "demandflight/policies/registry.h"
+
+namespace dfl::backend {
+namespace {
+
+std::uint64_t pack(DemandHandle h) {
+  return (static_cast<std::uint64_t>(h.slot) << 32) | h.generation;
+}
+
+// Origins the engine takes (it stops the process on others: a runtime's bug).
+void check_origins(const ArtifactRef& artifact, std::uint32_t max_origins) {
+  if (artifact.mirrors.size() >= kMaxOriginsPerArtifact) {
+    throw std::invalid_argument("ArtifactRef.mirrors: at most " +
+                                std::to_string(kMaxOriginsPerArtifact - 1) + " mirrors, got " +
+                                std::to_string(artifact.mirrors.size()));
+  }
+  auto check = [&](const char* field, OriginId o) {
+    if (o >= max_origins) {
+      throw std::invalid_argument(std::string("ArtifactRef.") + field + ": origin " +
+                                  std::to_string(o) + " is not below SchedulerConfig::max_origins (" +
+                                  std::to_string(max_origins) + ")");
+    }
+  };
+  check("origin", artifact.origin);
+  for (OriginId o : artifact.mirrors)
+    check("mirrors", o);
+}
+
+SchedulerConfig engine_config(SchedulerConfig c) {
+  // The capacity is the cache directory's, which knows the pins of every
+  // process: the engine's index only remembers what is installed.
+  c.cache_bytes = ~std::uint64_t{0};
+  return c;
+}
+
+}  // namespace
+
+// --- Expectations ------------------------------------------------------------
+
+std::optional<std::string> contradiction(const Expect& e, std::uint64_t size,
+                                         const std::string& sha256) {
+  if (e.size != 0 && e.size != size) {
+    return "size mismatch: expected " + std::to_string(e.size) + " bytes, got " +
+           std::to_string(size);
+  }
+  if (e.sha256 && *e.sha256 != sha256) {
+    return "sha256 mismatch: expected " + *e.sha256 + ", got " + sha256;
+  }
+  return std::nullopt;
+}
+
+Limits limits_of(const std::vector<Expect>& expects) {
+  Limits l;
+  bool all_sized = !expects.empty();
+  std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
+  for (const Expect& e : expects) {
+    l.verified = l.verified || e.sha256.has_value();
+    if (e.size == 0) {
+      all_sized = false;
+    } else {
+      lo = std::min(lo, e.size);
+      hi = std::max(hi, e.size);
+    }
+  }
+  if (all_sized) (lo == hi ? l.exact : l.cap) = hi;
+  return l;
+}
+
+Expect expect_of(const ArtifactRef& artifact) {
+  Expect e{artifact.size_bytes, std::nullopt};
+  if (!artifact.sha256) return e;
+  std::string d = *artifact.sha256;
+  for (char& c : d)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (d.size() != 64 || d.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw std::invalid_argument("ArtifactRef.sha256: expected 64 hex digits, got \"" +
+                                *artifact.sha256 + "\"");
+  }
+  e.sha256 = std::move(d);
+  return e;
+}
+
+void check_throttle(const ThrottleConfig& config, const std::string& name) {
+  auto check = [&](const char* field, double value) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw std::invalid_argument(name + "." + field + ": must be a finite rate >= 0, got " +
+                                  std::to_string(value));
+    }
+  };
+  check("background_Bps", config.background_Bps);
+  check("overall_Bps", config.overall_Bps);
+}
+
+// --- Pins --------------------------------------------------------------------
+
+Pin::State::~State() { release(); }
+
+void Pin::State::release() {
+  std::unique_ptr<ObjectHold> h;
+  {
+    std::lock_guard lock(mutex);
+    h = std::move(hold);
+  }
+  if (h) h->release();
+}
+
+bool Pin::State::held() {
+  std::lock_guard lock(mutex);
+  return hold != nullptr;
+}
+
+Pin& Pin::operator=(Pin&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void Pin::release() {
+  if (state_) state_->release();
+  state_.reset();
+}
+
+Pin::operator bool() const {
+  return state_ && state_->held();
+}
+
+const std::filesystem::path& Pin::path() const {
+  static const std::filesystem::path none;
+  return state_ ? state_->path : none;
+}
+
+// --- Callers -----------------------------------------------------------------
+
+ClientCore::ClientCore(Options options, ObjectStore& objects)
+    : options_(std::move(options)),
+      objects_(objects),
+      engine_(engine_config(options_.scheduler),
+              policies::make_orphan_policy(options_.orphan_policy)) {
+  check_throttle(options_.throttle, "ClientOptions.throttle");
+  throttle_rule_.set(options_.throttle);
+}
+
+ClientCore::~ClientCore() {
+  for (auto& [packed, demand] : demands_) {
+    if (demand.hit_hold) demand.hit_hold->release();
+  }
+  for (auto& [id, task] : tasks_) {
+    if (task.held) task.held->release();
+  }
+}
+
+DemandHandle ClientCore::subscribe(double now, const ArtifactRef& artifact,
+                                   const DemandOptions& options, Client::Callback on_terminal,
+                                   std::optional<ObjectFacts> on_disk,
+                                   std::unique_ptr<ObjectHold> hit_hold) {
+  const Expect expect = expect_of(artifact);
+  check_origins(artifact, options_.scheduler.max_origins);
+  DemandOptions o = options;
+  o.origin = artifact.origin;
+  o.mirrors = artifact.mirrors;
+  o.size_bytes = artifact.size_bytes;
+  if (options_.pin_on_success && on_disk && !hit_hold) on_disk.reset();  // Gone meanwhile.
+  if (on_disk) {
+    engine_.note_installed(now, artifact.key, on_disk->size);
+  } else {
+    engine_.forget_installed(now, artifact.key);
+  }
+  const DemandHandle h = engine_.subscribe(now, artifact.key, o);
+  DemandRecord record{std::move(on_terminal), artifact.key,      expect,
+                      options.owner,          options.owner_generation, std::move(on_disk),
+                      std::move(hit_hold)};
+  std::optional<TaskId> task;
+  if (auto info = engine_.demand(h); info && info->task.value != 0) {
+    task = info->task;
+    record.hit.reset();  // Served by the task, judged by what it installs.
+    if (record.hit_hold) record.hit_hold->release();
+    record.hit_hold.reset();
+    attach_expectation(info->task, artifact.key, expect);
+  }
+  record.priority = options.priority;
+  record.subscribed_s = now;
+  demands_.insert_or_assign(pack(h), std::move(record));
+  if (options_.observer != nullptr) options_.observer->on_subscribe(now, h, artifact, o, task);
+  route(now);
+  return h;
+}
+
+void ClientCore::cancel(double now, DemandHandle h) {
+  engine_.cancel(now, h);
+  route(now);
+}
+
+void ClientCore::set_priority(double now, DemandHandle h, Priority p) {
+  engine_.set_priority(now, h, p);
+  if (engine_.demand(h)) {
+    if (auto it = demands_.find(pack(h)); it != demands_.end()) it->second.priority = p;
+    if (options_.observer != nullptr) options_.observer->on_set_priority(now, h, p);
+  }
+  route(now);
+}
+
+void ClientCore::end_owner(double now, OwnerId owner, std::optional<OwnerGeneration> generation) {
+  engine_.end_owner(now, owner, generation);
+  route(now);
+  // Its pins go with it.
+  auto [first, last] = pins_.equal_range(owner);
+  for (auto it = first; it != last;) {
+    auto state = it->second.lock();
+    if (!state || !generation || state->generation <= *generation) {
+      if (state) state->release();
+      it = pins_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ClientCore::cancel_all(double now) {
+  std::vector<DemandHandle> waiting;
+  for (const auto& [packed, demand] : demands_) {
+    waiting.push_back(DemandHandle{static_cast<std::uint32_t>(packed >> 32),
+                                   static_cast<std::uint32_t>(packed)});
+  }
+  for (DemandHandle h : waiting)
+    engine_.cancel(now, h);
+  route(now);
+}
+
+bool ClientCore::set_throttle(const ThrottleConfig& config) {
+  check_throttle(config, "throttle");
+  if (!throttle_rule_.set(config)) return false;
+  jobs_.push_back(ThrottleJob{});
+  return true;
+}
+
+// --- Shells' events ----------------------------------------------------------
+
+void ClientCore::on_timer(double now) {
+  engine_.on_timer(now);
+  route(now);
+}
+
+void ClientCore::progress(double now, const std::vector<TransferSnapshot>& transfers) {
+  for (const TransferSnapshot& s : transfers)
+    engine_.on_transfer_progress(now, s.transfer, s.received);
+  route(now);
+}
+
+void ClientCore::transfer_ended(double now, const TransferEnd& end) {
+  auto task = tasks_.find(end.task.value);
+  if (!end.url.empty() && task != tasks_.end()) task->second.last_url = end.url;
+  metrics_.bytes_received += end.bytes;
+  if (end.status != TransferStatus::ok) ++metrics_.transfers_failed;
+  if (end.first_byte_s) metrics_.time_to_first_byte_s.observe(*end.first_byte_s);
+  if (end.rate_Bps) metrics_.transfer_rate_Bps.observe(*end.rate_Bps);
+  const std::string reason = end.reason.empty() ? "transfer failed" : end.reason;
+  if (end.status != TransferStatus::ok && task != tasks_.end()) {
+    task->second.last_reason = reason;
+    task->second.rejected_digest.clear();
+  }
+  if (options_.observer != nullptr) {
+    if (end.status != TransferStatus::ok && end.key)
+      options_.observer->on_attempt_failed(now, end.task, *end.key, end.reason);
+    options_.observer->on_transfer_ended(now, end.task, end.transfer, end.bytes, false);
+  }
+  engine_.on_transfer_finished(now, end.transfer, end.status, end.bytes, end.retry_after_s);
+  route(now);
+}
+
+void ClientCore::transfer_aborted(double now, TaskId task, TransferId transfer,
+                                  std::uint64_t received, double first_byte_s) {
+  metrics_.bytes_received += received;
+  if (first_byte_s >= 0) metrics_.time_to_first_byte_s.observe(first_byte_s);
+  if (options_.observer != nullptr)
+    options_.observer->on_transfer_ended(now, task, transfer, received, true);
+}
+
+// Whether the body (its size and digest, judged once) is installed: when
+// it meets the expectation of some demand that states a digest; or, when
+// no demand of the task states one, that of any demand; or, when digests
+// were stated and none is met, that of a demand which states none, if the
+// origin served these same bytes twice in a row (then it is the origin's
+// artifact, not a transfer's accident, and a demand that expects other
+// bytes is what is wrong). Otherwise the body is refused: the task
+// retries, once per body, while the bodies differ; a body the same as the
+// last refused one ends the task at once (the origin serves these bytes,
+// and fetching them again would change nothing). On install, what was
+// installed is recorded for the verdicts.
+std::optional<Refusal> ClientCore::decide_install(TaskId task, std::uint64_t bytes,
+                                                  const std::string& sha256) {
+  auto it = tasks_.find(task.value);
+  if (it == tasks_.end()) return std::nullopt;  // Nobody expects anything.
+  TaskRecord& record = it->second;
+  bool digest_stated = false, digest_met = false, plain_met = false;
+  std::optional<std::string> first_why;
+  for (const Expect& e : record.expects) {
+    const auto why = contradiction(e, bytes, sha256);
+    if (e.sha256) {
+      digest_stated = true;
+      digest_met = digest_met || !why;
+    } else {
+      plain_met = plain_met || !why;
+    }
+    if (why && !first_why) first_why = why;
+  }
+  const bool accept = record.expects.empty() || digest_met || (!digest_stated && plain_met) ||
+                      (plain_met && record.rejected_digest == sha256);
+  if (!accept) {
+    const bool same_again = digest_stated && record.rejected_digest == sha256;
+    record.rejected_digest = digest_stated ? sha256 : std::string();
+    record.keep_rejected = same_again;  // The demands' verdicts name it.
+    return Refusal{first_why.value_or("the body meets no demand's expectation") +
+                       record.provenance(),
+                   !same_again};
+  }
+  record.installed = ObjectFacts{bytes, sha256};
+  return std::nullopt;
+}
+
+void ClientCore::adopted(TaskId task, ObjectFacts facts, std::unique_ptr<ObjectHold> hold) {
+  auto it = tasks_.find(task.value);
+  if (it == tasks_.end()) {
+    if (hold) hold->release();
+    return;
+  }
+  it->second.installed = std::move(facts);
+  if (it->second.held) it->second.held->release();
+  it->second.held = std::move(hold);
+}
+
+void ClientCore::finalize_ended(double now, const FinalizeJob& job, std::uint64_t bytes,
+                                FinalizeStatus status, const std::string& reason) {
+  if (status != FinalizeStatus::installed) {
+    if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
+      it->second.last_reason = reason;
+      if (status != FinalizeStatus::verify_failed && !it->second.keep_rejected)
+        it->second.rejected_digest.clear();
+    }
+  }
+  if (options_.observer != nullptr) {
+    if (status != FinalizeStatus::installed)
+      options_.observer->on_attempt_failed(now, job.task, job.key, reason);
+    options_.observer->on_finalize_ended(now, job.task, status, bytes);
+  }
+  engine_.on_finalize_finished(now, job.finalize, status);
+  route(now);
+}
+
+void ClientCore::take_jobs(std::vector<Job>& out) {
+  out.clear();
+  out.swap(jobs_);
+}
+
+// --- Reading -----------------------------------------------------------------
+
+ClientMetrics ClientCore::metrics() const {
+  ClientMetrics out = metrics_;
+  const SchedulerStats& stats = engine_.stats();
+  out.cache_hits = stats.cache_hits;
+  out.installs = stats.installs;
+  out.failovers = stats.failovers;
+  out.breaker_opens = stats.breaker_opens;
+  out.orphan_decisions["abort"] = stats.orphan_aborts;
+  out.orphan_decisions["complete"] = stats.orphan_completes;
+  out.orphan_decisions["keep_partial"] = stats.partials_kept;
+  for (const TaskInfo& task : engine_.tasks()) {
+    const Priority p = task.effective_priority.value_or(std::numeric_limits<Priority>::min());
+    if (task.state == TaskState::queued) ++out.queued[p];
+    if (task.state == TaskState::transferring) ++out.in_flight[p];
+  }
+  std::map<std::filesystem::path, std::uint64_t> held;
+  for (const auto& [owner, weak] : pins_) {
+    if (auto state = weak.lock(); state && state->held()) held[state->path] = state->bytes;
+  }
+  for (const auto& [path, bytes] : held)
+    out.pinned_bytes += bytes;
+  return out;
+}
+
+std::size_t ClientCore::live_pins() {
+  std::size_t n = 0;
+  for (const auto& [owner, weak] : pins_) {
+    if (auto state = weak.lock(); state && state->held()) ++n;
+  }
+  return n;
+}
+
+// --- Rules -------------------------------------------------------------------
+
+std::string ClientCore::TaskRecord::provenance() const {
+  return (last_url.empty() ? std::string() : " from " + last_url) +
+         (keep_rejected ? " (the same bytes twice in a row: not fetched again)" : "");
+}
+
+// A demand joined `task` (new, live, or an orphan it re-attaches to).
+void ClientCore::attach_expectation(TaskId task, const ArtifactKey& key, const Expect& expect) {
+  TaskRecord& record = tasks_[task.value];
+  if (record.expects.empty()) record.key = key;
+  if (std::find(record.expects.begin(), record.expects.end(), expect) != record.expects.end())
+    return;
+  const Limits before = limits_of(record.expects);
+  record.expects.push_back(expect);
+  const Limits after = limits_of(record.expects);
+  if (after == before || record.expects.size() == 1) return;
+  jobs_.push_back(LimitsJob{task, after});  // A running transfer enforces them from now on.
+}
+
+// The one terminal of the demand behind `d`, judged for that demand.
+DemandResult ClientCore::verdict(const Deliver& d, DemandRecord& demand) {
+  DemandResult r;
+  r.outcome = d.outcome;
+  auto task = d.task.value != 0 ? tasks_.find(d.task.value) : tasks_.end();
+  TaskRecord* record = task != tasks_.end() ? &task->second : nullptr;
+  switch (d.outcome) {
+    case DemandOutcome::succeeded: {
+      const ObjectFacts* facts = nullptr;
+      if (record != nullptr && record->installed) facts = &*record->installed;
+      if (record == nullptr && demand.hit) facts = &*demand.hit;
+      if (facts == nullptr) {
+        r.outcome = DemandOutcome::failed;
+        r.reason = "the installed object could not be checked";
+        return r;
+      }
+      if (auto why = contradiction(demand.expect, facts->size, facts->sha256)) {
+        r.outcome = DemandOutcome::failed;  // Right for others, not for this caller.
+        r.reason = *why;
+        ++metrics_.conflicts_of_expectation;
+        return r;
+      }
+      if (!options_.pin_on_success) return r;
+      // The task's key names the object (the callbacks model shares a
+      // task between revisions of one resource).
+      const ArtifactKey& object = record != nullptr ? record->key : demand.key;
+      std::unique_ptr<ObjectHold> held =
+          record != nullptr ? objects_.hold(object) : std::move(demand.hit_hold);
+      if (!held) {
+        r.outcome = DemandOutcome::failed;
+        r.reason = "evicted before it could be pinned";
+        return r;
+      }
+      r.pin = make_pin(std::move(held), object, demand, facts->size);
+      return r;
+    }
+    case DemandOutcome::failed:
+      if (record != nullptr && !record->rejected_digest.empty() && demand.expect.sha256 &&
+          *demand.expect.sha256 != record->rejected_digest) {
+        r.reason = "sha256 mismatch: expected " + *demand.expect.sha256 + ", got " +
+                   record->rejected_digest + record->provenance();
+      } else if (record != nullptr && !record->last_reason.empty()) {
+        r.reason = record->last_reason;
+      } else {
+        r.reason = "failed";
+      }
+      return r;
+    default:
+      r.reason = std::string(to_string(d.outcome));
+      return r;
+  }
+}
+
+Pin ClientCore::make_pin(std::unique_ptr<ObjectHold> held, const ArtifactKey& object,
+                         const DemandRecord& demand, std::uint64_t bytes) {
+  auto state = std::make_shared<Pin::State>();
+  state->hold = std::move(held);
+  state->bytes = bytes;
+  state->owner = demand.owner;
+  state->generation = demand.generation;
+  state->path = objects_.path(object);
+  if (pins_.size() >= 2 * pins_live_ + 64) {  // Forget the pins released since.
+    for (auto it = pins_.begin(); it != pins_.end();)
+      it = it->second.expired() ? pins_.erase(it) : std::next(it);
+    pins_live_ = pins_.size();
+  }
+  pins_.emplace(demand.owner, state);
+  return Pin(std::move(state));
+}
+
+// A demand's terminal, in the metrics.
+void ClientCore::count_demand(double now, const DemandRecord& demand, DemandOutcome outcome) {
+  const std::string name(to_string(outcome));
+  ++metrics_.demands[{name, demand.priority}];
+  auto [it, fresh] = metrics_.wait_s.try_emplace({demand.priority, name}, latency_buckets_s());
+  it->second.observe(std::max(0.0, now - demand.subscribed_s));
+}
+
+void ClientCore::route(double now) {
+  engine_.take_commands(commands_);
+  // Each demand's verdict first: what an observer hears of a Deliver is
+  // what the caller gets (a success the caller's own expectation
+  // contradicts is its failure). The deliveries go after the other jobs of
+  // these commands, in their order.
+  std::vector<DeliverJob> delivered;
+  for (Command& command : commands_) {
+    auto* d = std::get_if<Deliver>(&command);
+    if (d == nullptr) continue;
+    auto it = demands_.find(pack(d->demand));
+    if (it == demands_.end()) continue;
+    DemandRecord demand = std::move(it->second);
+    demands_.erase(it);
+    DeliverJob out{std::move(demand.callback), verdict(*d, demand)};
+    if (demand.hit_hold) demand.hit_hold->release();  // Not taken by a pin.
+    count_demand(now, demand, out.result.outcome);
+    d->outcome = out.result.outcome;
+    delivered.push_back(std::move(out));
+  }
+  if (options_.observer != nullptr) {
+    for (const Command& command : commands_)
+      options_.observer->on_command(now, command);
+    options_.observer->on_settled(now);
+  }
+  bool throttle_changed = false;
+  for (Command& command : commands_) {
+    throttle_changed = throttle_rule_.observe(command) || throttle_changed;
+    if (auto* c = std::get_if<StartTransfer>(&command)) {
+      ++metrics_.transfers_started;
+      if (c->attempt > 1) ++metrics_.retries;
+      StartJob job{std::move(*c), {}};
+      if (auto it = tasks_.find(job.start.task.value); it != tasks_.end()) {
+        job.limits = limits_of(it->second.expects);
+      } else if (job.start.size_bytes > 0) {
+        job.limits.exact = job.start.size_bytes;
+      }
+      jobs_.push_back(std::move(job));
+    } else if (auto* a = std::get_if<AbortTransfer>(&command)) {
+      jobs_.push_back(AbortJob{a->transfer, a->task, a->keep_partial});
+    } else if (auto* p = std::get_if<DropPartial>(&command)) {
+      jobs_.push_back(DropPartialJob{std::move(p->key)});
+    } else if (auto* e = std::get_if<TaskEnded>(&command)) {
+      jobs_.push_back(ForgetJob{e->task});
+      if (auto it = tasks_.find(e->task.value); it != tasks_.end()) {
+        if (it->second.held) it->second.held->release();
+        tasks_.erase(it);  // Its demands' terminals came before.
+      }
+    } else if (auto* f = std::get_if<StartFinalize>(&command)) {
+      jobs_.push_back(FinalizeJob{f->finalize, f->task, *f->key});
+    } else if (auto* ev = std::get_if<EvictArtifact>(&command)) {
+      jobs_.push_back(EvictJob{*ev->key});
+    }
+  }
+  for (DeliverJob& job : delivered)
+    jobs_.push_back(std::move(job));
+  if (throttle_changed && throttle_rule_.config().background_at_or_below)
+    jobs_.push_back(ThrottleJob{});
+}
+
+}  // namespace dfl::backend
