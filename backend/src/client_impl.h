@@ -1,0 +1,266 @@
+// The production client's shells around ClientCore (client_core.h): the
+// class every shell file defines a part of. client.cpp: callers' calls,
+// the lock and the dispatch of the core's jobs; client_io.cpp: the I/O
+// thread's loop (jobs, waiting starts, throttle, progress, bounds);
+// client_transfer.cpp: one transfer on libcurl (start, headers, body,
+// end); client_finalize.cpp: the finalize pool and delivery.
+//
+// Ownership, so that no data needs more than one lock:
+// - mutex_: the ClientCore (client_core.h: the Scheduler, the demands and
+//   tasks, expectations, verdicts, pins, metrics), whose jobs are handed to
+//   their threads' queues before it is let go;
+// - the I/O thread alone: curl handles, transfers in flight, and each task's
+//   staging file between attempts (its length is the resume offset);
+// - ready_mutex_: staged bodies handed from the I/O thread to finalize;
+// - each queue has its own mutex and condition variable.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "client_core.h"
+#include "demandflight/backend/cache_dir.h"
+#include "demandflight/backend/client.h"
+#include "demandflight/backend/http_outcome.h"
+#include "demandflight/backend/transfer_bounds.h"
+#include "token_bucket.h"
+
+namespace dfl::backend {
+
+// The core's view of the installed objects: the cache directory's.
+class CacheObjects final : public ObjectStore {
+ public:
+  explicit CacheObjects(CacheDir& cache) : cache_(cache) {}
+  class Held final : public ObjectHold {
+   public:
+    explicit Held(CacheDir::Hold hold) : hold_(std::move(hold)) {}
+    void release() override { hold_.release(); }
+
+   private:
+    CacheDir::Hold hold_;
+  };
+  static std::unique_ptr<ObjectHold> wrap(std::optional<CacheDir::Hold> hold) {
+    if (!hold) return nullptr;
+    return std::make_unique<Held>(std::move(*hold));
+  }
+  std::unique_ptr<ObjectHold> hold(const ArtifactKey& key) override {
+    return wrap(cache_.hold(key));
+  }
+  std::filesystem::path path(const ArtifactKey& key) const override {
+    return cache_.object_path(key);
+  }
+
+ private:
+  CacheDir& cache_;
+};
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options);
+  ~Impl();
+
+  // --- Calls from users --------------------------------------------------------
+
+  DemandHandle subscribe(const ArtifactRef& artifact, const DemandOptions& options,
+                         Callback on_terminal);
+  void cancel(DemandHandle h);
+  void set_priority(DemandHandle h, Priority p);
+  void end_owner(OwnerId owner, std::optional<OwnerGeneration> generation);
+  std::filesystem::path path_of(const ArtifactKey& key) const { return cache_.object_path(key); }
+  CacheDir::SyncCounts sync_counts() const { return cache_.sync_counts(); }
+
+  SchedulerStats stats() const;
+  double clock_s() const { return now(); }
+
+  bool idle() const;
+  std::vector<TransferSnapshot> transfers() const;
+  void set_throttle(const ThrottleConfig& config);
+  ThrottleConfig throttle() const;
+  ClientMetrics metrics();
+
+ private:
+  double now() const;
+
+  // --- Dispatch (mutex_ held) ------------------------------------------------------
+
+  // The I/O thread's jobs.
+  using IoJob = std::variant<StartJob, AbortJob, ForgetJob, DropPartialJob, LimitsJob>;
+  struct Delivery {
+    Callback callback;
+    DemandResult result;
+  };
+
+  void dispatch_locked();
+  void push_io(IoJob job);
+
+  // --- I/O thread ---------------------------------------------------------------
+
+  struct Transfer {
+    Impl* impl = nullptr;
+    TransferId id;
+    TaskId task;
+    ArtifactKey key;
+    std::optional<std::uint64_t> expected_size;  // Limits::exact.
+    std::optional<std::uint64_t> size_cap;       // Limits::cap.
+    std::uint64_t offset = 0;
+    OriginId origin = 0;
+    bool background = false;  // Its task is in the throttled class (I/O thread's view).
+    bool paused = false;      // Its write callback paused it for want of tokens.
+    CURL* easy = nullptr;
+    curl_slist* headers = nullptr;
+    std::string url;
+    long status = 0;
+    std::optional<std::string> content_range, retry_after, etag;
+    bool judged = false;
+    HeaderVerdict verdict;
+    std::uint64_t appended = 0;
+    double requested_s = 0;                 // now() as the request left.
+    std::optional<double> first_byte_s;     // now() at its first body byte.
+    bool too_large = false;
+    std::optional<IoError> write_error;
+    AttemptWatch watch;             // Its stall rule and deadline.
+    std::optional<std::string> breach;  // Why the watch ended it.
+    char error_detail[CURL_ERROR_SIZE] = {};  // CURLOPT_ERRORBUFFER.
+  };
+  struct TaskFiles {
+    std::optional<CacheDir::Staging> staging;
+    std::string etag;
+    OriginId staged_from = 0;  // The origin whose response the staged bytes (and etag) are.
+    // The key's lock across processes, held while this task transfers (and
+    // then finalizes): released in backoff, so that no two processes wait
+    // on each other's keys with their slots full.
+    std::optional<CacheDir::KeyLock> lock;
+  };
+  // A start whose key another fetch (another process, or another Client on
+  // the cache) holds: it waits for that fetch's object, or for its lock.
+  struct Waiting {
+    StartTransfer start;
+    Limits limits;
+  };
+  // A body ready for finalize, or the news that another fetch installed it.
+  struct Ready {
+    std::optional<CacheDir::Staging> staging;
+    std::optional<CacheDir::KeyLock> lock;
+    bool installed_elsewhere = false;
+  };
+
+  void io_loop();
+
+  // --- Throttling (ClientOptions::throttle) ------------------------------------
+
+  void refresh_throttle();
+  bool admit(const Transfer& t, std::size_t bytes);
+  void resume_paused();
+  int throttle_wait_ms() const;
+  void publish_progress();
+  void enforce_bounds();
+  void handle(IoJob& job);
+  void handle(StartJob& job) { start(job.start, job.limits); }
+  void handle(LimitsJob& job);
+  void handle(AbortJob& job);
+  void handle(DropPartialJob& job) { partials_.erase(job.key); }
+  void handle(ForgetJob& job);
+  void poll_waiting();
+  void installed_elsewhere(const StartTransfer& c);
+  void start(const StartTransfer& c, const Limits& limits);
+  static bool add_header(Transfer& t, const std::string& line);
+  void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why);
+  void fail_all_in_flight(const std::string& why);
+  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user);
+  void judge(Transfer& t);
+  static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user);
+  void finish(CURL* easy, CURLcode code);
+  // When a transfer's first body byte came, and its rate (for the metrics).
+  struct Timing {
+    std::optional<double> first_byte_s, rate_Bps;
+  };
+  // A transfer's end, to the core; `key` and `reason` say why a failed
+  // attempt failed (for the observer).
+  void report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
+              std::optional<double> retry_after_s = std::nullopt, const ArtifactKey* key = nullptr,
+              const std::string& reason = {}, Timing timing = {}, const std::string& url = {});
+  CURL* easy_handle();
+  void release(Transfer& t);
+
+  // --- Finalize pool -------------------------------------------------------------
+
+  void finalize_loop();
+  std::optional<Refusal> decide(TaskId task, const CacheDir::Sealed& body);
+  void adopt_install(const FinalizeJob& job);
+  void finalize_ended(const FinalizeJob& job, std::uint64_t bytes, FinalizeStatus status,
+                      const std::string& reason);
+
+  // --- Delivery thread -------------------------------------------------------------
+
+  void delivery_loop();
+
+  ClientOptions options_;
+  CacheDir cache_;
+
+  CacheObjects objects_;
+  // The one lock around the core; the I/O thread, the finalize pool and
+  // callers take it for each event and hand the jobs on before letting go.
+  mutable std::mutex mutex_;
+  ClientCore core_;
+  std::vector<Job> jobs_;  // dispatch_locked()'s.
+  const std::chrono::steady_clock::time_point start_;
+
+  CURLM* multi_ = nullptr;
+  std::atomic<bool> stopping_{false};
+  std::mutex io_mutex_;
+  std::deque<IoJob> io_jobs_;
+  std::atomic<std::size_t> io_jobs_pending_{0};  // Pushed and not yet handled (idle()).
+  std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
+  std::vector<Waiting> waiting_;                                            // I/O thread.
+  static constexpr int kWaitPollMs = 20;
+  std::unordered_map<std::uint64_t, TaskFiles> files_;  // I/O thread.
+  // Kept partials (OrphanDecision::keep_partial) by key, until the engine
+  // drops them or a new task of the key resumes them. I/O thread.
+  std::unordered_map<ArtifactKey, TaskFiles> partials_;
+  std::thread io_thread_;
+  double next_progress_s_ = 0;       // I/O thread.
+  double next_bounds_check_s_ = 0;   // I/O thread.
+  static constexpr double kBoundsCheckS = 0.25;
+  // Throttling (ClientOptions::throttle): the rule in the core, fed
+  // every command; the I/O thread copies its answers when the generation
+  // moves, into its buckets and its transfers' `background`.
+  std::atomic<std::uint64_t> throttle_generation_{1};
+  std::uint64_t throttle_seen_ = 0;        // I/O thread.
+  bool background_limited_ = false;        // I/O thread.
+  detail::TokenBucket background_bucket_;  // I/O thread.
+  detail::TokenBucket overall_bucket_;     // I/O thread.
+  std::size_t paused_ = 0;                 // I/O thread: transfers paused by a bucket.
+  bool throttling_ = false;                // I/O thread: some cap is configured.
+  std::vector<CURL*> idle_handles_;  // I/O thread.
+
+  mutable std::mutex progress_mutex_;
+  std::vector<TransferSnapshot> snapshot_;
+
+  std::mutex ready_mutex_;
+  std::unordered_map<std::uint64_t, Ready> ready_;
+
+  std::mutex finalize_mutex_;
+  std::condition_variable finalize_cv_;
+  std::deque<FinalizeJob> finalize_jobs_;
+  bool finalize_stop_ = false;
+  std::vector<std::thread> finalize_threads_;
+
+  std::mutex delivery_mutex_;
+  std::condition_variable delivery_cv_;
+  std::deque<Delivery> deliveries_;
+  bool delivery_stop_ = false;
+  std::thread delivery_thread_;
+};
+
+}  // namespace dfl::backend

@@ -1,0 +1,259 @@
+// The I/O thread's loop: the core's jobs, starts waiting on another fetch,
+// the throttle's buckets, progress and the transfers' bounds (client_impl.h).
+#include "client_impl.h"
+
+#include <algorithm>
+
+#include "curl_seam.h"
+
+namespace dfl::backend {
+void Client::Impl::io_loop() {
+  while (!stopping_) {
+    std::deque<IoJob> jobs;
+    {
+      std::lock_guard lock(io_mutex_);
+      jobs.swap(io_jobs_);
+    }
+    for (IoJob& job : jobs) {
+      handle(job);
+      --io_jobs_pending_;
+    }
+    poll_waiting();
+    refresh_throttle();
+    resume_paused();
+    int running = 0;
+    if (const CURLMcode performed = curl_seam::calls().multi_perform(multi_, &running);
+        performed != CURLM_OK) {
+      fail_all_in_flight(std::string("libcurl's transfer loop failed (") +
+                         curl_multi_strerror(performed) + ")");
+    }
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &queued)) {
+      if (msg->msg == CURLMSG_DONE) finish(msg->easy_handle, msg->data.result);
+    }
+    publish_progress();
+    enforce_bounds();
+    int timeout_ms = 100;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto wake = core_.next_wakeup_s()) {
+        const double wait_s = *wake - now();
+        if (wait_s <= 0) {
+          core_.on_timer(now());
+          dispatch_locked();
+          timeout_ms = 0;
+        } else {
+          timeout_ms = std::min(timeout_ms, static_cast<int>(wait_s * 1000) + 1);
+        }
+      }
+    }
+    // Another process's install is seen by looking: often enough not to add to its latency.
+    if (!waiting_.empty()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
+    // A paused transfer goes on when its class has tokens again.
+    if (paused_ > 0) timeout_ms = std::min(timeout_ms, throttle_wait_ms());
+    if (timeout_ms > 0 && curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr) != CURLM_OK) {
+      // No wait for the sockets (libcurl out of memory): a short sleep, so
+      // that the loop neither spins nor stalls the transfers for long.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
+    }
+  }
+  for (auto& [id, transfer] : transfers_)
+    release(*transfer);
+  transfers_.clear();
+  waiting_.clear();
+  files_.clear();
+  partials_.clear();
+  for (CURL* e : idle_handles_)
+    curl_easy_cleanup(e);
+  idle_handles_.clear();
+  std::lock_guard lock(progress_mutex_);
+  snapshot_.clear();
+}
+
+// The rule's answers, copied when they may have changed (a command moved a
+// task across the level, a demand above it came or went, set_throttle, a
+// new transfer): each transfer's class and the buckets' rates.
+void Client::Impl::refresh_throttle() {
+  const std::uint64_t generation = throttle_generation_.load(std::memory_order_acquire);
+  if (generation == throttle_seen_) return;
+  throttle_seen_ = generation;
+  ThrottleConfig config;
+  {
+    std::lock_guard lock(mutex_);
+    const ThrottleRule& rule = core_.throttle_rule();
+    config = rule.config();
+    background_limited_ = rule.background_limited();
+    for (auto& [id, t] : transfers_)
+      t->background = rule.is_background(t->task);
+  }
+  throttling_ = config.background_at_or_below.has_value() || config.overall_Bps > 0;
+  const double t = now();
+  background_bucket_.set_rate(background_limited_ ? config.background_Bps : 0, t);
+  overall_bucket_.set_rate(config.overall_Bps, t);
+}
+
+// May this piece of `t`'s body be taken now? Takes its bytes from its buckets.
+bool Client::Impl::admit(const Transfer& t, std::size_t bytes) {
+  if (!throttling_) return true;
+  const double at = now();
+  const bool in_background = t.background && background_limited_;
+  if (in_background) {
+    background_bucket_.refill(at);
+    if (!background_bucket_.ready()) return false;
+  }
+  overall_bucket_.refill(at);
+  if (!overall_bucket_.ready()) return false;
+  if (in_background) background_bucket_.take(static_cast<double>(bytes));
+  overall_bucket_.take(static_cast<double>(bytes));
+  return true;
+}
+
+// Unpauses the transfers whose buckets hold tokens again (libcurl may hand
+// over their kept piece at once, which admit() judges as any other).
+void Client::Impl::resume_paused() {
+  if (paused_ == 0) return;
+  const double at = now();
+  background_bucket_.refill(at);
+  overall_bucket_.refill(at);
+  for (auto& [id, t] : transfers_) {
+    if (!t->paused) continue;
+    const bool in_background = t->background && background_limited_;
+    if ((in_background && !background_bucket_.ready()) || !overall_bucket_.ready()) continue;
+    t->paused = false;
+    --paused_;
+    t->watch.release(at);
+    curl_easy_pause(t->easy, CURLPAUSE_CONT);
+  }
+}
+
+int Client::Impl::throttle_wait_ms() const {
+  const double wait_s = std::max(background_limited_ ? background_bucket_.wait_s() : 0.0,
+                                 overall_bucket_.wait_s());
+  return std::max(1, static_cast<int>(wait_s * 1000) + 1);
+}
+
+// Every progress interval: the engine learns what each transfer received
+// (orphan policies weigh it) and displays get a fresh snapshot.
+void Client::Impl::publish_progress() {
+  const double t = now();
+  if (t < next_progress_s_) return;
+  next_progress_s_ = t + options_.progress_interval_s;
+  std::vector<TransferSnapshot> snapshot;
+  snapshot.reserve(transfers_.size());
+  for (const auto& [id, transfer] : transfers_) {
+    snapshot.push_back(TransferSnapshot{transfer->id, transfer->task, transfer->key,
+                                        transfer->offset, transfer->appended,
+                                        transfer->expected_size.value_or(0)});
+  }
+  std::sort(snapshot.begin(), snapshot.end(),
+            [](const auto& a, const auto& b) { return a.transfer.value < b.transfer.value; });
+  if (!snapshot.empty()) {
+    std::lock_guard lock(mutex_);
+    core_.progress(now(), snapshot);  // Read under the lock: time never goes backwards.
+    dispatch_locked();
+  }
+  std::lock_guard lock(progress_mutex_);
+  snapshot_ = std::move(snapshot);
+}
+
+// Now and then: ends the attempts that broke their bounds
+// (ClientOptions::bounds): a stall or a deadline, a retryable failure.
+void Client::Impl::enforce_bounds() {
+  const double t = now();
+  if (t < next_bounds_check_s_) return;
+  next_bounds_check_s_ = t + kBoundsCheckS;
+  std::vector<CURL*> ended;
+  for (auto& [id, transfer] : transfers_) {
+    if (auto breach = transfer->watch.check(t, transfer->appended)) {
+      transfer->breach = describe(*breach, transfer->url);
+      ended.push_back(transfer->easy);
+    }
+  }
+  for (CURL* e : ended)
+    finish(e, CURLE_OPERATION_TIMEDOUT);
+}
+
+void Client::Impl::handle(IoJob& job) {
+  std::visit([this](auto& j) { handle(j); }, job);
+}
+
+void Client::Impl::handle(LimitsJob& job) {
+  for (auto& [id, transfer] : transfers_) {
+    if (transfer->task.value != job.task.value) continue;
+    transfer->expected_size = job.limits.exact;
+    transfer->size_cap = job.limits.cap;
+  }
+  for (Waiting& w : waiting_) {
+    if (w.start.task.value == job.task.value) w.limits = job.limits;
+  }
+}
+
+void Client::Impl::handle(AbortJob& job) {
+  if (std::erase_if(waiting_, [&](const Waiting& w) {
+        return w.start.transfer.value == job.transfer.value;
+      }) > 0) {
+    std::lock_guard lock(mutex_);
+    core_.transfer_aborted(now(), job.task, job.transfer, 0, -1.0);
+  }
+  ArtifactKey key;
+  if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
+    const std::uint64_t received = it->second->appended;
+    // Time to first byte, or -1 if no body byte came.
+    const double first_byte_s = it->second->first_byte_s.has_value()
+                                    ? *it->second->first_byte_s - it->second->requested_s
+                                    : -1.0;
+    if (job.keep_partial) key = it->second->key;
+    release(*it->second);
+    transfers_.erase(it);
+    std::lock_guard lock(mutex_);
+    core_.transfer_aborted(now(), job.task, job.transfer, received, first_byte_s);
+  }
+  if (job.keep_partial && !key.resource.empty()) {
+    // Kept for the key: the next task of it resumes after these bytes.
+    auto node = files_.extract(job.task.value);
+    if (node && node.mapped().staging && node.mapped().staging->bytes() > 0) {
+      node.mapped().lock.reset();  // Others may fetch the key meanwhile.
+      partials_.insert_or_assign(key, std::move(node.mapped()));
+    }
+  }
+  files_.erase(job.task.value);  // Aborted: its bytes are not kept.
+}
+
+void Client::Impl::handle(ForgetJob& job) {
+  files_.erase(job.task.value);
+  std::lock_guard lock(ready_mutex_);
+  ready_.erase(job.task.value);
+}
+
+// Each waiting start looks for the object another fetch is installing,
+// then tries the key's lock: the fetch it waited for failed, or died.
+void Client::Impl::poll_waiting() {
+  if (waiting_.empty()) return;
+  std::vector<Waiting> waiting;
+  waiting.swap(waiting_);
+  for (Waiting& w : waiting) {
+    if (cache_.stat_object(*w.start.key, false)) {
+      installed_elsewhere(w.start);
+    } else if (auto lock = cache_.try_lock_key(*w.start.key)) {
+      files_[w.start.task.value].lock = std::move(*lock);
+      start(w.start, w.limits);
+    } else {
+      waiting_.push_back(std::move(w));
+    }
+  }
+}
+
+// The key is installed (by another fetch): no bytes to move; finalize
+// checks the object and holds it.
+void Client::Impl::installed_elsewhere(const StartTransfer& c) {
+  auto node = files_.extract(c.task.value);  // Whatever it staged is not needed.
+  {
+    std::lock_guard lock(ready_mutex_);
+    Ready ready;
+    ready.installed_elsewhere = true;
+    ready_.insert_or_assign(c.task.value, std::move(ready));
+  }
+  report(c.transfer, c.task, TransferStatus::ok, 0);
+}
+
+}  // namespace dfl::backend

@@ -1,0 +1,428 @@
+// One transfer on libcurl: its start (resume, validators, priority), its
+// headers judged, its body staged, its end reported to the core (client_impl.h).
+#include "client_impl.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
+#include "curl_seam.h"
+
+namespace dfl::backend {
+namespace {
+
+bool starts_with_nocase(std::string_view line, std::string_view prefix) {
+  if (line.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(line[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+std::string header_value(std::string_view line, std::size_t name_length) {
+  std::string_view v = line.substr(name_length);
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t'))
+    v.remove_prefix(1);
+  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' '))
+    v.remove_suffix(1);
+  return std::string(v);
+}
+
+}  // namespace
+
+void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
+  TaskFiles& files = files_[c.task.value];
+  if (!files.lock) {
+    auto lock = cache_.try_lock_key(*c.key);
+    if (!lock) {  // Another fetch of the key, in this process or another.
+      waiting_.push_back(Waiting{c, limits});
+      return;
+    }
+    files.lock = std::move(*lock);
+  }
+  // Installed meanwhile, by the fetch this one waited for or by another
+  // process since the subscribe looked.
+  if (cache_.stat_object(*c.key, false)) {
+    installed_elsewhere(c);
+    return;
+  }
+  const std::uint64_t size = limits.exact.value_or(0);
+  if (!files.staging) {
+    // A first attempt with an offset resumes the key's kept partial.
+    if (auto node = partials_.extract(c.key)) {
+      // A partial that holds the whole body is not resumed: a Range past
+      // the end would only earn a 416. Started over instead (rare: the
+      // last bytes arrived in the instant of the abort).
+      const bool whole = size > 0 && node.mapped().staging->bytes() >= size;
+      if (c.attempt == 1 && c.resume_offset_bytes > 0 && !whole) {
+        files.staging = std::move(node.mapped().staging);
+        files.etag = std::move(node.mapped().etag);
+        files.staged_from = node.mapped().staged_from;
+      }
+    }
+  }
+  if (!files.staging && limits.verified && c.attempt == 1) {
+    // What a fetch that died left: only where the whole body's digest is
+    // checked, since nothing else vouches for those bytes.
+    if (auto adopted = cache_.adopt_partial(*c.key, size)) {
+      if (size == 0 || adopted->bytes() < size) {
+        files.staging = std::move(adopted);
+        files.staged_from = c.origin;  // Its origin is unknown; the digest vouches.
+      }
+    }
+  }
+  // Bytes staged from another origin (a mirror: docs/backend.md, *Mirrors*)
+  // are resumed only where something vouches for them: the digest of the
+  // whole body, which is checked, or the same ETag (If-Range, below).
+  bool if_range = true;
+  if (files.staging && files.staging->bytes() > 0 && files.staged_from != c.origin) {
+    if (limits.verified && limits.exact) {
+      if_range = false;  // Another server's ETag would only restart it.
+    } else if (files.etag.empty()) {
+      files.staging.reset();  // Nothing to check them against: start over.
+      files.etag.clear();
+    }
+  }
+  if (!files.staging) {
+    auto begun = cache_.begin(c.key, size);
+    if (auto* error = std::get_if<IoError>(&begun)) {
+      const std::string reason = error->message;
+      files_.erase(c.task.value);
+      report(c.transfer, c.task, TransferStatus::permanent_error, 0, std::nullopt, &*c.key,
+             reason);
+      return;
+    }
+    files.staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
+  }
+  auto t = std::make_unique<Transfer>();
+  t->impl = this;
+  t->id = c.transfer;
+  t->task = c.task;
+  t->key = c.key;
+  t->expected_size = limits.exact;
+  t->size_cap = limits.cap;
+  // The staged bytes are the truth: resume after exactly those.
+  t->offset = files.staging->bytes();
+  t->origin = c.origin;
+  t->url = options_.resolver(c.key, c.origin);
+  t->easy = easy_handle();
+  if (t->easy == nullptr) {
+    fail_to_start(c, *t, "libcurl could not make a transfer handle (out of memory)");
+    return;
+  }
+  CURL* e = t->easy;
+  curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
+  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  // libcurl's defaults, stated: an artifact is only as trustworthy as its origin.
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  // Slow and stalled servers: enforce_bounds(), not libcurl's low-speed
+  // limit, which cannot tell our own throttle's pauses from the server's.
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error_detail);
+  // Large bodies arrive in fewer, larger pieces with a large buffer; a small
+  // body does not need one (libcurl allocates it per handle).
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
+                   t->expected_size && *t->expected_size < 256 * 1024 ? 64L * 1024 : 256L * 1024);
+  if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
+  switch (options_.http) {
+    case HttpVersion::negotiate:
+      curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+      break;
+    case HttpVersion::http1_1:
+      curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+      break;
+    case HttpVersion::h2_prior_knowledge:
+      curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                       static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+      break;
+  }
+  // Wait for a connection that may multiplex rather than open another: the
+  // streams of an origin share it (over HTTP/1.1 libcurl opens more).
+  // Only where HTTP/2 may come: over http:// (HTTP/1.1 unless by prior
+  // knowledge) a waiting request would queue behind a busy connection
+  // instead of opening its own (ThrottleTest saw a prefetch wait for a held
+  // transfer to end).
+  const bool h2_possible =
+      options_.http == HttpVersion::h2_prior_knowledge ||
+      (options_.http == HttpVersion::negotiate && t->url.rfind("https://", 0) == 0);
+  if (h2_possible) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  // The task's effective priority as the engine started it (an orphan's is
+  // the lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
+  const Priority priority = c.priority.value_or(std::numeric_limits<Priority>::min());
+  bool headers_made =
+      add_header(*t, "Priority: u=" + std::to_string(rfc9218_urgency(priority)));
+  curl_easy_setopt(e, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
+  if (t->offset > 0) {
+    const std::string range = std::to_string(t->offset) + "-";
+    curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
+    if (!files.etag.empty() && if_range) {
+      headers_made = headers_made && add_header(*t, "If-Range: " + files.etag);
+    }
+  }
+  if (!headers_made) {
+    fail_to_start(c, *t, "libcurl could not make the request's headers (out of memory)");
+    return;
+  }
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+  t->requested_s = now();
+  t->watch = AttemptWatch(options_.bounds, t->requested_s);
+  if (t->expected_size)
+    t->watch.set_to_move(*t->expected_size - std::min(*t->expected_size, t->offset));
+  if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
+  if (const CURLMcode added = curl_seam::calls().multi_add_handle(multi_, e);
+      added != CURLM_OK) {
+    fail_to_start(c, *t,
+                  std::string("libcurl refused the transfer (") + curl_multi_strerror(added) + ")");
+    return;
+  }
+  transfers_.emplace(c.transfer.value, std::move(t));
+}
+
+// Appends a request header; false (the list as it was) when libcurl could not.
+bool Client::Impl::add_header(Transfer& t, const std::string& line) {
+  curl_slist* longer = curl_slist_append(t.headers, line.c_str());
+  if (longer == nullptr) return false;
+  t.headers = longer;
+  return true;
+}
+
+// A transfer that libcurl could not start: a retryable failure of this
+// attempt (a later one may find memory), its staged bytes kept for it, the
+// key's lock given up meanwhile as in any backoff.
+void Client::Impl::fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why) {
+  const std::string url = t.url;
+  if (t.easy != nullptr) release(t);  // Frees the headers too (none without a handle).
+  if (auto it = files_.find(c.task.value); it != files_.end()) it->second.lock.reset();
+  report(c.transfer, c.task, TransferStatus::retryable_error, 0, std::nullopt, &*c.key,
+         why + " for " + url + " (" + c.key->resource + ")", {}, url);
+}
+
+// libcurl's loop failed as a whole: every transfer in it ends as a
+// retryable failure, with the bytes it staged kept for its next attempt.
+void Client::Impl::fail_all_in_flight(const std::string& why) {
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, transfer] : transfers_)
+    ids.push_back(id);
+  for (std::uint64_t id : ids) {
+    auto node = transfers_.extract(id);
+    Transfer& t = *node.mapped();
+    if (auto it = files_.find(t.task.value); it != files_.end()) it->second.lock.reset();
+    release(t);  // Its handle and headers; the record lives on in `node`.
+    report(t.id, t.task, TransferStatus::retryable_error, t.appended, std::nullopt, &t.key,
+           why + " during " + t.url, {}, t.url);
+  }
+}
+
+std::size_t Client::Impl::on_header(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::string_view line(data, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    // A new response (after a redirect or a 100): forget the previous one's headers.
+    t->content_range.reset();
+    t->retry_after.reset();
+    t->etag.reset();
+  } else if (starts_with_nocase(line, "content-range:")) {
+    t->content_range = header_value(line, 14);
+  } else if (starts_with_nocase(line, "retry-after:")) {
+    t->retry_after = header_value(line, 12);
+  } else if (starts_with_nocase(line, "etag:")) {
+    t->etag = header_value(line, 5);
+  }
+  return size * n;
+}
+
+// Judges the response once, before the first byte of its body is kept.
+void Client::Impl::judge(Transfer& t) {
+  if (t.judged) return;
+  t.judged = true;
+  curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.status);
+  HttpExchange exchange;
+  exchange.resume_offset_bytes = t.offset;
+  exchange.expected_size_bytes = t.expected_size;
+  exchange.http_status = t.status;
+  exchange.content_range = t.content_range;
+  exchange.retry_after = t.retry_after;
+  t.verdict = judge_headers(exchange);
+  if (!t.expected_size && t.verdict.plan != BodyPlan::reject) {
+    curl_off_t length = -1;
+    if (curl_easy_getinfo(t.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK &&
+        length >= 0) {
+      t.watch.set_to_move(static_cast<std::uint64_t>(length));
+    }
+  } else if (t.expected_size && t.verdict.plan == BodyPlan::restart) {
+    t.watch.set_to_move(*t.expected_size);  // The whole body after all.
+  }
+  TaskFiles& files = files_[t.task.value];
+  if (t.verdict.plan == BodyPlan::restart && files.staging && files.staging->bytes() > 0) {
+    // The whole body is coming (the server ignored Range, or If-Range no
+    // longer matched): what was staged is worthless now.
+    auto begun = cache_.begin(t.key, t.expected_size.value_or(0));
+    if (auto* error = std::get_if<IoError>(&begun)) {
+      t.write_error = *error;
+    } else {
+      files.staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
+    }
+    t.offset = 0;
+  }
+  if (t.verdict.plan != BodyPlan::reject) {
+    if (t.etag) {
+      files.etag = *t.etag;
+    } else if (files.staged_from != t.origin) {
+      files.etag.clear();  // Another server's validator says nothing of these bytes.
+    }
+    files.staged_from = t.origin;
+  }
+}
+
+std::size_t Client::Impl::on_body(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  Impl& self = *t->impl;
+  self.judge(*t);
+  if (t->verdict.plan == BodyPlan::reject || t->write_error) return 0;  // Nothing is kept.
+  const std::size_t bytes = size * n;
+  if (!self.admit(*t, bytes)) {
+    // libcurl keeps the piece and hands it over again once unpaused.
+    t->paused = true;
+    ++self.paused_;
+    t->watch.hold(self.now());  // Held back by us: no stall.
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  TaskFiles& files = self.files_[t->task.value];
+  if (!t->first_byte_s && bytes > 0) t->first_byte_s = self.now();
+  const std::optional<std::uint64_t> limit = t->expected_size ? t->expected_size : t->size_cap;
+  if (limit && files.staging->bytes() + bytes > *limit) {
+    t->too_large = true;
+    return 0;
+  }
+  if (auto error = files.staging->write(data, bytes)) {
+    t->write_error = std::move(error);
+    return 0;
+  }
+  t->appended += bytes;
+  return bytes;
+}
+
+void Client::Impl::finish(CURL* easy, CURLcode code) {
+  Transfer* t = nullptr;
+  curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
+  judge(*t);  // A response without a body (404, 503) is judged here.
+  TransferStatus status = TransferStatus::ok;
+  std::string reason;
+  // The transport's words, with where it happened.
+  auto transport = [&] {
+    long os_errno = 0;
+    curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+    const std::string what = describe_transport_error(code, t->error_detail, os_errno);
+    return t->appended > 0 ? what + " after " + human_bytes(t->appended) + " of " + t->url
+                           : what + " from " + t->url;
+  };
+  if (t->breach) {
+    status = TransferStatus::retryable_error;  // A slower server, or a later attempt, may do.
+    reason = *t->breach;
+  } else if (t->verdict.plan == BodyPlan::reject && t->status == 0 && code != CURLE_OK) {
+    // No response at all: the transport says why (refused, timed out, TLS, ...).
+    status = judge_transport_error(code);
+    reason = transport();
+  } else if (t->verdict.plan == BodyPlan::reject) {
+    status = t->verdict.status;
+    reason = t->verdict.reason + " from " + t->url;
+  } else if (t->too_large) {
+    status = TransferStatus::permanent_error;
+    reason = "body larger than the expected " +
+             std::to_string(t->expected_size.value_or(t->size_cap.value_or(0))) +
+             " bytes from " + t->url;
+  } else if (t->write_error) {
+    // A full disk may have room later (other downloads end, another process
+    // evicts): retried from byte 0, its staged bytes given back at once.
+    status = t->write_error->no_space ? TransferStatus::retryable_error
+                                      : TransferStatus::permanent_error;
+    reason = t->write_error->message;
+    if (t->write_error->no_space) files_[t->task.value].staging.reset();
+  } else if (code != CURLE_OK) {
+    status = judge_transport_error(code);
+    reason = transport();
+  } else if (t->expected_size && files_[t->task.value].staging->bytes() != *t->expected_size) {
+    status = TransferStatus::retryable_error;  // A short body the server called complete.
+    reason = "short body: " + std::to_string(files_[t->task.value].staging->bytes()) + " of " +
+             std::to_string(*t->expected_size) + " bytes from " + t->url;
+  }
+  if (status == TransferStatus::ok) {
+    // The body goes to finalize, with the key's lock; this task's files
+    // leave the I/O thread.
+    auto node = files_.extract(t->task.value);
+    Ready ready;
+    ready.staging = std::move(node.mapped().staging);
+    ready.lock = std::move(node.mapped().lock);
+    std::lock_guard lock(ready_mutex_);
+    ready_.insert_or_assign(t->task.value, std::move(ready));
+  } else if (status == TransferStatus::permanent_error) {
+    files_.erase(t->task.value);
+  } else if (auto it = files_.find(t->task.value); it != files_.end()) {
+    it->second.lock.reset();  // In backoff: another process may fetch the key meanwhile.
+  }
+  const TransferId id = t->id;
+  const TaskId task = t->task;
+  const std::uint64_t appended = t->appended;
+  const std::optional<double> retry_after =
+      status == TransferStatus::retryable_error ? t->verdict.retry_after_s : std::nullopt;
+  const ArtifactKey key = t->key;
+  Timing timing;
+  if (t->first_byte_s) {
+    timing.first_byte_s = *t->first_byte_s - t->requested_s;
+    const double body_s = now() - *t->first_byte_s;
+    if (status == TransferStatus::ok && body_s > 0 && appended > 0)
+      timing.rate_Bps = static_cast<double>(appended) / body_s;
+  }
+  const std::string url = t->url;
+  release(*t);
+  transfers_.erase(id.value);
+  report(id, task, status, appended, retry_after, &key,
+         reason.empty() ? "transfer failed" : reason, timing, url);
+}
+
+void Client::Impl::report(TransferId id, TaskId task, TransferStatus status, std::uint64_t bytes,
+            std::optional<double> retry_after_s, const ArtifactKey* key,
+            const std::string& reason, Timing timing, const std::string& url) {
+  TransferEnd end{id, task, status, bytes, retry_after_s, std::nullopt, reason, url,
+                  timing.first_byte_s, timing.rate_Bps};
+  if (key != nullptr) end.key = *key;
+  std::lock_guard lock(mutex_);
+  core_.transfer_ended(now(), end);
+  dispatch_locked();
+}
+
+// Easy handles are reused (reset between transfers): a fresh one costs
+// allocations and page faults per transfer, which small artifacts feel.
+CURL* Client::Impl::easy_handle() {
+  if (idle_handles_.empty()) return curl_seam::calls().easy_init();
+  CURL* e = idle_handles_.back();
+  idle_handles_.pop_back();
+  return e;
+}
+
+void Client::Impl::release(Transfer& t) {
+  if (t.paused) --paused_;
+  t.paused = false;
+  curl_multi_remove_handle(multi_, t.easy);
+  if (!stopping_ && idle_handles_.size() < 64) {
+    curl_easy_reset(t.easy);
+    idle_handles_.push_back(t.easy);
+  } else {
+    curl_easy_cleanup(t.easy);
+  }
+  curl_slist_free_all(t.headers);
+  t.easy = nullptr;
+  t.headers = nullptr;
+}
+
+}  // namespace dfl::backend
