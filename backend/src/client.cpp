@@ -113,12 +113,19 @@ Client::Impl::Impl(ClientOptions options)
   // over h2_connections_per_origin connections (libcurl opens another one
   // when a connection has its maximum of streams).
   const unsigned connections = std::max(1u, options_.h2_connections_per_origin);
-  curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-  curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
-                    static_cast<long>(options_.scheduler.max_per_origin));
-  curl_multi_setopt(multi_, CURLMOPT_MAX_CONCURRENT_STREAMS,
-                    static_cast<long>(std::max(1u, (options_.scheduler.max_per_origin +
-                                                    connections - 1) / connections)));
+  auto set = [this](CURLMoption option, const char* name, long value) {
+    if (const CURLMcode code = curl_multi_setopt(multi_, option, value); code != CURLM_OK) {
+      curl_multi_cleanup(multi_);
+      throw std::runtime_error(std::string("libcurl refused ") + name + " (" +
+                               curl_multi_strerror(code) + ")");
+    }
+  };
+  set(CURLMOPT_PIPELINING, "CURLMOPT_PIPELINING", CURLPIPE_MULTIPLEX);
+  set(CURLMOPT_MAX_HOST_CONNECTIONS, "CURLMOPT_MAX_HOST_CONNECTIONS",
+      static_cast<long>(options_.scheduler.max_per_origin));
+  set(CURLMOPT_MAX_CONCURRENT_STREAMS, "CURLMOPT_MAX_CONCURRENT_STREAMS",
+      static_cast<long>(
+          std::max(1u, (options_.scheduler.max_per_origin + connections - 1) / connections)));
   io_thread_ = std::thread([this] { io_loop(); });
   unsigned threads = options_.finalize_threads;
   if (threads == 0) {
@@ -275,6 +282,12 @@ void Client::Impl::dispatch_locked() {
     }
   }
   jobs_.clear();
+  // The I/O thread fires the engine's timers: it reads when, without the lock.
+  const double wake = core_.next_wakeup_s().value_or(kNever);
+  if (const double before = next_wakeup_s_.exchange(wake, std::memory_order_acq_rel);
+      wake < before) {
+    io = true;  // Perhaps sooner than the I/O thread's wait ends.
+  }
   if (io) curl_multi_wakeup(multi_);
   if (finalize) finalize_cv_.notify_one();
   if (delivery) delivery_cv_.notify_one();

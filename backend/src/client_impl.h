@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -175,7 +176,8 @@ class Client::Impl {
   void installed_elsewhere(const StartTransfer& c);
   void start(const StartTransfer& c, const Limits& limits);
   static bool add_header(Transfer& t, const std::string& line);
-  void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why);
+  void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why,
+                     TransferStatus status = TransferStatus::retryable_error);
   void fail_all_in_flight(const std::string& why);
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user);
   void judge(Transfer& t);
@@ -214,6 +216,8 @@ class Client::Impl {
   mutable std::mutex mutex_;
   ClientCore core_;
   std::vector<Job> jobs_;  // dispatch_locked()'s.
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  std::atomic<double> next_wakeup_s_{kNever};  // The core's next timer, as last dispatched.
   const std::chrono::steady_clock::time_point start_;
 
   CURLM* multi_ = nullptr;

@@ -34,17 +34,17 @@ void Client::Impl::io_loop() {
     publish_progress();
     enforce_bounds();
     int timeout_ms = 100;
-    {
-      std::lock_guard lock(mutex_);
-      if (auto wake = core_.next_wakeup_s()) {
-        const double wait_s = *wake - now();
-        if (wait_s <= 0) {
-          core_.on_timer(now());
-          dispatch_locked();
-          timeout_ms = 0;
-        } else {
-          timeout_ms = std::min(timeout_ms, static_cast<int>(wait_s * 1000) + 1);
-        }
+    // The engine's next timer, as the last dispatch published it: the lock
+    // only when one is due.
+    if (const double wake = next_wakeup_s_.load(std::memory_order_acquire); wake < kNever) {
+      const double wait_s = wake - now();
+      if (wait_s <= 0) {
+        std::lock_guard lock(mutex_);
+        core_.on_timer(now());
+        dispatch_locked();
+        timeout_ms = 0;
+      } else {
+        timeout_ms = std::min(timeout_ms, static_cast<int>(wait_s * 1000) + 1);
       }
     }
     // Another process's install is seen by looking: often enough not to add to its latency.
@@ -115,6 +115,7 @@ void Client::Impl::resume_paused() {
   const double at = now();
   background_bucket_.refill(at);
   overall_bucket_.refill(at);
+  std::vector<std::pair<CURL*, CURLcode>> failed;
   for (auto& [id, t] : transfers_) {
     if (!t->paused) continue;
     const bool in_background = t->background && background_limited_;
@@ -122,8 +123,11 @@ void Client::Impl::resume_paused() {
     t->paused = false;
     --paused_;
     t->watch.release(at);
-    curl_easy_pause(t->easy, CURLPAUSE_CONT);
+    if (const CURLcode code = curl_easy_pause(t->easy, CURLPAUSE_CONT); code != CURLE_OK)
+      failed.emplace_back(t->easy, code);  // It cannot go on: ended with libcurl's words.
   }
+  for (auto [easy, code] : failed)
+    finish(easy, code);
 }
 
 int Client::Impl::throttle_wait_ms() const {

@@ -11,6 +11,31 @@
 namespace dfl::backend {
 namespace {
 
+// One transfer's libcurl options, set in order: the first that libcurl
+// refuses is kept (its name and libcurl's words), and none after it is set.
+class EasyOptions {
+ public:
+  struct Refusal {
+    CURLcode code;
+    std::string what;
+  };
+  explicit EasyOptions(CURL* easy) : easy_(easy) {}
+  template <typename T>
+  void set(CURLoption option, const char* name, T value) {
+    if (refused_) return;
+    CURLcode code = CURLE_OK;
+    if (auto hook = curl_seam::calls().before_setopt) code = hook(option);
+    if (code == CURLE_OK) code = curl_easy_setopt(easy_, option, value);
+    if (code != CURLE_OK) refused_ = Refusal{code, std::string(name) + " (" + curl_easy_strerror(code) + ")"};
+  }
+  const std::optional<Refusal>& refused() const { return refused_; }
+
+ private:
+  CURL* easy_;
+  std::optional<Refusal> refused_;
+};
+#define DFL_SETOPT(options, option, value) (options).set(option, #option, value)
+
 bool starts_with_nocase(std::string_view line, std::string_view prefix) {
   if (line.size() < prefix.size()) return false;
   for (std::size_t i = 0; i < prefix.size(); ++i) {
@@ -111,35 +136,36 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
     return;
   }
   CURL* e = t->easy;
-  curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
-  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::on_body);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::on_header);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  EasyOptions set(e);
+  DFL_SETOPT(set, CURLOPT_URL, t->url.c_str());
+  DFL_SETOPT(set, CURLOPT_PRIVATE, t.get());
+  DFL_SETOPT(set, CURLOPT_WRITEFUNCTION, &Impl::on_body);
+  DFL_SETOPT(set, CURLOPT_WRITEDATA, t.get());
+  DFL_SETOPT(set, CURLOPT_HEADERFUNCTION, &Impl::on_header);
+  DFL_SETOPT(set, CURLOPT_HEADERDATA, t.get());
+  DFL_SETOPT(set, CURLOPT_NOSIGNAL, 1L);
   // libcurl's defaults, stated: an artifact is only as trustworthy as its origin.
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  DFL_SETOPT(set, CURLOPT_SSL_VERIFYPEER, 1L);
+  DFL_SETOPT(set, CURLOPT_SSL_VERIFYHOST, 2L);
+  DFL_SETOPT(set, CURLOPT_PROTOCOLS_STR, "http,https");
+  DFL_SETOPT(set, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  DFL_SETOPT(set, CURLOPT_FOLLOWLOCATION, 1L);
+  DFL_SETOPT(set, CURLOPT_MAXREDIRS, 5L);
+  DFL_SETOPT(set, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
   // Slow and stalled servers: enforce_bounds(), not libcurl's low-speed
   // limit, which cannot tell our own throttle's pauses from the server's.
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error_detail);
+  DFL_SETOPT(set, CURLOPT_ERRORBUFFER, t->error_detail);
   // Large bodies arrive in fewer, larger pieces with a large buffer; a small
   // body does not need one (libcurl allocates it per handle).
   curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
                    t->expected_size && *t->expected_size < 256 * 1024 ? 64L * 1024 : 256L * 1024);
-  if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
+  if (!options_.ca_file.empty()) DFL_SETOPT(set, CURLOPT_CAINFO, options_.ca_file.c_str());
   switch (options_.http) {
     case HttpVersion::negotiate:
-      curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+      DFL_SETOPT(set, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
       break;
     case HttpVersion::http1_1:
-      curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+      DFL_SETOPT(set, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
       break;
     case HttpVersion::h2_prior_knowledge:
       curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
@@ -155,16 +181,16 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
   const bool h2_possible =
       options_.http == HttpVersion::h2_prior_knowledge ||
       (options_.http == HttpVersion::negotiate && t->url.rfind("https://", 0) == 0);
-  if (h2_possible) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  if (h2_possible) DFL_SETOPT(set, CURLOPT_PIPEWAIT, 1L);
   // The task's effective priority as the engine started it (an orphan's is
   // the lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
   const Priority priority = c.priority.value_or(std::numeric_limits<Priority>::min());
   bool headers_made =
       add_header(*t, "Priority: u=" + std::to_string(rfc9218_urgency(priority)));
-  curl_easy_setopt(e, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
+  DFL_SETOPT(set, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
   if (t->offset > 0) {
     const std::string range = std::to_string(t->offset) + "-";
-    curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
+    DFL_SETOPT(set, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
     if (!files.etag.empty() && if_range) {
       headers_made = headers_made && add_header(*t, "If-Range: " + files.etag);
     }
@@ -173,7 +199,14 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
     fail_to_start(c, *t, "libcurl could not make the request's headers (out of memory)");
     return;
   }
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+  DFL_SETOPT(set, CURLOPT_HTTPHEADER, t->headers);
+  if (set.refused()) {
+    // Out of memory may pass; an option this libcurl lacks will not.
+    fail_to_start(c, *t, "libcurl refused " + set.refused()->what,
+                  set.refused()->code == CURLE_OUT_OF_MEMORY ? TransferStatus::retryable_error
+                                                              : TransferStatus::permanent_error);
+    return;
+  }
   t->requested_s = now();
   t->watch = AttemptWatch(options_.bounds, t->requested_s);
   if (t->expected_size)
@@ -199,11 +232,12 @@ bool Client::Impl::add_header(Transfer& t, const std::string& line) {
 // A transfer that libcurl could not start: a retryable failure of this
 // attempt (a later one may find memory), its staged bytes kept for it, the
 // key's lock given up meanwhile as in any backoff.
-void Client::Impl::fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why) {
+void Client::Impl::fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why,
+                                 TransferStatus status) {
   const std::string url = t.url;
   if (t.easy != nullptr) release(t);  // Frees the headers too (none without a handle).
   if (auto it = files_.find(c.task.value); it != files_.end()) it->second.lock.reset();
-  report(c.transfer, c.task, TransferStatus::retryable_error, 0, std::nullopt, &*c.key,
+  report(c.transfer, c.task, status, 0, std::nullopt, &*c.key,
          why + " for " + url + " (" + c.key->resource + ")", {}, url);
 }
 
@@ -245,7 +279,7 @@ std::size_t Client::Impl::on_header(char* data, std::size_t size, std::size_t n,
 void Client::Impl::judge(Transfer& t) {
   if (t.judged) return;
   t.judged = true;
-  curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.status);
+  if (curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.status) != CURLE_OK) t.status = 0;
   HttpExchange exchange;
   exchange.resume_offset_bytes = t.offset;
   exchange.expected_size_bytes = t.expected_size;
@@ -314,7 +348,12 @@ std::size_t Client::Impl::on_body(char* data, std::size_t size, std::size_t n, v
 
 void Client::Impl::finish(CURL* easy, CURLcode code) {
   Transfer* t = nullptr;
-  curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
+  if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t) != CURLE_OK || t == nullptr) {
+    for (auto& [id, transfer] : transfers_) {  // Found the long way.
+      if (transfer->easy == easy) t = transfer.get();
+    }
+    if (t == nullptr) return;  // Not ours.
+  }
   judge(*t);  // A response without a body (404, 503) is judged here.
   TransferStatus status = TransferStatus::ok;
   std::string reason;

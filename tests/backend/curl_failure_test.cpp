@@ -1,6 +1,6 @@
 // The client when libcurl fails as a whole rather than a server: a handle it
-// cannot make, a transfer its multi handle refuses, a failing transfer loop
-// (backend/src/curl_seam.h makes them fail). Each ends the
+// cannot make, a transfer its multi handle refuses, a failing transfer loop,
+// an option it refuses (backend/src/curl_seam.h makes them fail). Each ends the
 // attempt as a retryable failure whose reason says what failed and for which
 // URL and resource; with attempts left the artifact still arrives, intact.
 #include <gtest/gtest.h>
@@ -34,6 +34,8 @@ std::string body() { return content_of("a.bin", kSize); }
 std::atomic<int> g_init_failures{0};
 std::atomic<int> g_add_failures{0};
 std::atomic<int> g_perform_failures{0};
+std::atomic<int> g_option_failures{0};
+std::atomic<CURLcode> g_option_code{CURLE_OK};
 
 CURL* flaky_easy_init() {
   if (g_init_failures.fetch_sub(1) > 0) return nullptr;
@@ -50,14 +52,20 @@ CURLMcode flaky_perform(CURLM* multi, int* running) {
   return code;
 }
 
+// Refuses CURLOPT_PROTOCOLS_STR (libcurl before 7.85 has none).
+CURLcode flaky_setopt(CURLoption option) {
+  if (option == CURLOPT_PROTOCOLS_STR && g_option_failures.fetch_sub(1) > 0) return g_option_code;
+  return CURLE_OK;
+}
+
 class CurlFailureTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fresh_test_dir("curl-failure");
     std::ofstream(dir_ / "www" / "a.bin") << body();
     server_ = std::make_unique<LoopbackServer>(dir_ / "www");
-    g_init_failures = g_add_failures = g_perform_failures = 0;
-    seam::calls() = seam::Calls{&flaky_easy_init, &flaky_add, &flaky_perform};
+    g_init_failures = g_add_failures = g_perform_failures = g_option_failures = 0;
+    seam::calls() = seam::Calls{&flaky_easy_init, &flaky_add, &flaky_perform, &flaky_setopt};
   }
   void TearDown() override {
     seam::calls() = seam::Calls{};  // Every Client of the test is gone.
@@ -129,6 +137,28 @@ TEST_F(CurlFailureTest, AFailingTransferLoopFailsTheTransfersInItWithItsReason) 
   g_perform_failures = 1;
   expect_one_attempt_fails_with("libcurl's transfer loop failed (Internal error)");
   g_perform_failures = 1;
+  expect_a_retry_installs_it();
+}
+
+TEST_F(CurlFailureTest, AnOptionLibcurlLacksFailsTheTaskAtOnceNamingIt) {
+  g_option_failures = 100;
+  g_option_code = CURLE_UNKNOWN_OPTION;
+  auto c = client(4);  // Attempts left, but another would meet the same libcurl.
+  const auto r = c->fetch(ref(), opts()).get();
+  EXPECT_EQ(r.outcome, DemandOutcome::failed);
+  EXPECT_NE(r.reason.find("libcurl refused CURLOPT_PROTOCOLS_STR (An unknown option was passed "
+                          "in to libcurl) for " + server_->base() + "/a.bin (a.bin)"),
+            std::string::npos)
+      << r.reason;
+  EXPECT_EQ(c->metrics().transfers_failed, 1u);
+  EXPECT_EQ(g_option_failures.load(), 99);  // One attempt.
+}
+
+TEST_F(CurlFailureTest, AnOptionRefusedForWantOfMemoryFailsTheAttemptOnly) {
+  g_option_code = CURLE_OUT_OF_MEMORY;
+  g_option_failures = 1;
+  expect_one_attempt_fails_with("libcurl refused CURLOPT_PROTOCOLS_STR (Out of memory)");
+  g_option_failures = 1;
   expect_a_retry_installs_it();
 }
 
