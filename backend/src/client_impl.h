@@ -9,8 +9,9 @@
 // - mutex_: the ClientCore (client_core.h: the Scheduler, the demands and
 //   tasks, expectations, verdicts, pins, metrics), whose jobs are handed to
 //   their threads' queues before it is let go;
-// - the I/O thread alone: curl handles, transfers in flight, and each task's
-//   staging file between attempts (its length is the resume offset);
+// - the I/O thread alone: curl handles and one TaskIo record per task, in one
+//   state (waiting for another fetch of its key, transferring, between
+//   attempts), with its staging file (its length is the resume offset);
 // - ready_mutex_: staged bodies handed from the I/O thread to finalize;
 // - each queue has its own mutex and condition variable.
 #pragma once
@@ -143,11 +144,21 @@ class Client::Impl {
     // on each other's keys with their slots full.
     std::optional<CacheDir::KeyLock> lock;
   };
-  // A start whose key another fetch (another process, or another Client on
-  // the cache) holds: it waits for that fetch's object, or for its lock.
-  struct Waiting {
-    StartTransfer start;
+  // A task as the I/O thread sees it, from its first start to its body's
+  // hand-off to finalize (or its end): one record, in one state.
+  struct TaskIo {
+    enum class State {
+      // Its start waits for another fetch of the key (another process, or
+      // another Client on the cache): for that fetch's object, or its lock.
+      waiting,
+      transferring,     // An attempt is in flight: `transfer`.
+      between_attempts  // Backoff: the staged bytes kept, the key's lock given up.
+    };
+    State state = State::between_attempts;
+    StartTransfer start;  // The last start (waiting: the one to make).
     Limits limits;
+    std::unique_ptr<Transfer> transfer;  // transferring.
+    TaskFiles files;
   };
   // A body ready for finalize, or the news that another fetch installed it.
   struct Ready {
@@ -173,6 +184,14 @@ class Client::Impl {
   void handle(DropPartialJob& job) { partials_.erase(job.key); }
   void handle(ForgetJob& job);
   void poll_waiting();
+  bool any_waiting() const;
+  // Calls f(Transfer&) for each attempt in flight.
+  template <typename F>
+  void for_each_transfer(F&& f) {
+    for (auto& [task, io] : io_tasks_) {
+      if (io.state == TaskIo::State::transferring) f(*io.transfer);
+    }
+  }
   void installed_elsewhere(const StartTransfer& c);
   void start(const StartTransfer& c, const Limits& limits);
   static bool add_header(Transfer& t, const std::string& line);
@@ -225,10 +244,9 @@ class Client::Impl {
   std::mutex io_mutex_;
   std::deque<IoJob> io_jobs_;
   std::atomic<std::size_t> io_jobs_pending_{0};  // Pushed and not yet handled (idle()).
-  std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;  // I/O thread.
-  std::vector<Waiting> waiting_;                                            // I/O thread.
+  // The tasks with files or an attempt, by task id (I/O thread).
+  std::unordered_map<std::uint64_t, TaskIo> io_tasks_;
   static constexpr int kWaitPollMs = 20;
-  std::unordered_map<std::uint64_t, TaskFiles> files_;  // I/O thread.
   // Kept partials (OrphanDecision::keep_partial) by key, until the engine
   // drops them or a new task of the key resumes them. I/O thread.
   std::unordered_map<ArtifactKey, TaskFiles> partials_;

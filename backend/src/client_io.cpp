@@ -48,7 +48,7 @@ void Client::Impl::io_loop() {
       }
     }
     // Another process's install is seen by looking: often enough not to add to its latency.
-    if (!waiting_.empty()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
+    if (any_waiting()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
     // A paused transfer goes on when its class has tokens again.
     if (paused_ > 0) timeout_ms = std::min(timeout_ms, throttle_wait_ms());
     if (timeout_ms > 0 && curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr) != CURLM_OK) {
@@ -57,11 +57,8 @@ void Client::Impl::io_loop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
     }
   }
-  for (auto& [id, transfer] : transfers_)
-    release(*transfer);
-  transfers_.clear();
-  waiting_.clear();
-  files_.clear();
+  for_each_transfer([this](Transfer& t) { release(t); });
+  io_tasks_.clear();
   partials_.clear();
   for (CURL* e : idle_handles_)
     curl_easy_cleanup(e);
@@ -83,8 +80,7 @@ void Client::Impl::refresh_throttle() {
     const ThrottleRule& rule = core_.throttle_rule();
     config = rule.config();
     background_limited_ = rule.background_limited();
-    for (auto& [id, t] : transfers_)
-      t->background = rule.is_background(t->task);
+    for_each_transfer([&](Transfer& t) { t.background = rule.is_background(t.task); });
   }
   throttling_ = config.background_at_or_below.has_value() || config.overall_Bps > 0;
   const double t = now();
@@ -116,16 +112,16 @@ void Client::Impl::resume_paused() {
   background_bucket_.refill(at);
   overall_bucket_.refill(at);
   std::vector<std::pair<CURL*, CURLcode>> failed;
-  for (auto& [id, t] : transfers_) {
-    if (!t->paused) continue;
-    const bool in_background = t->background && background_limited_;
-    if ((in_background && !background_bucket_.ready()) || !overall_bucket_.ready()) continue;
-    t->paused = false;
+  for_each_transfer([&](Transfer& t) {
+    if (!t.paused) return;
+    const bool in_background = t.background && background_limited_;
+    if ((in_background && !background_bucket_.ready()) || !overall_bucket_.ready()) return;
+    t.paused = false;
     --paused_;
-    t->watch.release(at);
-    if (const CURLcode code = curl_easy_pause(t->easy, CURLPAUSE_CONT); code != CURLE_OK)
-      failed.emplace_back(t->easy, code);  // It cannot go on: ended with libcurl's words.
-  }
+    t.watch.release(at);
+    if (const CURLcode code = curl_easy_pause(t.easy, CURLPAUSE_CONT); code != CURLE_OK)
+      failed.emplace_back(t.easy, code);  // It cannot go on: ended with libcurl's words.
+  });
   for (auto [easy, code] : failed)
     finish(easy, code);
 }
@@ -143,12 +139,10 @@ void Client::Impl::publish_progress() {
   if (t < next_progress_s_) return;
   next_progress_s_ = t + options_.progress_interval_s;
   std::vector<TransferSnapshot> snapshot;
-  snapshot.reserve(transfers_.size());
-  for (const auto& [id, transfer] : transfers_) {
-    snapshot.push_back(TransferSnapshot{transfer->id, transfer->task, transfer->key,
-                                        transfer->offset, transfer->appended,
-                                        transfer->expected_size.value_or(0)});
-  }
+  for_each_transfer([&](const Transfer& transfer) {
+    snapshot.push_back(TransferSnapshot{transfer.id, transfer.task, transfer.key, transfer.offset,
+                                        transfer.appended, transfer.expected_size.value_or(0)});
+  });
   std::sort(snapshot.begin(), snapshot.end(),
             [](const auto& a, const auto& b) { return a.transfer.value < b.transfer.value; });
   if (!snapshot.empty()) {
@@ -167,12 +161,12 @@ void Client::Impl::enforce_bounds() {
   if (t < next_bounds_check_s_) return;
   next_bounds_check_s_ = t + kBoundsCheckS;
   std::vector<CURL*> ended;
-  for (auto& [id, transfer] : transfers_) {
-    if (auto breach = transfer->watch.check(t, transfer->appended)) {
-      transfer->breach = describe(*breach, transfer->url);
-      ended.push_back(transfer->easy);
+  for_each_transfer([&](Transfer& transfer) {
+    if (auto breach = transfer.watch.check(t, transfer.appended)) {
+      transfer.breach = describe(*breach, transfer.url);
+      ended.push_back(transfer.easy);
     }
-  }
+  });
   for (CURL* e : ended)
     finish(e, CURLE_OPERATION_TIMEDOUT);
 }
@@ -182,67 +176,71 @@ void Client::Impl::handle(IoJob& job) {
 }
 
 void Client::Impl::handle(LimitsJob& job) {
-  for (auto& [id, transfer] : transfers_) {
-    if (transfer->task.value != job.task.value) continue;
-    transfer->expected_size = job.limits.exact;
-    transfer->size_cap = job.limits.cap;
-  }
-  for (Waiting& w : waiting_) {
-    if (w.start.task.value == job.task.value) w.limits = job.limits;
+  auto it = io_tasks_.find(job.task.value);
+  if (it == io_tasks_.end()) return;
+  TaskIo& io = it->second;
+  io.limits = job.limits;
+  if (io.state == TaskIo::State::transferring) {
+    io.transfer->expected_size = job.limits.exact;
+    io.transfer->size_cap = job.limits.cap;
   }
 }
 
 void Client::Impl::handle(AbortJob& job) {
-  if (std::erase_if(waiting_, [&](const Waiting& w) {
-        return w.start.transfer.value == job.transfer.value;
-      }) > 0) {
+  auto it = io_tasks_.find(job.task.value);
+  if (it == io_tasks_.end()) return;
+  TaskIo& io = it->second;
+  if (io.state == TaskIo::State::waiting && io.start.transfer.value == job.transfer.value) {
     std::lock_guard lock(mutex_);
     core_.transfer_aborted(now(), job.task, job.transfer, 0, -1.0);
-  }
-  ArtifactKey key;
-  if (auto it = transfers_.find(job.transfer.value); it != transfers_.end()) {
-    const std::uint64_t received = it->second->appended;
+  } else if (io.state == TaskIo::State::transferring &&
+             io.transfer->id.value == job.transfer.value) {
+    const Transfer& t = *io.transfer;
+    const std::uint64_t received = t.appended;
     // Time to first byte, or -1 if no body byte came.
-    const double first_byte_s = it->second->first_byte_s.has_value()
-                                    ? *it->second->first_byte_s - it->second->requested_s
-                                    : -1.0;
-    if (job.keep_partial) key = it->second->key;
-    release(*it->second);
-    transfers_.erase(it);
+    const double first_byte_s = t.first_byte_s ? *t.first_byte_s - t.requested_s : -1.0;
+    release(*io.transfer);
+    io.transfer.reset();
+    if (job.keep_partial && io.files.staging && io.files.staging->bytes() > 0) {
+      // Kept for the key: the next task of it resumes after these bytes.
+      io.files.lock.reset();  // Others may fetch the key meanwhile.
+      partials_.insert_or_assign(*io.start.key, std::move(io.files));
+    }
     std::lock_guard lock(mutex_);
     core_.transfer_aborted(now(), job.task, job.transfer, received, first_byte_s);
   }
-  if (job.keep_partial && !key.resource.empty()) {
-    // Kept for the key: the next task of it resumes after these bytes.
-    auto node = files_.extract(job.task.value);
-    if (node && node.mapped().staging && node.mapped().staging->bytes() > 0) {
-      node.mapped().lock.reset();  // Others may fetch the key meanwhile.
-      partials_.insert_or_assign(key, std::move(node.mapped()));
-    }
-  }
-  files_.erase(job.task.value);  // Aborted: its bytes are not kept.
+  io_tasks_.erase(job.task.value);  // Aborted: its bytes are not kept.
 }
 
 void Client::Impl::handle(ForgetJob& job) {
-  files_.erase(job.task.value);
+  io_tasks_.erase(job.task.value);
   std::lock_guard lock(ready_mutex_);
   ready_.erase(job.task.value);
 }
 
+bool Client::Impl::any_waiting() const {
+  return std::any_of(io_tasks_.begin(), io_tasks_.end(),
+                     [](const auto& entry) { return entry.second.state == TaskIo::State::waiting; });
+}
+
 // Each waiting start looks for the object another fetch is installing,
 // then tries the key's lock: the fetch it waited for failed, or died.
+// Oldest task first.
 void Client::Impl::poll_waiting() {
-  if (waiting_.empty()) return;
-  std::vector<Waiting> waiting;
-  waiting.swap(waiting_);
-  for (Waiting& w : waiting) {
-    if (cache_.stat_object(*w.start.key, false)) {
-      installed_elsewhere(w.start);
-    } else if (auto lock = cache_.try_lock_key(*w.start.key)) {
-      files_[w.start.task.value].lock = std::move(*lock);
-      start(w.start, w.limits);
-    } else {
-      waiting_.push_back(std::move(w));
+  std::vector<std::uint64_t> waiting;
+  for (const auto& [task, io] : io_tasks_) {
+    if (io.state == TaskIo::State::waiting) waiting.push_back(task);
+  }
+  std::sort(waiting.begin(), waiting.end());
+  for (std::uint64_t task : waiting) {
+    TaskIo& io = io_tasks_.at(task);
+    const StartTransfer start = io.start;
+    const Limits limits = io.limits;
+    if (cache_.stat_object(*start.key, false)) {
+      installed_elsewhere(start);
+    } else if (auto lock = cache_.try_lock_key(*start.key)) {
+      io.files.lock = std::move(*lock);
+      this->start(start, limits);
     }
   }
 }
@@ -250,7 +248,7 @@ void Client::Impl::poll_waiting() {
 // The key is installed (by another fetch): no bytes to move; finalize
 // checks the object and holds it.
 void Client::Impl::installed_elsewhere(const StartTransfer& c) {
-  auto node = files_.extract(c.task.value);  // Whatever it staged is not needed.
+  io_tasks_.erase(c.task.value);  // Whatever it staged is not needed.
   {
     std::lock_guard lock(ready_mutex_);
     Ready ready;

@@ -56,11 +56,15 @@ std::string header_value(std::string_view line, std::size_t name_length) {
 }  // namespace
 
 void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
-  TaskFiles& files = files_[c.task.value];
+  TaskIo& io = io_tasks_[c.task.value];
+  io.start = c;
+  io.limits = limits;
+  io.state = TaskIo::State::between_attempts;
+  TaskFiles& files = io.files;
   if (!files.lock) {
     auto lock = cache_.try_lock_key(*c.key);
     if (!lock) {  // Another fetch of the key, in this process or another.
-      waiting_.push_back(Waiting{c, limits});
+      io.state = TaskIo::State::waiting;
       return;
     }
     files.lock = std::move(*lock);
@@ -112,7 +116,7 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
     auto begun = cache_.begin(c.key, size);
     if (auto* error = std::get_if<IoError>(&begun)) {
       const std::string reason = error->message;
-      files_.erase(c.task.value);
+      io_tasks_.erase(c.task.value);
       report(c.transfer, c.task, TransferStatus::permanent_error, 0, std::nullopt, &*c.key,
              reason);
       return;
@@ -218,7 +222,8 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
                   std::string("libcurl refused the transfer (") + curl_multi_strerror(added) + ")");
     return;
   }
-  transfers_.emplace(c.transfer.value, std::move(t));
+  io.transfer = std::move(t);
+  io.state = TaskIo::State::transferring;
 }
 
 // Appends a request header; false (the list as it was) when libcurl could not.
@@ -236,7 +241,7 @@ void Client::Impl::fail_to_start(const StartTransfer& c, Transfer& t, const std:
                                  TransferStatus status) {
   const std::string url = t.url;
   if (t.easy != nullptr) release(t);  // Frees the headers too (none without a handle).
-  if (auto it = files_.find(c.task.value); it != files_.end()) it->second.lock.reset();
+  if (auto it = io_tasks_.find(c.task.value); it != io_tasks_.end()) it->second.files.lock.reset();
   report(c.transfer, c.task, status, 0, std::nullopt, &*c.key,
          why + " for " + url + " (" + c.key->resource + ")", {}, url);
 }
@@ -244,16 +249,17 @@ void Client::Impl::fail_to_start(const StartTransfer& c, Transfer& t, const std:
 // libcurl's loop failed as a whole: every transfer in it ends as a
 // retryable failure, with the bytes it staged kept for its next attempt.
 void Client::Impl::fail_all_in_flight(const std::string& why) {
-  std::vector<std::uint64_t> ids;
-  for (const auto& [id, transfer] : transfers_)
-    ids.push_back(id);
-  for (std::uint64_t id : ids) {
-    auto node = transfers_.extract(id);
-    Transfer& t = *node.mapped();
-    if (auto it = files_.find(t.task.value); it != files_.end()) it->second.lock.reset();
-    release(t);  // Its handle and headers; the record lives on in `node`.
-    report(t.id, t.task, TransferStatus::retryable_error, t.appended, std::nullopt, &t.key,
-           why + " during " + t.url, {}, t.url);
+  std::vector<std::unique_ptr<Transfer>> failed;
+  for (auto& [task, io] : io_tasks_) {
+    if (io.state != TaskIo::State::transferring) continue;
+    io.files.lock.reset();
+    io.state = TaskIo::State::between_attempts;
+    failed.push_back(std::move(io.transfer));
+  }
+  for (auto& t : failed) {
+    release(*t);  // Its handle and headers; the record lives on here.
+    report(t->id, t->task, TransferStatus::retryable_error, t->appended, std::nullopt, &t->key,
+           why + " during " + t->url, {}, t->url);
   }
 }
 
@@ -296,7 +302,7 @@ void Client::Impl::judge(Transfer& t) {
   } else if (t.expected_size && t.verdict.plan == BodyPlan::restart) {
     t.watch.set_to_move(*t.expected_size);  // The whole body after all.
   }
-  TaskFiles& files = files_[t.task.value];
+  TaskFiles& files = io_tasks_.at(t.task.value).files;
   if (t.verdict.plan == BodyPlan::restart && files.staging && files.staging->bytes() > 0) {
     // The whole body is coming (the server ignored Range, or If-Range no
     // longer matched): what was staged is worthless now.
@@ -331,7 +337,7 @@ std::size_t Client::Impl::on_body(char* data, std::size_t size, std::size_t n, v
     t->watch.hold(self.now());  // Held back by us: no stall.
     return CURL_WRITEFUNC_PAUSE;
   }
-  TaskFiles& files = self.files_[t->task.value];
+  TaskFiles& files = self.io_tasks_.at(t->task.value).files;
   if (!t->first_byte_s && bytes > 0) t->first_byte_s = self.now();
   const std::optional<std::uint64_t> limit = t->expected_size ? t->expected_size : t->size_cap;
   if (limit && files.staging->bytes() + bytes > *limit) {
@@ -347,13 +353,19 @@ std::size_t Client::Impl::on_body(char* data, std::size_t size, std::size_t n, v
 }
 
 void Client::Impl::finish(CURL* easy, CURLcode code) {
-  Transfer* t = nullptr;
-  if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t) != CURLE_OK || t == nullptr) {
-    for (auto& [id, transfer] : transfers_) {  // Found the long way.
-      if (transfer->easy == easy) t = transfer.get();
-    }
-    if (t == nullptr) return;  // Not ours.
+  Transfer* found = nullptr;
+  if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, &found) != CURLE_OK || found == nullptr) {
+    for_each_transfer([&](Transfer& transfer) {  // Found the long way.
+      if (transfer.easy == easy) found = &transfer;
+    });
+    if (found == nullptr) return;  // Not ours.
   }
+  // The attempt leaves its task's record, which stays for the next one (or
+  // goes to finalize, or ends).
+  TaskIo& io = io_tasks_.at(found->task.value);
+  const std::unique_ptr<Transfer> owned = std::move(io.transfer);
+  io.state = TaskIo::State::between_attempts;
+  Transfer* const t = owned.get();
   judge(*t);  // A response without a body (404, 503) is judged here.
   TransferStatus status = TransferStatus::ok;
   std::string reason;
@@ -386,28 +398,28 @@ void Client::Impl::finish(CURL* easy, CURLcode code) {
     status = t->write_error->no_space ? TransferStatus::retryable_error
                                       : TransferStatus::permanent_error;
     reason = t->write_error->message;
-    if (t->write_error->no_space) files_[t->task.value].staging.reset();
+    if (t->write_error->no_space) io.files.staging.reset();
   } else if (code != CURLE_OK) {
     status = judge_transport_error(code);
     reason = transport();
-  } else if (t->expected_size && files_[t->task.value].staging->bytes() != *t->expected_size) {
+  } else if (t->expected_size && io.files.staging->bytes() != *t->expected_size) {
     status = TransferStatus::retryable_error;  // A short body the server called complete.
-    reason = "short body: " + std::to_string(files_[t->task.value].staging->bytes()) + " of " +
+    reason = "short body: " + std::to_string(io.files.staging->bytes()) + " of " +
              std::to_string(*t->expected_size) + " bytes from " + t->url;
   }
   if (status == TransferStatus::ok) {
     // The body goes to finalize, with the key's lock; this task's files
     // leave the I/O thread.
-    auto node = files_.extract(t->task.value);
     Ready ready;
-    ready.staging = std::move(node.mapped().staging);
-    ready.lock = std::move(node.mapped().lock);
+    ready.staging = std::move(io.files.staging);
+    ready.lock = std::move(io.files.lock);
+    io_tasks_.erase(t->task.value);
     std::lock_guard lock(ready_mutex_);
     ready_.insert_or_assign(t->task.value, std::move(ready));
   } else if (status == TransferStatus::permanent_error) {
-    files_.erase(t->task.value);
-  } else if (auto it = files_.find(t->task.value); it != files_.end()) {
-    it->second.lock.reset();  // In backoff: another process may fetch the key meanwhile.
+    io_tasks_.erase(t->task.value);
+  } else {
+    io.files.lock.reset();  // In backoff: another process may fetch the key meanwhile.
   }
   const TransferId id = t->id;
   const TaskId task = t->task;
@@ -424,7 +436,6 @@ void Client::Impl::finish(CURL* easy, CURLcode code) {
   }
   const std::string url = t->url;
   release(*t);
-  transfers_.erase(id.value);
   report(id, task, status, appended, retry_after, &key,
          reason.empty() ? "transfer failed" : reason, timing, url);
 }
