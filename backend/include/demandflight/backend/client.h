@@ -1,6 +1,8 @@
 // Client: the scheduler core on the real clock, real HTTP and a real disk.
 //
-// The same dfl::Scheduler as the simulator's, behind one mutex. Threads:
+// The same dfl::Scheduler as the simulator's, inside a ClientCore (the
+// client's rules without I/O: backend/src/client_core.h) behind one mutex.
+// Threads:
 // - callers: subscribe / cancel / set_priority / end_owner, from any thread;
 // - one I/O thread runs every transfer on a libcurl multi handle (Range and
 //   If-Range resume, status and Content-Range judged by us, SHA-256 while
@@ -10,8 +12,8 @@
 //   millisecond a file: it stays off the I/O thread);
 // - a delivery thread (or the executor you pass) runs terminal callbacks,
 //   outside every lock: a callback may call back into the client.
-// Commands are routed to those queues while the engine lock is held, so they
-// reach each thread in the order the engine emitted them.
+// The core's jobs are handed to those queues while the lock is held, so they
+// reach each thread in the order the engine emitted the commands behind them.
 //
 // DemandOptions::deadline_s is on the client's clock (clock_s()).
 //
@@ -19,9 +21,9 @@
 // are that caller's, not the key's. Callers of one key share one transfer
 // whatever they expect; the body is judged once (its size and SHA-256), and
 // installed when it meets the expectation of at least one of the task's
-// demands (see finalize_decision in client.cpp for the whole rule); then
-// each demand gets its own verdict: one whose expectation the installed
-// bytes contradict fails ("sha256 mismatch: expected X, got Y"), the
+// demands (ClientCore::decide_install in backend/src/client_core.cpp has the
+// whole rule); then each demand gets its own verdict: one whose expectation
+// the installed bytes contradict fails ("sha256 mismatch: expected X, got Y"), the
 // others succeed. A cache hit is judged the same way against the object.
 //
 // Several processes (and several Clients) may share one cache directory
