@@ -271,7 +271,7 @@ void Client::Impl::dispatch_locked() {
       finalize = true;
     } else if (auto* d = std::get_if<DeliverJob>(&job)) {
       std::lock_guard lock(delivery_mutex_);
-      deliveries_.push_back(Delivery{std::move(d->callback), std::move(d->result)});
+      deliveries_.push_back(std::move(*d));
       delivery = true;
     } else if (auto* ev = std::get_if<EvictJob>(&job)) {
       // Now, under the lock, so that no later install of the key can be undone by it.

@@ -389,14 +389,6 @@ ClientMetrics ClientCore::metrics() const {
   return out;
 }
 
-std::size_t ClientCore::live_pins() {
-  std::size_t n = 0;
-  for (const auto& [owner, weak] : pins_) {
-    if (auto state = weak.lock(); state && state->held()) ++n;
-  }
-  return n;
-}
-
 // --- Rules -------------------------------------------------------------------
 
 std::string ClientCore::TaskRecord::provenance() const {

@@ -210,7 +210,6 @@ class ClientCore {
   bool no_work() const { return engine_.live_demands() == 0 && engine_.live_tasks() == 0; }
   ClientMetrics metrics() const;  // Without the cache's figures.
   const ThrottleRule& throttle_rule() const { return throttle_rule_; }
-  std::size_t live_pins();  // Pins held (tests).
 
  private:
   struct DemandRecord {

@@ -97,14 +97,14 @@ void Client::Impl::finalize_ended(const FinalizeJob& job, std::uint64_t bytes, F
 
 void Client::Impl::delivery_loop() {
   for (;;) {
-    std::deque<Delivery> batch;
+    std::deque<DeliverJob> batch;
     {
       std::unique_lock lock(delivery_mutex_);
       delivery_cv_.wait(lock, [this] { return delivery_stop_ || !deliveries_.empty(); });
       if (deliveries_.empty() && delivery_stop_) return;
       batch.swap(deliveries_);
     }
-    for (Delivery& d : batch) {
+    for (DeliverJob& d : batch) {
       if (options_.executor) {
         // An executor's task is copyable; the result (with its pin) is not.
         auto result = std::make_shared<DemandResult>(std::move(d.result));

@@ -98,10 +98,6 @@ class Client::Impl {
 
   // The I/O thread's jobs.
   using IoJob = std::variant<StartJob, AbortJob, ForgetJob, DropPartialJob, LimitsJob>;
-  struct Delivery {
-    Callback callback;
-    DemandResult result;
-  };
 
   void dispatch_locked();
   void push_io(IoJob job);
@@ -183,8 +179,7 @@ class Client::Impl {
   void handle(AbortJob& job);
   void handle(DropPartialJob& job) { partials_.erase(job.key); }
   void handle(ForgetJob& job);
-  void poll_waiting();
-  bool any_waiting() const;
+  bool poll_waiting();
   // Calls f(Transfer&) for each attempt in flight.
   template <typename F>
   void for_each_transfer(F&& f) {
@@ -280,7 +275,7 @@ class Client::Impl {
 
   std::mutex delivery_mutex_;
   std::condition_variable delivery_cv_;
-  std::deque<Delivery> deliveries_;
+  std::deque<DeliverJob> deliveries_;
   bool delivery_stop_ = false;
   std::thread delivery_thread_;
 };

@@ -18,7 +18,7 @@ void Client::Impl::io_loop() {
       handle(job);
       --io_jobs_pending_;
     }
-    poll_waiting();
+    const bool waiting = poll_waiting();
     refresh_throttle();
     resume_paused();
     int running = 0;
@@ -48,7 +48,7 @@ void Client::Impl::io_loop() {
       }
     }
     // Another process's install is seen by looking: often enough not to add to its latency.
-    if (any_waiting()) timeout_ms = std::min(timeout_ms, kWaitPollMs);
+    if (waiting) timeout_ms = std::min(timeout_ms, kWaitPollMs);
     // A paused transfer goes on when its class has tokens again.
     if (paused_ > 0) timeout_ms = std::min(timeout_ms, throttle_wait_ms());
     if (timeout_ms > 0 && curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr) != CURLM_OK) {
@@ -218,15 +218,10 @@ void Client::Impl::handle(ForgetJob& job) {
   ready_.erase(job.task.value);
 }
 
-bool Client::Impl::any_waiting() const {
-  return std::any_of(io_tasks_.begin(), io_tasks_.end(),
-                     [](const auto& entry) { return entry.second.state == TaskIo::State::waiting; });
-}
-
 // Each waiting start looks for the object another fetch is installing,
 // then tries the key's lock: the fetch it waited for failed, or died.
-// Oldest task first.
-void Client::Impl::poll_waiting() {
+// Oldest task first. Whether any still waits.
+bool Client::Impl::poll_waiting() {
   std::vector<std::uint64_t> waiting;
   for (const auto& [task, io] : io_tasks_) {
     if (io.state == TaskIo::State::waiting) waiting.push_back(task);
@@ -243,6 +238,10 @@ void Client::Impl::poll_waiting() {
       this->start(start, limits);
     }
   }
+  return std::any_of(waiting.begin(), waiting.end(), [this](std::uint64_t task) {
+    auto it = io_tasks_.find(task);
+    return it != io_tasks_.end() && it->second.state == TaskIo::State::waiting;
+  });
 }
 
 // The key is installed (by another fetch): no bytes to move; finalize
