@@ -20,10 +20,16 @@ mutants=(
   "hit-hold-kept@s/^    if (demand.hit_hold) demand.hit_hold->release();  \/\/ Not taken by a pin./    \/\/ MUTANT/@dropped while held"
 )
 
-build() {  # NAME SED: client_core.cpp (mutated by SED) with the check.
+# The check and metrics.cpp do not change between mutants (the header is the
+# original's): compiled once; each mutant compiles only its client_core.cpp.
+flags=(-std=c++20 -O1 -I"$root/engine/include" -I"$root/policies/include" -I"$root/backend/include")
+g++ "${flags[@]}" -c "$root/tests/backend/client_core_check.cpp" -o "$work/check.o"
+g++ "${flags[@]}" -c "$root/backend/src/metrics.cpp" -o "$work/metrics.o"
+
+build() {  # NAME SED: client_core.cpp (mutated by SED), linked with the check.
   local dir="$work/$1"
   rm -rf "$dir" && mkdir -p "$dir"
-  cp "$root/backend/src/client_core.cpp" "$root/backend/src/client_core.h" "$dir/"
+  cp "$root/backend/src/client_core.cpp" "$dir/"
   if [ -n "$2" ]; then
     sed -i "$2" "$dir/client_core.cpp"
     if cmp -s "$root/backend/src/client_core.cpp" "$dir/client_core.cpp"; then
@@ -31,12 +37,9 @@ build() {  # NAME SED: client_core.cpp (mutated by SED) with the check.
       return 1
     fi
   fi
-  # The check includes ../../backend/src/client_core.h: the copy stands in for it.
-  mkdir -p "$dir/tests/backend" "$dir/backend/src"
-  cp "$root/tests/backend/core_driver.h" "$root/tests/backend/client_core_check.cpp" "$dir/tests/backend/"
-  cp "$dir/client_core.h" "$dir/backend/src/"
-  g++ -std=c++20 -O1 -I"$root/engine/include" -I"$root/policies/include" -I"$root/backend/include" \
-    "$dir/tests/backend/client_core_check.cpp" "$dir/client_core.cpp" "$root/backend/src/metrics.cpp" \
+  # client_core.cpp includes "client_core.h" from its own directory: the original's.
+  g++ "${flags[@]}" -I"$root/backend/src" -c "$dir/client_core.cpp" -o "$dir/client_core.o"
+  g++ "$work/check.o" "$dir/client_core.o" "$work/metrics.o" \
     "$build_dir/policies/libdemandflight_policies.a" "$build_dir/engine/libdemandflight_engine.a" \
     -o "$dir/check"
 }
