@@ -1,5 +1,5 @@
 // CacheDir's installs: a staging file verified, made durable and renamed into
-// objects/, one at a time (per_file) or in batches by the committer thread.
+// objects/, one at a time (per_file) or many together (batched: commit_all).
 #include "demandflight/backend/cache_dir.h"
 
 #include <fcntl.h>
@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -94,22 +93,9 @@ void CacheDir::add_to_index(const std::string& object_name, std::uint64_t bytes,
 
 std::optional<IoError> CacheDir::commit(Staging staging, std::optional<std::uint64_t> expected_size,
                                         const std::optional<std::string>& expected_sha256) {
-  if (sync_mode_ == SyncMode::batched) {
-    std::mutex m;
-    std::condition_variable cv;
-    std::optional<std::optional<IoError>> outcome;
-    commit_async(std::move(staging), expected_size, expected_sha256,
-                 [&](std::optional<IoError> error) {
-                   std::lock_guard lock(m);
-                   outcome.emplace(std::move(error));
-                   cv.notify_one();
-                 });
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return outcome.has_value(); });
-    return std::move(*outcome);
-  }
-  Hold held;
-  return commit_per_file(std::move(staging), expected_size, expected_sha256, held);
+  std::vector<Commit> one;
+  one.push_back(Commit{std::move(staging), expected_size, expected_sha256});
+  return std::move(commit_all(std::move(one)).front().error);
 }
 
 std::optional<IoError> CacheDir::commit_per_file(Staging staging,
@@ -137,31 +123,31 @@ std::optional<IoError> CacheDir::commit_per_file(Staging staging,
   return std::nullopt;
 }
 
-void CacheDir::commit_async(Staging staging, std::optional<std::uint64_t> expected_size,
-                            const std::optional<std::string>& expected_sha256, CommitDone done) {
+std::vector<CacheDir::Committed> CacheDir::commit_all(std::vector<Commit> commits) {
+  std::vector<Committed> results(commits.size());
   if (sync_mode_ == SyncMode::per_file) {
-    Hold held;  // Until `done` has returned.
-    done(commit_per_file(std::move(staging), expected_size, expected_sha256, held));
-    return;
+    for (std::size_t i = 0; i < commits.size(); ++i) {
+      Commit& c = commits[i];
+      results[i].error = commit_per_file(std::move(c.staging), c.expected_size,
+                                         c.expected_sha256, results[i].hold);
+    }
+    return results;
   }
-  if (auto error = verify(staging, expected_size, expected_sha256, /*close=*/true)) {
-    { const Staging dropped = std::move(staging); }  // Its file is gone before `done` runs.
-    done(std::move(error));
-    return;
+  std::vector<PendingCommit> batch;
+  batch.reserve(commits.size());
+  for (std::size_t i = 0; i < commits.size(); ++i) {
+    Commit& c = commits[i];
+    if (auto error = verify(c.staging, c.expected_size, c.expected_sha256, /*close=*/true)) {
+      { const Staging dropped = std::move(c.staging); }  // Its file is gone.
+      results[i].error = std::move(error);
+      continue;
+    }
+    // Closed and verified (dropping the Staging leaves the file): the batch's.
+    Staging::Core& core = *c.staging.core_;
+    batch.push_back(PendingCommit{core.path, core.object_name, c.staging.bytes_, *core.digest, i});
   }
-  // Closed and verified: from here the committer owns the file.
-  PendingCommit pending{staging.core_->path, staging.core_->object_name, staging.bytes_,
-                        *staging.core_->digest, std::move(done)};
-  {
-    std::lock_guard lock(commit_mutex_);
-    committing_.push_back(std::move(pending));
-  }
-  commit_cv_.notify_one();
-}
-
-void CacheDir::drain() {
-  std::unique_lock lock(commit_mutex_);
-  drained_cv_.wait(lock, [this] { return committing_.empty() && in_flight_ == 0; });
+  if (!batch.empty()) commit_batch(batch, results);
+  return results;
 }
 
 CacheDir::SyncCounts CacheDir::sync_counts() const {
@@ -169,24 +155,7 @@ CacheDir::SyncCounts CacheDir::sync_counts() const {
                     writer_ ? writer_->direct_bytes() : 0};
 }
 
-void CacheDir::commit_loop() {
-  std::vector<PendingCommit> batch;
-  for (;;) {
-    {
-      std::unique_lock lock(commit_mutex_);
-      in_flight_ = 0;
-      drained_cv_.notify_all();
-      commit_cv_.wait(lock, [this] { return commit_stop_ || !committing_.empty(); });
-      if (committing_.empty()) return;  // Stopping, and nothing is left to commit.
-      batch.clear();
-      batch.swap(committing_);
-      in_flight_ = batch.size();
-    }
-    commit_batch(batch);
-  }
-}
-
-void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
+void CacheDir::commit_batch(std::vector<PendingCommit>& batch, std::vector<Committed>& results) {
   std::vector<std::optional<IoError>> errors(batch.size());
   // Durable bytes first, then the names (see commit()).
   bool synced = false;
@@ -212,9 +181,8 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
       ++file_syncs_;
     }
   }
-  // Each new object is held from before its rename until its `done` has
-  // returned (see commit_per_file), and room is made for the whole batch
-  // before any of it becomes visible.
+  // Each new object is held from before its rename (see commit_per_file),
+  // and room is made for the whole batch before any of it becomes visible.
   std::vector<Hold> holds(batch.size());
   std::uint64_t incoming = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -244,7 +212,9 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch) {
     if (!errors[i]) add_to_index(batch[i].object_name, batch[i].bytes, batch[i].sha256);
   }
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    batch[i].done(std::move(errors[i]));
+    Committed& result = results[batch[i].result];
+    result.error = std::move(errors[i]);
+    if (!result.error) result.hold = std::move(holds[i]);
   }
 }
 

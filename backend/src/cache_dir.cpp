@@ -16,7 +16,6 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -73,18 +72,9 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
   if (objects_fd_ < 0) throw std::runtime_error(errno_text("cannot open", objects_));
   early_sync_ = std::make_unique<EarlySync>();
   if (options.write_behind) writer_ = std::make_unique<WriteBehind>(direct_writes_);
-  if (sync_mode_ == SyncMode::batched) committer_ = std::thread([this] { commit_loop(); });
 }
 
 CacheDir::~CacheDir() {
-  if (committer_.joinable()) {
-    {
-      std::lock_guard lock(commit_mutex_);
-      commit_stop_ = true;
-    }
-    commit_cv_.notify_one();
-    committer_.join();  // It commits what is still waiting first.
-  }
   if (objects_fd_ >= 0) ::close(objects_fd_);
   if (locks_fd_ >= 0) ::close(locks_fd_);
   if (owner_fd_ >= 0) {

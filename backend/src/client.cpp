@@ -150,12 +150,11 @@ Client::Impl::~Impl() {
   finalize_cv_.notify_all();
   for (auto& t : finalize_threads_)
     t.join();
-  cache_.drain();  // Installs handed to the committer report to the engine first.
   // Demands still waiting are cancelled: each gets its one terminal.
   {
-    std::lock_guard lock(mutex_);
+    CoreLock core(*this);
     core_.cancel_all(now());
-    dispatch_locked();
+    core.dispatch();
   }
   {
     std::lock_guard lock(delivery_mutex_);
@@ -178,29 +177,29 @@ DemandHandle Client::Impl::subscribe(const ArtifactRef& artifact, const DemandOp
     on_disk = ObjectFacts{info->size, std::move(info->sha256)};
   std::unique_ptr<ObjectHold> held;
   if (on_disk && options_.pin_on_success) held = objects_.hold(artifact.key);
-  std::lock_guard lock(mutex_);
+  CoreLock core(*this);
   const DemandHandle h = core_.subscribe(now(), artifact, options, std::move(on_terminal),
                                          std::move(on_disk), std::move(held));
-  dispatch_locked();
+  core.dispatch();
   return h;
 }
 
 void Client::Impl::cancel(DemandHandle h) {
-  std::lock_guard lock(mutex_);
+  CoreLock core(*this);
   core_.cancel(now(), h);
-  dispatch_locked();
+  core.dispatch();
 }
 
 void Client::Impl::set_priority(DemandHandle h, Priority p) {
-  std::lock_guard lock(mutex_);
+  CoreLock core(*this);
   core_.set_priority(now(), h, p);
-  dispatch_locked();
+  core.dispatch();
 }
 
 void Client::Impl::end_owner(OwnerId owner, std::optional<OwnerGeneration> generation) {
-  std::lock_guard lock(mutex_);
+  CoreLock core(*this);
   core_.end_owner(now(), owner, generation);
-  dispatch_locked();
+  core.dispatch();
 }
 
 SchedulerStats Client::Impl::stats() const {
@@ -221,8 +220,8 @@ std::vector<TransferSnapshot> Client::Impl::transfers() const {
 }
 
 void Client::Impl::set_throttle(const ThrottleConfig& config) {
-  std::lock_guard lock(mutex_);
-  if (core_.set_throttle(config)) dispatch_locked();
+  CoreLock core(*this);
+  if (core_.set_throttle(config)) core.dispatch();
 }
 
 ThrottleConfig Client::Impl::throttle() const {
@@ -246,7 +245,7 @@ double Client::Impl::now() const {
 
 // The core's jobs to their threads, in its order: each queue sees them as
 // the engine emitted them.
-void Client::Impl::dispatch_locked() {
+Client::Impl::Wakes Client::Impl::dispatch_locked() {
   core_.take_jobs(jobs_);
   bool io = false, finalize = false, delivery = false;
   for (Job& job : jobs_) {
@@ -288,9 +287,28 @@ void Client::Impl::dispatch_locked() {
       wake < before) {
     io = true;  // Perhaps sooner than the I/O thread's wait ends.
   }
-  if (io) curl_multi_wakeup(multi_);
-  if (finalize) finalize_cv_.notify_one();
-  if (delivery) delivery_cv_.notify_one();
+  return Wakes{io, finalize, delivery};
+}
+
+namespace {
+// The client whose I/O thread this is, if any.
+thread_local const void* io_thread_of = nullptr;
+}  // namespace
+
+void Client::Impl::mark_io_thread() { io_thread_of = this; }
+
+void Client::Impl::wake(Wakes wakes) {
+  if (wakes.io) {
+    // The I/O thread's own events go round its loop once more before it
+    // waits, with no byte through libcurl's wakeup socket.
+    if (io_thread_of == this) {
+      io_again_ = true;
+    } else {
+      curl_multi_wakeup(multi_);
+    }
+  }
+  if (wakes.finalize) finalize_cv_.notify_one();
+  if (wakes.delivery) delivery_cv_.notify_one();
 }
 
 void Client::Impl::push_io(IoJob job) {

@@ -2,97 +2,158 @@
 // process's install adopted) and the delivery thread (client_impl.h).
 #include "client_impl.h"
 
+#include <algorithm>
+#include <iterator>
 
 namespace dfl::backend {
 void Client::Impl::finalize_loop() {
+  std::vector<FinalizeJob> jobs;
   for (;;) {
-    FinalizeJob job;
     {
       std::unique_lock lock(finalize_mutex_);
       finalize_cv_.wait(lock, [this] { return finalize_stop_ || !finalize_jobs_.empty(); });
       if (finalize_stop_) return;
-      job = std::move(finalize_jobs_.front());
-      finalize_jobs_.pop_front();
+      // Batched installs: every job waiting. Per file: one, since each waits
+      // on its own fdatasync and the pool's threads wait side by side.
+      const std::size_t take =
+          options_.install_sync == SyncMode::batched ? finalize_jobs_.size() : 1;
+      for (std::size_t i = 0; i < take; ++i) {
+        jobs.push_back(std::move(finalize_jobs_.front()));
+        finalize_jobs_.pop_front();
+      }
     }
-    Ready ready;
+    std::vector<Finalized> done = judge(jobs);
+    jobs.clear();
+    if (options_.install_sync == SyncMode::per_file) {
+      install_and_report(done);
+      continue;
+    }
+    // Group commit by combining: the thread that finds no install running
+    // installs whatever the others hand over meanwhile, until none is left;
+    // the others go back to sealing. One syncfs at a time, and no thread of
+    // its own to wake.
     {
-      std::lock_guard lock(ready_mutex_);
-      if (auto node = ready_.extract(job.task.value)) ready = std::move(node.mapped());
+      std::lock_guard lock(install_mutex_);
+      std::move(done.begin(), done.end(), std::back_inserter(installing_));
+      if (install_running_) continue;
+      install_running_ = true;
     }
-    if (ready.installed_elsewhere) {
-      adopt_install(job);
-      continue;
+    for (;;) {
+      {
+        std::lock_guard lock(install_mutex_);
+        done.clear();
+        done.swap(installing_);
+        if (done.empty()) {
+          install_running_ = false;
+          break;
+        }
+      }
+      install_and_report(done);
     }
-    if (!ready.staging) {  // Its files were dropped: nothing to install.
-      finalize_ended(job, 0, FinalizeStatus::error, "staged bytes lost");
-      continue;
-    }
-    const std::uint64_t bytes = ready.staging->bytes();
-    auto sealed = cache_.seal(*ready.staging);
-    // A refused body's file is gone before anybody hears of it.
-    if (auto* error = std::get_if<IoError>(&sealed)) {
-      const std::string reason = error->message;
-      // A full disk may have room later (as for a write while the body
-      // arrived): fetched again from byte 0, its bytes given back now.
-      const FinalizeStatus status =
-          error->no_space ? FinalizeStatus::verify_failed : FinalizeStatus::error;
-      ready.staging.reset();
-      finalize_ended(job, bytes, status, reason);
-      continue;
-    }
-    const CacheDir::Sealed body = std::get<CacheDir::Sealed>(sealed);
-    if (auto refusal = decide(job.task, body)) {
-      // Fetched again from byte 0 (once per body, whoever expects what),
-      // unless the origin sent these same bytes last time too.
-      ready.staging.reset();
-      finalize_ended(job, bytes,
-                     refusal->again ? FinalizeStatus::verify_failed : FinalizeStatus::error,
-                     refusal->why);
-      continue;
-    }
-    // Reports on this thread, or on the cache's committer once the install
-    // is durable; the key's lock goes once the demands have their verdicts.
-    auto lock = std::make_shared<std::optional<CacheDir::KeyLock>>(std::move(ready.lock));
-    cache_.commit_async(std::move(*ready.staging), std::nullopt, std::nullopt,
-                        [this, job = std::move(job), bytes, lock](std::optional<IoError> error) {
-                          if (error) {
-                            finalize_ended(job, bytes, FinalizeStatus::error, error->message);
-                          } else {
-                            finalize_ended(job, bytes, FinalizeStatus::installed, {});
-                          }
-                          lock->reset();
-                        });
   }
 }
 
-// Whether the body is installed (the rule: ClientCore::decide_install).
-std::optional<Refusal> Client::Impl::decide(TaskId task, const CacheDir::Sealed& body) {
-  std::lock_guard lock(mutex_);
-  return core_.decide_install(task, body.bytes, body.sha256);
+// Each job's body sealed and judged by the core (one lock for all); what
+// is left to install keeps its staging file.
+std::vector<Client::Impl::Finalized> Client::Impl::judge(std::vector<FinalizeJob>& jobs) {
+  std::vector<Finalized> out(jobs.size());
+  {
+    std::lock_guard lock(ready_mutex_);
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      out[i].job = std::move(jobs[i]);
+      if (auto node = ready_.extract(out[i].job.task.value)) {
+        Ready& ready = node.mapped();
+        out[i].staging = std::move(ready.staging);
+        out[i].lock = std::move(ready.lock);
+        out[i].installed_elsewhere = ready.installed_elsewhere;
+      }
+    }
+  }
+  std::vector<std::size_t> sealed;  // Their bodies, for the core to judge.
+  std::vector<CacheDir::Sealed> bodies;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    Finalized& f = out[i];
+    if (f.installed_elsewhere) {
+      f.end = adopt_install(f.job);
+      continue;
+    }
+    if (!f.staging) {  // Its files were dropped: nothing to install.
+      f.end.reason = "staged bytes lost";
+      continue;
+    }
+    f.end.bytes = f.staging->bytes();
+    auto body = cache_.seal(*f.staging);
+    // A refused body's file is gone before anybody hears of it.
+    if (auto* error = std::get_if<IoError>(&body)) {
+      // A full disk may have room later (as for a write while the body
+      // arrived): fetched again from byte 0, its bytes given back now.
+      f.end.status = error->no_space ? FinalizeStatus::verify_failed : FinalizeStatus::error;
+      f.end.reason = error->message;
+      f.staging.reset();
+      continue;
+    }
+    sealed.push_back(i);
+    bodies.push_back(std::get<CacheDir::Sealed>(body));
+  }
+  if (sealed.empty()) return out;
+  std::vector<std::optional<Refusal>> refusals(sealed.size());
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t k = 0; k < sealed.size(); ++k)
+      refusals[k] = core_.decide_install(out[sealed[k]].job.task, bodies[k].bytes, bodies[k].sha256);
+  }
+  for (std::size_t k = 0; k < sealed.size(); ++k) {
+    if (auto& refusal = refusals[k]) {
+      // Fetched again from byte 0 (once per body, whoever expects what),
+      // unless the origin sent these same bytes last time too.
+      Finalized& f = out[sealed[k]];
+      f.end.status = refusal->again ? FinalizeStatus::verify_failed : FinalizeStatus::error;
+      f.end.reason = std::move(refusal->why);
+      f.staging.reset();
+    }
+  }
+  return out;
 }
+
+// The accepted bodies installed together (CacheDir::commit_all), and every
+// job's end told to the core under one lock; the key locks and the new
+// objects' holds go after that, once the demands have their verdicts.
+void Client::Impl::install_and_report(std::vector<Finalized>& batch) {
+  std::vector<CacheDir::Commit> commits;
+  std::vector<std::size_t> committed;  // Their jobs.
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].staging) continue;
+    commits.push_back(CacheDir::Commit{std::move(*batch[i].staging), {}, {}});
+    batch[i].staging.reset();
+    committed.push_back(i);
+  }
+  std::vector<CacheDir::Committed> installs = cache_.commit_all(std::move(commits));
+  for (std::size_t k = 0; k < installs.size(); ++k) {
+    FinalizeEnd& end = batch[committed[k]].end;
+    if (installs[k].error) {
+      end.reason = std::move(installs[k].error->message);
+    } else {
+      end.status = FinalizeStatus::installed;
+    }
+  }
+  CoreLock core(*this);
+  for (Finalized& f : batch)
+    core_.finalize_ended(now(), f.job, f.end.bytes, f.end.status, f.end.reason);
+  core.dispatch();
+}  // The core's lock goes, then the holds (`installs`); the key locks go with `batch`.
 
 // Another fetch installed the key: checked (its size and digest, for the
 // verdicts) and held until the task's demands have theirs.
-void Client::Impl::adopt_install(const FinalizeJob& job) {
+Client::Impl::FinalizeEnd Client::Impl::adopt_install(const FinalizeJob& job) {
   auto info = cache_.stat_object(job.key, /*with_digest=*/true);
   auto held = info ? objects_.hold(job.key) : nullptr;
-  if (!info || !held) {
-    finalize_ended(job, 0, FinalizeStatus::verify_failed,
-                   "installed by another process, then evicted");
-    return;
-  }
+  if (!info || !held)
+    return {0, FinalizeStatus::verify_failed, "installed by another process, then evicted"};
   {
     std::lock_guard lock(mutex_);
     core_.adopted(job.task, ObjectFacts{info->size, info->sha256}, std::move(held));
   }
-  finalize_ended(job, 0, FinalizeStatus::installed, {});
-}
-
-void Client::Impl::finalize_ended(const FinalizeJob& job, std::uint64_t bytes, FinalizeStatus status,
-                    const std::string& reason) {
-  std::lock_guard lock(mutex_);
-  core_.finalize_ended(now(), job, bytes, status, reason);
-  dispatch_locked();
+  return {0, FinalizeStatus::installed, {}};
 }
 
 void Client::Impl::delivery_loop() {

@@ -99,7 +99,37 @@ class Client::Impl {
   // The I/O thread's jobs.
   using IoJob = std::variant<StartJob, AbortJob, ForgetJob, DropPartialJob, LimitsJob>;
 
-  void dispatch_locked();
+  // Which threads a dispatch gave work.
+  struct Wakes {
+    bool io = false, finalize = false, delivery = false;
+  };
+  Wakes dispatch_locked();
+  void wake(Wakes wakes);
+  void mark_io_thread();  // Called by the I/O thread, first.
+  // The core's lock. dispatch() hands the core's jobs to their queues under
+  // it; the threads that got work are woken once it is released, so that
+  // none wakes only to wait for it.
+  class CoreLock {
+   public:
+    explicit CoreLock(Impl& impl) : impl_(impl), lock_(impl.mutex_) {}
+    ~CoreLock() {
+      lock_.unlock();
+      impl_.wake(wakes_);
+    }
+    CoreLock(const CoreLock&) = delete;
+    CoreLock& operator=(const CoreLock&) = delete;
+    void dispatch() {
+      const Wakes w = impl_.dispatch_locked();
+      wakes_.io = wakes_.io || w.io;
+      wakes_.finalize = wakes_.finalize || w.finalize;
+      wakes_.delivery = wakes_.delivery || w.delivery;
+    }
+
+   private:
+    Impl& impl_;
+    std::unique_lock<std::mutex> lock_;
+    Wakes wakes_;
+  };
   void push_io(IoJob job);
 
   // --- I/O thread ---------------------------------------------------------------
@@ -212,10 +242,24 @@ class Client::Impl {
   // --- Finalize pool -------------------------------------------------------------
 
   void finalize_loop();
-  std::optional<Refusal> decide(TaskId task, const CacheDir::Sealed& body);
-  void adopt_install(const FinalizeJob& job);
-  void finalize_ended(const FinalizeJob& job, std::uint64_t bytes, FinalizeStatus status,
-                      const std::string& reason);
+  // A finalize's end, for the core.
+  struct FinalizeEnd {
+    std::uint64_t bytes = 0;
+    FinalizeStatus status = FinalizeStatus::error;
+    std::string reason;
+  };
+  // One job on its way through the pool: its end, and what it holds until
+  // the core has heard it.
+  struct Finalized {
+    FinalizeJob job;
+    FinalizeEnd end;
+    std::optional<CacheDir::Staging> staging;  // Sealed, accepted: to install.
+    std::optional<CacheDir::KeyLock> lock;
+    bool installed_elsewhere = false;
+  };
+  std::vector<Finalized> judge(std::vector<FinalizeJob>& jobs);
+  void install_and_report(std::vector<Finalized>& batch);
+  FinalizeEnd adopt_install(const FinalizeJob& job);
 
   // --- Delivery thread -------------------------------------------------------------
 
@@ -246,6 +290,7 @@ class Client::Impl {
   // drops them or a new task of the key resumes them. I/O thread.
   std::unordered_map<ArtifactKey, TaskFiles> partials_;
   std::thread io_thread_;
+  bool io_again_ = false;            // I/O thread: its own events gave it work (wake).
   double next_progress_s_ = 0;       // I/O thread.
   double next_bounds_check_s_ = 0;   // I/O thread.
   static constexpr double kBoundsCheckS = 0.25;
@@ -272,6 +317,10 @@ class Client::Impl {
   std::deque<FinalizeJob> finalize_jobs_;
   bool finalize_stop_ = false;
   std::vector<std::thread> finalize_threads_;
+  // Batched installs handed to the finalize thread installing now (finalize_loop).
+  std::mutex install_mutex_;
+  std::vector<Finalized> installing_;
+  bool install_running_ = false;
 
   std::mutex delivery_mutex_;
   std::condition_variable delivery_cv_;

@@ -3,11 +3,13 @@
 #include "client_impl.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "curl_seam.h"
 
 namespace dfl::backend {
 void Client::Impl::io_loop() {
+  mark_io_thread();
   while (!stopping_) {
     std::deque<IoJob> jobs;
     {
@@ -39,9 +41,9 @@ void Client::Impl::io_loop() {
     if (const double wake = next_wakeup_s_.load(std::memory_order_acquire); wake < kNever) {
       const double wait_s = wake - now();
       if (wait_s <= 0) {
-        std::lock_guard lock(mutex_);
+        CoreLock core(*this);
         core_.on_timer(now());
-        dispatch_locked();
+        core.dispatch();
         timeout_ms = 0;
       } else {
         timeout_ms = std::min(timeout_ms, static_cast<int>(wait_s * 1000) + 1);
@@ -51,6 +53,7 @@ void Client::Impl::io_loop() {
     if (waiting) timeout_ms = std::min(timeout_ms, kWaitPollMs);
     // A paused transfer goes on when its class has tokens again.
     if (paused_ > 0) timeout_ms = std::min(timeout_ms, throttle_wait_ms());
+    if (std::exchange(io_again_, false)) timeout_ms = 0;
     if (timeout_ms > 0 && curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr) != CURLM_OK) {
       // No wait for the sockets (libcurl out of memory): a short sleep, so
       // that the loop neither spins nor stalls the transfers for long.
@@ -146,9 +149,9 @@ void Client::Impl::publish_progress() {
   std::sort(snapshot.begin(), snapshot.end(),
             [](const auto& a, const auto& b) { return a.transfer.value < b.transfer.value; });
   if (!snapshot.empty()) {
-    std::lock_guard lock(mutex_);
+    CoreLock core(*this);
     core_.progress(now(), snapshot);  // Read under the lock: time never goes backwards.
-    dispatch_locked();
+    core.dispatch();
   }
   std::lock_guard lock(progress_mutex_);
   snapshot_ = std::move(snapshot);

@@ -446,9 +446,9 @@ void Client::Impl::report(TransferId id, TaskId task, TransferStatus status, std
   TransferEnd end{id, task, status, bytes, retry_after_s, std::nullopt, reason, url,
                   timing.first_byte_s, timing.rate_Bps};
   if (key != nullptr) end.key = *key;
-  std::lock_guard lock(mutex_);
+  CoreLock core(*this);
   core_.transfer_ended(now(), end);
-  dispatch_locked();
+  core.dispatch();
 }
 
 // Easy handles are reused (reset between transfers): a fresh one costs

@@ -441,158 +441,79 @@ TEST(CacheDir, APartialOfAnOwnerThatOpenedLaterAndDiedIsAdoptedToo) {
   ::close(ready[0]);
 }
 
-// A gate the committer thread can be held at (from inside a `done`).
-struct Gate {
-  std::mutex m;
-  std::condition_variable cv;
-  bool entered = false, open = false;
-  void wait_here() {
-    std::unique_lock lock(m);
-    entered = true;
-    cv.notify_all();
-    cv.wait(lock, [this] { return open; });
-  }
-  void wait_entered() {
-    std::unique_lock lock(m);
-    cv.wait(lock, [this] { return entered; });
-  }
-  void release() {
-    std::lock_guard lock(m);
-    open = true;
-    cv.notify_all();
-  }
-};
-
-// Outcomes of commit_async, one slot per install, each filled exactly once.
-struct Outcomes {
-  std::mutex m;
-  std::vector<int> calls;
-  std::vector<std::optional<IoError>> errors;
-  std::vector<std::thread::id> threads;
-  explicit Outcomes(std::size_t n) : calls(n), errors(n), threads(n) {}
-  CacheDir::CommitDone slot(std::size_t i) {
-    return [this, i](std::optional<IoError> error) {
-      std::lock_guard lock(m);
-      ++calls[i];
-      errors[i] = std::move(error);
-      threads[i] = std::this_thread::get_id();
-    };
-  }
-};
-
 std::string body_of(std::size_t i) {
   return "artifact " + std::to_string(i) + std::string(100 + i, static_cast<char>('a' + i % 26));
 }
 
-// Stages body_of(i) under `k` and hands it to commit_async (with its own
-// digest unless another is given).
-void commit_body(CacheDir& cache, const ArtifactKey& k, std::size_t i, CacheDir::CommitDone done,
-                 std::optional<std::string> digest = std::nullopt) {
+// body_of(i) staged under `k`, to commit with its own digest unless another is given.
+CacheDir::Commit staged_body(CacheDir& cache, const ArtifactKey& k, std::size_t i,
+                             std::optional<std::string> digest = std::nullopt) {
   CacheDir::Staging staging = begin(cache, k);
-  ASSERT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
-  cache.commit_async(std::move(staging), body_of(i).size(),
-                     digest ? *digest : Sha256::hex_of(body_of(i)), std::move(done));
+  EXPECT_FALSE(staging.write(body_of(i).data(), body_of(i).size()));
+  return CacheDir::Commit{std::move(staging), body_of(i).size(),
+                          digest ? *digest : Sha256::hex_of(body_of(i))};
 }
 
-TEST(CacheDir, InstallsWaitingTogetherAreMadeDurableByOneSyncfs) {
+TEST(CacheDir, InstallsCommittedTogetherAreMadeDurableByOneSyncfs) {
   const fs::path root = scratch("batched");
   CacheDir cache(root, CacheOptions{.sync = SyncMode::batched});
-  constexpr std::size_t kWaiting = 20;
-  Outcomes outcomes(kWaiting + 1);
-  Gate gate;
-  // The first install is a batch of its own; its `done` holds the committer
-  // while the others are handed over, so they wait together.
-  commit_body(cache, key("first"), 0, [&](std::optional<IoError> error) {
-    outcomes.slot(0)(std::move(error));
-    gate.wait_here();
-  });
-  ASSERT_FALSE(HasFailure());  // Else the committer never reaches the gate.
-  gate.wait_entered();
-  for (std::size_t i = 1; i <= kWaiting; ++i) {
-    commit_body(cache, key("waiting-" + std::to_string(i)), i, outcomes.slot(i));
+  constexpr std::size_t kTogether = 20;
+  std::vector<CacheDir::Commit> commits;
+  for (std::size_t i = 0; i < kTogether; ++i)
+    commits.push_back(staged_body(cache, key("together-" + std::to_string(i)), i));
+  std::vector<CacheDir::Committed> results = cache.commit_all(std::move(commits));
+  ASSERT_EQ(results.size(), kTogether);
+  CacheDir::SyncCounts counts = cache.sync_counts();
+  EXPECT_EQ(counts.file_syncs, 0u);
+  EXPECT_EQ(counts.fs_syncs, 1u) << "the 20 committed together: one syncfs";
+  // One fsync of objects/ before the renames (the flush that covers what
+  // syncfs wrote last) and one after them.
+  EXPECT_EQ(counts.dir_syncs, 2u);
+  for (std::size_t i = 0; i < kTogether; ++i) {
+    EXPECT_FALSE(results[i].error) << results[i].error->message;
+    EXPECT_TRUE(results[i].hold) << "held from before its rename: " << i;
+    EXPECT_EQ(read(cache.object_path(key("together-" + std::to_string(i)))), body_of(i));
   }
-  {
-    std::lock_guard lock(outcomes.m);
-    for (std::size_t i = 1; i <= kWaiting; ++i)
-      EXPECT_EQ(outcomes.calls[i], 0) << "reported before it was durable: " << i;
-  }
-  EXPECT_FALSE(fs::exists(cache.object_path(key("waiting-1")))) << "visible before durable";
-  gate.release();
-  cache.drain();
-
-  const CacheDir::SyncCounts counts = cache.sync_counts();
-  EXPECT_EQ(counts.file_syncs, 1u) << "the lone first install: an fdatasync";
-  EXPECT_EQ(counts.fs_syncs, 1u) << "the 20 that waited together: one syncfs";
-  // Per batch: one fsync of objects/ after its renames, and for the syncfs
-  // batch one before them (the flush that covers what syncfs wrote last).
+  // A lone install is not worth a syncfs: an fdatasync.
+  ASSERT_FALSE(cache.commit(staged_body(cache, key("alone"), kTogether).staging,
+                            body_of(kTogether).size(), Sha256::hex_of(body_of(kTogether))));
+  counts = cache.sync_counts();
+  EXPECT_EQ(counts.file_syncs, 1u);
+  EXPECT_EQ(counts.fs_syncs, 1u);
   EXPECT_EQ(counts.dir_syncs, 3u);
-  EXPECT_EQ(cache.installed_count(), kWaiting + 1);
-  for (std::size_t i = 1; i <= kWaiting; ++i) {
-    EXPECT_EQ(outcomes.calls[i], 1) << i;
-    EXPECT_FALSE(outcomes.errors[i]) << outcomes.errors[i]->message;
-    EXPECT_NE(outcomes.threads[i], std::this_thread::get_id()) << "reported by the committer";
-    EXPECT_EQ(read(cache.object_path(key("waiting-" + std::to_string(i)))), body_of(i));
-  }
+  EXPECT_EQ(cache.installed_count(), kTogether + 1);
   EXPECT_TRUE(fs::is_empty(root / "staging"));
 }
 
-TEST(CacheDir, ABatchedInstallThatFailsItsChecksIsReportedAtOnceAndTheOthersInstall) {
+TEST(CacheDir, AnInstallThatFailsItsChecksFailsAloneAndTheOthersOfItsBatchInstall) {
   const fs::path root = scratch("batched-bad");
   CacheDir cache(root, CacheOptions{.sync = SyncMode::batched});
-  Outcomes outcomes(8);
+  std::vector<CacheDir::Commit> commits;
   for (std::size_t i = 0; i < 8; ++i) {
-    commit_body(cache, key("b" + std::to_string(i)), i, outcomes.slot(i),
-                i == 3 ? std::optional(Sha256::hex_of("other bytes")) : std::nullopt);
-    if (i == 3) {  // Checked on this thread, before anything is handed over.
-      std::lock_guard lock(outcomes.m);
-      EXPECT_EQ(outcomes.calls[3], 1);
-      EXPECT_EQ(outcomes.threads[3], std::this_thread::get_id());
-      ASSERT_TRUE(outcomes.errors[3]);
-      EXPECT_NE(outcomes.errors[3]->message.find("sha256 mismatch"), std::string::npos);
-    }
+    commits.push_back(staged_body(cache, key("b" + std::to_string(i)), i,
+                                  i == 3 ? std::optional(Sha256::hex_of("other bytes"))
+                                         : std::nullopt));
   }
-  cache.drain();
+  std::vector<CacheDir::Committed> results = cache.commit_all(std::move(commits));
   for (std::size_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(outcomes.calls[i], 1) << i;
     EXPECT_EQ(fs::exists(cache.object_path(key("b" + std::to_string(i)))), i != 3) << i;
-    if (i != 3) {
-      EXPECT_FALSE(outcomes.errors[i]) << i;
-    }
+    EXPECT_EQ(results[i].error.has_value(), i == 3) << i;
+    EXPECT_EQ(static_cast<bool>(results[i].hold), i != 3) << i;
   }
+  ASSERT_TRUE(results[3].error);
+  EXPECT_NE(results[3].error->message.find("sha256 mismatch"), std::string::npos);
   EXPECT_EQ(cache.installed_count(), 7u);
   EXPECT_TRUE(fs::is_empty(root / "staging")) << "the wrong bytes' staging file is gone";
 }
 
-TEST(CacheDir, ClosingTheCacheCommitsWhatIsStillWaiting) {
-  const fs::path root = scratch("batched-close");
-  Outcomes outcomes(12);
-  {
-    CacheDir cache(root, CacheOptions{.sync = SyncMode::batched});
-    for (std::size_t i = 0; i < 12; ++i) {
-      commit_body(cache, key("c" + std::to_string(i)), i, outcomes.slot(i));
-    }
-  }
-  for (std::size_t i = 0; i < 12; ++i) {
-    EXPECT_EQ(outcomes.calls[i], 1) << i;
-    EXPECT_FALSE(outcomes.errors[i]) << i;
-  }
-  CacheDir reopened(root);
-  EXPECT_EQ(reopened.installed_count(), 12u);
-  EXPECT_EQ(reopened.staging_leftovers_removed(), 0u);
-  for (std::size_t i = 0; i < 12; ++i)
-    EXPECT_EQ(read(reopened.object_path(key("c" + std::to_string(i)))), body_of(i));
-}
-
-TEST(CacheDir, PerFileModeSyncsEachFileOnTheCallingThread) {
+TEST(CacheDir, PerFileModeSyncsEachFile) {
   const fs::path root = scratch("per-file");
   CacheDir cache(root, CacheOptions{.sync = SyncMode::per_file});
-  Outcomes outcomes(6);
-  for (std::size_t i = 0; i < 6; ++i) {
-    commit_body(cache, key("p" + std::to_string(i)), i, outcomes.slot(i));
-    std::lock_guard lock(outcomes.m);
-    EXPECT_EQ(outcomes.calls[i], 1) << "done before commit_async returned";
-    EXPECT_EQ(outcomes.threads[i], std::this_thread::get_id());
-  }
+  std::vector<CacheDir::Commit> commits;
+  for (std::size_t i = 0; i < 6; ++i)
+    commits.push_back(staged_body(cache, key("p" + std::to_string(i)), i));
+  for (const CacheDir::Committed& result : cache.commit_all(std::move(commits)))
+    EXPECT_FALSE(result.error);
   const CacheDir::SyncCounts counts = cache.sync_counts();
   EXPECT_EQ(counts.file_syncs, 6u);
   EXPECT_EQ(counts.fs_syncs, 0u);

@@ -35,9 +35,9 @@ struct Installer {
   int out = -1;
 };
 
-// `async`: the helper hands installs to the committer without waiting, so
+// `batched`: the helper commits its installs eight at a time (commit_all), so
 // that they are made durable in batches.
-Installer spawn_installer(const fs::path& root, long stop_at = -1, bool async = false) {
+Installer spawn_installer(const fs::path& root, long stop_at = -1, bool batched = false) {
   int fds[2];
   if (::pipe(fds) != 0) return {};
   const pid_t pid = ::fork();
@@ -48,7 +48,7 @@ Installer spawn_installer(const fs::path& root, long stop_at = -1, bool async = 
     const std::string n = std::to_string(kArtifacts);
     const std::string stop = std::to_string(stop_at);
     ::execl(DFL_INSTALL_CRASH_HELPER, DFL_INSTALL_CRASH_HELPER, root.c_str(), n.c_str(),
-            stop.c_str(), async ? "async" : static_cast<char*>(nullptr),
+            stop.c_str(), batched ? "batched" : static_cast<char*>(nullptr),
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -122,10 +122,10 @@ std::uint64_t kill_seed(const char* test) {
 // How long a whole uninterrupted run takes here (sanitizers make it several
 // times longer), counted from "ready": kill times are drawn from that span.
 // The run must install every artifact, complete and byte-exact.
-std::chrono::microseconds uninterrupted_run(const fs::path& root, bool async) {
+std::chrono::microseconds uninterrupted_run(const fs::path& root, bool batched) {
   const fs::path scratch = root.string() + "-timing";
   fs::remove_all(scratch);
-  Installer installer = spawn_installer(scratch, -1, async);
+  Installer installer = spawn_installer(scratch, -1, batched);
   EXPECT_GT(installer.pid, 0);
   EXPECT_TRUE(wait_ready(installer));
   const auto start = std::chrono::steady_clock::now();
@@ -138,7 +138,7 @@ std::chrono::microseconds uninterrupted_run(const fs::path& root, bool async) {
     said += c;
   ::close(installer.out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (async && testing::direct_writes_possible(scratch)) {
+  if (batched && testing::direct_writes_possible(scratch)) {
     // The kills below land in direct writes too (artifacts of up to 3 MiB).
     EXPECT_NE(said.find("direct "), std::string::npos) << said;
     EXPECT_EQ(said.find("direct 0\n"), std::string::npos) << said;
@@ -152,8 +152,8 @@ std::chrono::microseconds uninterrupted_run(const fs::path& root, bool async) {
 }
 
 // After the kills, one more run completes everything that was missing.
-void next_run_completes(const fs::path& root, bool async) {
-  Installer installer = spawn_installer(root, -1, async);
+void next_run_completes(const fs::path& root, bool batched) {
+  Installer installer = spawn_installer(root, -1, batched);
   ASSERT_TRUE(wait_ready(installer));
   const int status = reap(installer);
   ::close(installer.out);
@@ -170,7 +170,7 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
   const fs::path root = fs::temp_directory_path() / ("dfl-crash-" + std::to_string(::getpid()));
   fs::remove_all(root);
 
-  const std::chrono::microseconds span = uninterrupted_run(root, /*async=*/false);
+  const std::chrono::microseconds span = uninterrupted_run(root, /*batched=*/false);
   ASSERT_FALSE(HasFailure());
 
   // Round 0 kills the helper where it stopped itself, in the middle of writing
@@ -233,11 +233,11 @@ TEST(CrashSafety, AProcessKilledDuringInstallsNeverLeavesAPartialOrCorruptObject
   std::printf("crash safety: a run takes %lld us; %zu of 11 random kills landed mid-install\n",
               static_cast<long long>(span.count()), random_kills_mid_install);
 
-  next_run_completes(root, /*async=*/false);
+  next_run_completes(root, /*batched=*/false);
 }
 
-// The same with installs handed to the committer without waiting: kills land
-// while installs wait in a batch, during its syncfs, between its renames and
+// The same with installs committed eight at a time: kills land
+// while a batch is staged, during its syncfs, between its renames and
 // before the fsync of objects/.
 TEST(CrashSafety, AProcessKilledDuringBatchedInstallsNeverLeavesAPartialOrCorruptObject) {
   const std::uint64_t seed = kill_seed("batched crash safety");
@@ -245,7 +245,7 @@ TEST(CrashSafety, AProcessKilledDuringBatchedInstallsNeverLeavesAPartialOrCorrup
   const fs::path root = fs::temp_directory_path() / ("dfl-crash-b-" + std::to_string(::getpid()));
   fs::remove_all(root);
 
-  const std::chrono::microseconds span = uninterrupted_run(root, /*async=*/true);
+  const std::chrono::microseconds span = uninterrupted_run(root, /*batched=*/true);
   ASSERT_FALSE(HasFailure());
 
   std::uint32_t missing = kArtifacts;
@@ -255,7 +255,7 @@ TEST(CrashSafety, AProcessKilledDuringBatchedInstallsNeverLeavesAPartialOrCorrup
       fs::remove_all(root);
       missing = kArtifacts;
     }
-    Installer installer = spawn_installer(root, -1, /*async=*/true);
+    Installer installer = spawn_installer(root, -1, /*batched=*/true);
     ASSERT_GT(installer.pid, 0);
     ASSERT_TRUE(wait_ready(installer));
     const auto left = span.count() * missing / kArtifacts;
@@ -276,7 +276,7 @@ TEST(CrashSafety, AProcessKilledDuringBatchedInstallsNeverLeavesAPartialOrCorrup
   std::printf("batched crash safety: a run takes %lld us; %zu of 12 kills left staged files\n",
               static_cast<long long>(span.count()), kills_with_staged_files);
 
-  next_run_completes(root, /*async=*/true);
+  next_run_completes(root, /*batched=*/true);
 }
 
 }  // namespace

@@ -4,38 +4,48 @@
 // start of the installs, not from a process start that sanitizers slow down.
 // With STOP_AT, it stops itself (SIGSTOP) once artifact STOP_AT has bytes in
 // its staging file and more to write, a kill point the test can count on.
-// With "async" it hands each install to commit_async and goes on with the
-// next at once, so that installs wait together and the committer makes them
-// durable in batches (one syncfs each); it waits for all of them at the end.
+// With "batched" it stages eight installs and commits them together
+// (commit_all: one syncfs for them), as the Client's finalize threads do.
 // Then the cache has a write-behind thread, as the Client's does (so full
 // buffers go around the page cache), and the helper prints "direct BYTES".
-// Usage: install_crash_helper ROOT N [STOP_AT|-1] [async]
+// Usage: install_crash_helper ROOT N [STOP_AT|-1] [batched]
 #include <signal.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "artifact_content.h"
 #include "demandflight/backend/cache_dir.h"
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 5 || (argc == 5 && std::string(argv[4]) != "async")) {
-    std::fprintf(stderr, "usage: %s ROOT N [STOP_AT|-1] [async]\n", argv[0]);
+  if (argc < 3 || argc > 5 || (argc == 5 && std::string(argv[4]) != "batched")) {
+    std::fprintf(stderr, "usage: %s ROOT N [STOP_AT|-1] [batched]\n", argv[0]);
     return 2;
   }
-  const bool async = argc == 5;
-  // async: as the Client installs (batched commits, a write-behind thread,
+  const bool batched = argc == 5;
+  // batched: as the Client installs (batched commits, a write-behind thread,
   // direct writes of full buffers), so that kills land in those too.
-  dfl::backend::CacheDir cache(argv[1], dfl::backend::CacheOptions{.write_behind = async});
+  dfl::backend::CacheDir cache(argv[1], dfl::backend::CacheOptions{.write_behind = batched});
+  std::vector<dfl::backend::CacheDir::Commit> staged;
+  // Commits what is staged; false (having said why) if any failed.
+  auto commit_staged = [&]() {
+    bool ok = true;
+    for (auto& result : cache.commit_all(std::exchange(staged, {}))) {
+      if (!result.error) continue;
+      std::fprintf(stderr, "%s\n", result.error->message.c_str());
+      ok = false;
+    }
+    return ok;
+  };
   const auto n = static_cast<std::uint32_t>(std::strtoul(argv[2], nullptr, 10));
   const long stop_at = argc >= 4 ? std::strtol(argv[3], nullptr, 10) : -1;
-  std::atomic<bool> failed{false};
   std::printf("ready\n");
   std::fflush(stdout);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -75,23 +85,20 @@ int main(int argc, char** argv) {
                    i);
       return 3;
     }
-    if (async) {
-      cache.commit_async(std::move(staging), size, dfl::backend::Sha256::hex(hash.finish()),
-                         [&failed](std::optional<dfl::backend::IoError> error) {
-                           if (!error) return;
-                           std::fprintf(stderr, "%s\n", error->message.c_str());
-                           failed = true;
-                         });
+    if (batched) {
+      staged.push_back(dfl::backend::CacheDir::Commit{
+          std::move(staging), size, dfl::backend::Sha256::hex(hash.finish())});
+      if (staged.size() == 8 && !commit_staged()) return 1;
     } else if (auto error = cache.commit(std::move(staging), size,
                                          dfl::backend::Sha256::hex(hash.finish()))) {
       std::fprintf(stderr, "%s\n", error->message.c_str());
       return 1;
     }
   }
-  cache.drain();
-  if (async) {  // How many staged bytes went around the page cache.
+  if (!commit_staged()) return 1;
+  if (batched) {  // How many staged bytes went around the page cache.
     std::printf("direct %llu\n",
                 static_cast<unsigned long long>(cache.sync_counts().direct_bytes));
   }
-  return failed ? 1 : 0;
+  return 0;
 }

@@ -36,15 +36,15 @@
 // corrupt object.
 //
 // Durability comes in two modes (SyncMode). per_file: an fdatasync of each
-// staging file before its rename. batched (the default): installs that wait
-// together are made durable by the cache's committer thread, and when at
-// least kSyncfsMinBatch wait, by one syncfs of the cache's file system before
-// their renames, instead of an fdatasync each: on a disk where a cache flush
-// is the price of an fsync, many small installs then pay one flush per batch
-// (2,000 x 64 KiB installs: about a third of the time; bench/install_floor).
-// The price of syncfs is its scope: it also writes back other programs' dirty
-// data on that file system, so a batch may wait for theirs; per_file is for
-// caches that share a file system with heavy writers.
+// staging file before its rename. batched (the default): the installs handed
+// over together (commit_all) are made durable together, and when there are
+// at least kSyncfsMinBatch of them, by one syncfs of the cache's file system
+// before their renames, instead of an fdatasync each: on a disk where a cache
+// flush is the price of an fsync, many small installs then pay one flush per
+// batch (2,000 x 64 KiB installs: about a third of the time;
+// bench/install_floor). The price of syncfs is its scope: it also writes back
+// other programs' dirty data on that file system, so a batch may wait for
+// theirs; per_file is for caches that share a file system with heavy writers.
 // A full file system (ENOSPC) while staging or installing first evicts
 // objects nobody holds to make room and tries once more; if it still fails,
 // the error says "disk full" and the staging file is removed.
@@ -69,7 +69,6 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -289,7 +288,7 @@ class CacheDir {
   std::optional<Staging> adopt_partial(const ArtifactKey& key, std::uint64_t size_hint = 0);
 
   // What the staged bytes are: all written, the hash finished. commit() and
-  // commit_async() of a sealed staging use this digest.
+  // commit_all() of a sealed staging use this digest.
   struct Sealed {
     std::uint64_t bytes = 0;
     std::string sha256;  // 64 hex digits.
@@ -368,18 +367,21 @@ class CacheDir {
   std::optional<IoError> commit(Staging staging, std::optional<std::uint64_t> expected_size,
                                 const std::optional<std::string>& expected_sha256);
 
-  // The same, without waiting for durability: the size and digest are
-  // checked on the calling thread; `done` is called exactly once with the
-  // outcome, on this thread when the install fails its checks or the mode is
-  // per_file, else on the committer thread once the object is durable and
-  // published. `done` must not wait for a later commit of this cache (the
-  // committer runs one batch at a time).
-  using CommitDone = std::function<void(std::optional<IoError>)>;
-  void commit_async(Staging staging, std::optional<std::uint64_t> expected_size,
-                    const std::optional<std::string>& expected_sha256, CommitDone done);
-
-  // Waits until every commit_async handed over so far has called its `done`.
-  void drain();
+  // Many installs at once, on the calling thread, each checked as commit()
+  // checks it: with SyncMode::batched made durable together (see above),
+  // with per_file one at a time. Result i is commits[i]'s; its Hold (set
+  // when it installed) holds the new object from before its rename, so that
+  // no eviction takes it before the caller has what it needs.
+  struct Commit {
+    Staging staging;
+    std::optional<std::uint64_t> expected_size;
+    std::optional<std::string> expected_sha256;
+  };
+  struct Committed {
+    std::optional<IoError> error;
+    Hold hold;
+  };
+  std::vector<Committed> commit_all(std::vector<Commit> commits);
 
   // How durability was paid for since the cache was opened.
   struct SyncCounts {
@@ -457,24 +459,15 @@ class CacheDir {
   // into objects/), so that no eviction removes it before its callers hold it.
   static Hold hold_file(const std::filesystem::path& path);
 
-  // The committer (batched mode): closed, verified staging files wait in
-  // `committing_` until the committer thread takes all of them at once.
+  // A batch of closed, verified staging files (batched mode).
   struct PendingCommit {
     std::filesystem::path staged;
     std::string object_name;
     std::uint64_t bytes = 0;
     std::string sha256;
-    CommitDone done;
+    std::size_t result = 0;  // Its index in commit_all's result.
   };
-  void commit_loop();
-  void commit_batch(std::vector<PendingCommit>& batch);
-  std::mutex commit_mutex_;
-  std::condition_variable commit_cv_;   // Work for the committer, or stop.
-  std::condition_variable drained_cv_;  // A batch finished.
-  std::vector<PendingCommit> committing_;
-  std::size_t in_flight_ = 0;  // Commits of the batch the committer is running.
-  bool commit_stop_ = false;
-  std::thread committer_;
+  void commit_batch(std::vector<PendingCommit>& batch, std::vector<Committed>& results);
 
   std::atomic<std::uint64_t> file_syncs_{0}, fs_syncs_{0}, dir_syncs_{0};
 

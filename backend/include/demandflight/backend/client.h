@@ -194,11 +194,10 @@ struct ClientOptions {
   // SyncMode::per_file an install waits on an fdatasync and a (shared)
   // directory fsync, about a millisecond each, so small artifacts need many
   // in flight: 0 means 16 (8 install 2,000 x 64 KiB ~1.4x faster than 4).
-  // With SyncMode::batched a finalize thread only hashes and writes (the
-  // cache's committer makes installs durable, many at a time), so threads
-  // beyond the cores only contend for the staging directory: 0 means one
-  // per core, at least 2 and at most 8 (on 2 cores, 2 threads install
-  // 2,000 x 64 KiB in 0.38 s where 16 take 0.45 s).
+  // With SyncMode::batched a finalize thread takes every body waiting and
+  // makes them durable together (CacheDir::commit_all), so threads beyond
+  // the cores only contend for the staging directory: 0 means one per core,
+  // at least 2 and at most 8.
   unsigned finalize_threads = 0;
   // How installs are made durable (CacheDir, cache_dir.h): batched by default.
   SyncMode install_sync = SyncMode::batched;
