@@ -159,10 +159,11 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
   // Slow and stalled servers: enforce_bounds(), not libcurl's low-speed
   // limit, which cannot tell our own throttle's pauses from the server's.
   DFL_SETOPT(set, CURLOPT_ERRORBUFFER, t->error_detail);
-  // Large bodies arrive in fewer, larger pieces with a large buffer; a small
-  // body does not need one (libcurl allocates it per handle).
+  // Large bodies arrive in fewer, larger pieces with a large buffer. A small
+  // body's stays under 64 KiB: libcurl allocates it for each transfer, and
+  // glibc's free of a chunk of 64 KiB or more consolidates the whole heap.
   curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
-                   t->expected_size && *t->expected_size < 256 * 1024 ? 64L * 1024 : 256L * 1024);
+                   t->expected_size && *t->expected_size < 256 * 1024 ? 60L * 1024 : 256L * 1024);
   if (!options_.ca_file.empty()) DFL_SETOPT(set, CURLOPT_CAINFO, options_.ca_file.c_str());
   switch (options_.http) {
     case HttpVersion::negotiate:
