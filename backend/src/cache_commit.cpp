@@ -29,8 +29,7 @@ using cache_detail::write_digest_attribute;
 
 std::optional<IoError> CacheDir::verify(Staging& staging,
                                         std::optional<std::uint64_t> expected_size,
-                                        const std::optional<std::string>& expected_sha256,
-                                        bool close) {
+                                        const std::optional<std::string>& expected_sha256) {
   if (!staging.core_) return IoError{"commit of a closed staging file"};
   auto sealed = seal(staging);  // `staging` removes its file when dropped.
   if (auto* error = std::get_if<IoError>(&sealed)) return *error;
@@ -53,16 +52,12 @@ std::optional<IoError> CacheDir::verify(Staging& staging,
   // The digest goes with the object (best effort: without it, a later
   // CacheDir hashes the object when a caller asks for its digest).
   if (core.fd >= 0) write_digest_attribute(core.fd, digest);
-  return close ? close_staged(core) : std::nullopt;
+  return std::nullopt;
 }
 
-std::optional<IoError> CacheDir::close_staged(Staging::Core& core) {
-  const bool direct_closed = core.direct_fd < 0 || ::close(std::exchange(core.direct_fd, -1)) == 0;
-  if (::close(std::exchange(core.fd, -1)) != 0 || !direct_closed) {
-    ::unlink(core.path.c_str());
-    return IoError{errno_text("cannot close", core.path)};
-  }
-  return std::nullopt;
+int CacheDir::take_descriptor(Staging::Core& core) {
+  if (core.direct_fd >= 0) ::close(std::exchange(core.direct_fd, -1));
+  return std::exchange(core.fd, -1);
 }
 
 std::optional<IoError> CacheDir::publish(const fs::path& staged, const std::string& object_name) {
@@ -102,17 +97,17 @@ std::optional<IoError> CacheDir::commit_per_file(Staging staging,
                                                  std::optional<std::uint64_t> expected_size,
                                                  const std::optional<std::string>& expected_sha256,
                                                  Hold& held) {
-  if (auto error = verify(staging, expected_size, expected_sha256, /*close=*/false)) return error;
+  if (auto error = verify(staging, expected_size, expected_sha256)) return error;
   Staging::Core& core = *staging.core_;
   // Durable bytes first, then the name: a crash between the two leaves only a
   // staging file, which the next start removes.
   // fdatasync: the data and the size; the timestamps need not be durable.
   if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
   ++file_syncs_;
-  if (auto error = close_staged(core)) return error;
-  // Held from before its rename until the caller has what it needs: no
-  // eviction, here or elsewhere, can take the new object meanwhile.
-  held = hold_file(core.path);
+  // Its own descriptor holds it (a shared flock) from before its rename
+  // until the caller has what it needs: no eviction, here or elsewhere, can
+  // take the new object meanwhile.
+  held = hold_fd(take_descriptor(core));
   if (auto error = make_room(staging.bytes_)) {
     ::unlink(core.path.c_str());
     return error;
@@ -137,14 +132,16 @@ std::vector<CacheDir::Committed> CacheDir::commit_all(std::vector<Commit> commit
   batch.reserve(commits.size());
   for (std::size_t i = 0; i < commits.size(); ++i) {
     Commit& c = commits[i];
-    if (auto error = verify(c.staging, c.expected_size, c.expected_sha256, /*close=*/true)) {
+    if (auto error = verify(c.staging, c.expected_size, c.expected_sha256)) {
       { const Staging dropped = std::move(c.staging); }  // Its file is gone.
       results[i].error = std::move(error);
       continue;
     }
-    // Closed and verified (dropping the Staging leaves the file): the batch's.
+    // Verified: the file and its descriptor are the batch's (dropping the
+    // Staging without its descriptor leaves the file).
     Staging::Core& core = *c.staging.core_;
-    batch.push_back(PendingCommit{core.path, core.object_name, c.staging.bytes_, *core.digest, i});
+    batch.push_back(PendingCommit{core.path, core.object_name, c.staging.bytes_, *core.digest, i,
+                                  take_descriptor(core)});
   }
   if (!batch.empty()) commit_batch(batch, results);
   return results;
@@ -172,22 +169,25 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch, std::vector<Commi
   }
   if (!synced) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      const int fd = ::open(batch[i].staged.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0 || ::fdatasync(fd) != 0) {
+      if (::fdatasync(batch[i].fd) != 0) {
         errors[i] = IoError{errno_text("cannot fsync", batch[i].staged)};
         ::unlink(batch[i].staged.c_str());
       }
-      if (fd >= 0) ::close(fd);
       ++file_syncs_;
     }
   }
-  // Each new object is held from before its rename (see commit_per_file),
-  // and room is made for the whole batch before any of it becomes visible.
+  // Each new object is held by its own descriptor from before its rename
+  // (see commit_per_file), and room is made for the whole batch before any
+  // of it becomes visible.
   std::vector<Hold> holds(batch.size());
   std::uint64_t incoming = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (errors[i]) continue;
-    holds[i] = hold_file(batch[i].staged);
+    const int fd = std::exchange(batch[i].fd, -1);
+    if (errors[i]) {
+      ::close(fd);
+      continue;
+    }
+    holds[i] = hold_fd(fd);
     if (auto error = make_room(incoming + batch[i].bytes)) {
       errors[i] = std::move(error);
       ::unlink(batch[i].staged.c_str());

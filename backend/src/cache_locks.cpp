@@ -121,7 +121,10 @@ void CacheDir::Hold::release() {
 }
 
 CacheDir::Hold CacheDir::hold_file(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  return hold_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+}
+
+CacheDir::Hold CacheDir::hold_fd(int fd) {
   if (fd < 0) return Hold{};
   if (retry_eintr([&] { return ::flock(fd, LOCK_SH); }) != 0) {
     ::close(fd);

@@ -341,7 +341,16 @@ void ClientCore::adopted(TaskId task, ObjectFacts facts, std::unique_ptr<ObjectH
 }
 
 void ClientCore::finalize_ended(double now, const FinalizeJob& job, std::uint64_t bytes,
-                                FinalizeStatus status, const std::string& reason) {
+                                FinalizeStatus status, const std::string& reason,
+                                std::unique_ptr<ObjectHold> installed) {
+  if (installed) {
+    auto it = tasks_.find(job.task.value);
+    if (status == FinalizeStatus::installed && it != tasks_.end() && !it->second.held) {
+      it->second.held = std::move(installed);
+    } else {
+      installed->release();
+    }
+  }
   if (status != FinalizeStatus::installed) {
     if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
       it->second.last_reason = reason;
@@ -436,7 +445,9 @@ DemandResult ClientCore::verdict(const Deliver& d, DemandRecord& demand) {
       // task between revisions of one resource).
       const ArtifactKey& object = record != nullptr ? record->key : demand.key;
       std::unique_ptr<ObjectHold> held =
-          record != nullptr ? objects_.hold(object) : std::move(demand.hit_hold);
+          record == nullptr ? std::move(demand.hit_hold)
+          : record->held    ? std::move(record->held)  // The install's (or adoption's) own.
+                            : objects_.hold(object);
       if (!held) {
         r.outcome = DemandOutcome::failed;
         r.reason = "evicted before it could be pinned";

@@ -199,8 +199,11 @@ class ClientCore {
                                         const std::string& sha256);
   // Another process installed the key: its facts and our hold on it.
   void adopted(TaskId task, ObjectFacts facts, std::unique_ptr<ObjectHold> hold);
+  // `installed`: the new object, held by its install (the first pin takes
+  // that hold instead of taking one more).
   void finalize_ended(double now, const FinalizeJob& job, std::uint64_t bytes,
-                      FinalizeStatus status, const std::string& reason);
+                      FinalizeStatus status, const std::string& reason,
+                      std::unique_ptr<ObjectHold> installed = nullptr);
 
   // The jobs made since the last call, in order.
   void take_jobs(std::vector<Job>& out);
@@ -232,7 +235,7 @@ class ClientCore {
     std::string last_url;         // Where its last attempt went.
     std::string provenance() const;
     std::optional<ObjectFacts> installed;  // Once installed: what.
-    std::unique_ptr<ObjectHold> held;      // Installed by another process: held here.
+    std::unique_ptr<ObjectHold> held;      // The install's (or adoption's) hold, until a pin takes it.
   };
 
   void attach_expectation(TaskId task, const ArtifactKey& key, const Expect& expect);

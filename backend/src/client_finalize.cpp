@@ -136,11 +136,18 @@ void Client::Impl::install_and_report(std::vector<Finalized>& batch) {
       end.status = FinalizeStatus::installed;
     }
   }
+  std::vector<std::unique_ptr<ObjectHold>> holds(batch.size());  // Each install's, for its pins.
+  for (std::size_t k = 0; k < installs.size(); ++k) {
+    if (installs[k].hold) holds[committed[k]] = CacheObjects::wrap(std::move(installs[k].hold));
+  }
   CoreLock core(*this);
-  for (Finalized& f : batch)
-    core_.finalize_ended(now(), f.job, f.end.bytes, f.end.status, f.end.reason);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Finalized& f = batch[i];
+    core_.finalize_ended(now(), f.job, f.end.bytes, f.end.status, f.end.reason,
+                         std::move(holds[i]));
+  }
   core.dispatch();
-}  // The core's lock goes, then the holds (`installs`); the key locks go with `batch`.
+}  // The core's lock goes; the key locks go with `batch`.
 
 // Another fetch installed the key: checked (its size and digest, for the
 // verdicts) and held until the task's demands have theirs.

@@ -418,17 +418,18 @@ class CacheDir {
   std::unique_ptr<EarlySync> early_sync_;  // Outlives the writer, which uses it.
   std::unique_ptr<WriteBehind> writer_;
 
-  // Checks size and digest and closes the staging file: the checks every
-  // mode shares. Returns the error, or nullopt and leaves `staging` closed.
+  // Checks size and digest (and a large file's early syncs): the checks
+  // every mode shares. Returns the error, or nullopt with `staging` sealed.
   std::optional<IoError> verify(Staging& staging, std::optional<std::uint64_t> expected_size,
-                                const std::optional<std::string>& expected_sha256, bool close);
+                                const std::optional<std::string>& expected_sha256);
   // commit() in per_file mode; `held` holds the new object once it is published.
   std::optional<IoError> commit_per_file(Staging staging,
                                          std::optional<std::uint64_t> expected_size,
                                          const std::optional<std::string>& expected_sha256,
                                          Hold& held);
-  // Closes a staging file; on failure removes it.
-  static std::optional<IoError> close_staged(Staging::Core& core);
+  // A verified staging file's descriptor, for its install to own (its
+  // direct-I/O twin closed): the Staging then leaves the file when dropped.
+  static int take_descriptor(Staging::Core& core);
   // Renames a durable staging file into objects/; on failure removes it.
   std::optional<IoError> publish(const std::filesystem::path& staged,
                                  const std::string& object_name);
@@ -458,6 +459,9 @@ class CacheDir {
   // A shared lock on the file at `path` (a staging file about to be renamed
   // into objects/), so that no eviction removes it before its callers hold it.
   static Hold hold_file(const std::filesystem::path& path);
+  // The same on a descriptor of the file, which the Hold then owns (closed
+  // if the lock cannot be had).
+  static Hold hold_fd(int fd);
 
   // A batch of closed, verified staging files (batched mode).
   struct PendingCommit {
@@ -466,6 +470,7 @@ class CacheDir {
     std::uint64_t bytes = 0;
     std::string sha256;
     std::size_t result = 0;  // Its index in commit_all's result.
+    int fd = -1;             // The staging file's, open (commit_batch closes it or makes it a Hold).
   };
   void commit_batch(std::vector<PendingCommit>& batch, std::vector<Committed>& results);
 
