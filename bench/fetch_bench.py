@@ -39,7 +39,11 @@ A second table splits the CPU: each tool's user and system CPU-seconds
 (medians, and the least system time), its context switches per artifact, and
 its CPU against the floor, curl's CPU-seconds plus the SHA-256 of the set's
 bytes timed in this process once a run (print_cpu_table says why user and
-system time are apart).
+system time are apart), over all runs and over the machine's fast and slow
+runs apart.
+
+Run as root, each tool's run writes to an ext4 file system made for it on a
+loop device (--fresh-fs; mount_fresh_fs says why); otherwise to --work.
 """
 import argparse
 import hashlib
@@ -153,6 +157,27 @@ http {{
             time.sleep(0.05)
     process.kill()
     raise SystemExit("nginx did not start; see " + os.path.join(prefix, "logs", "error.log"))
+
+
+def mount_fresh_fs(out, payload_bytes):
+    """A new ext4 file system at `out` (a sparse image beside it on a loop
+    device), room for the payload and its staging copies: the run's writes,
+    its syncs and its file creations meet no other run's dirty pages and no
+    recently deleted inodes (on a shared file system a syncfs also writes back
+    what an earlier tool left dirty, and ext4 creates files slowly for a while
+    after thousands were deleted), so every run starts the same."""
+    os.makedirs(out, exist_ok=True)
+    image = out + ".img"
+    with open(image, "wb") as f:
+        f.truncate(2 * payload_bytes + (512 << 20))
+    subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True)
+    subprocess.run(["mount", "-o", "loop", image, out], check=True)
+
+
+def unmount_fresh_fs(out):
+    subprocess.run(["umount", out], check=True)
+    os.remove(out + ".img")
+    os.rmdir(out)
 
 
 class Usage(tuple):
@@ -303,6 +328,9 @@ def main():
     parser.add_argument("--drop-caches", action="store_true",
                         help="sync and drop the kernel's caches before each set, and sync "
                              "before each run (root)")
+    parser.add_argument("--fresh-fs", choices=["auto", "on", "off"], default="auto",
+                        help="each run writes to an ext4 file system of its own, made for it "
+                             "on a loop device (root; auto: when root)")
     args = parser.parse_args()
     binaries = {"demandflight": os.path.abspath(args.demandflight)}
     if args.baseline:
@@ -320,6 +348,12 @@ def main():
     if args.drop_caches and os.geteuid() != 0:
         log("--drop-caches needs root: skipped")
         args.drop_caches = False
+    fresh_fs = args.fresh_fs == "on" or (args.fresh_fs == "auto" and os.geteuid() == 0
+                                         and shutil.which("mkfs.ext4") is not None)
+    if args.fresh_fs == "on" and os.geteuid() != 0:
+        raise SystemExit("--fresh-fs on: making and mounting a file system needs root")
+    print(f"output file systems: {'a fresh ext4 for each run' if fresh_fs else 'the --work directory'}",
+          flush=True)
 
     protocols = [p for p in args.protocols.split(",") if p]
     for p in protocols:
@@ -372,6 +406,8 @@ def main():
                         # thousands were deleted (it scans for recently deleted inodes),
                         # which would time the clean-up instead of the tool.
                         out = os.path.join(args.work, "out", f"{tool}-{protocol}-{copies_spec}-{run}")
+                        if fresh_fs:
+                            mount_fresh_fs(out, count * size * copies)
                         if args.drop_caches:
                             # No run pays for the writeback of an earlier run's
                             # dirty pages (curl's and aria2c's files are not synced).
@@ -402,7 +438,9 @@ def main():
                             if len(counts) != count:
                                 raise SystemExit(f"demandflight requested {len(counts)} of "
                                                  f"{count} files:\n{text}")
-                        if size >= 2**20:
+                        if fresh_fs:
+                            unmount_fresh_fs(out)
+                        elif size >= 2**20:
                             # Few large files: delete them at once (their dirty pages
                             # go with them), so that no run inherits another's writeback.
                             shutil.rmtree(out, ignore_errors=True)
@@ -426,7 +464,12 @@ def main():
     finally:
         nginx.terminate()
         nginx.wait()
-        shutil.rmtree(os.path.join(args.work, "out"), ignore_errors=True)
+        out_root = os.path.join(os.path.abspath(args.work), "out")
+        with open("/proc/mounts") as mounts:  # A run that failed leaves its file system.
+            for line in mounts:
+                if line.split()[1].startswith(out_root + "/"):
+                    subprocess.run(["umount", line.split()[1]], check=False)
+        shutil.rmtree(out_root, ignore_errors=True)
 
     print("| set | protocol | callers/artifact | demandflight | curl | curl + sync | aria2c | vs curl "
           "| vs curl + sync | vs aria2c | requests/artifact (demandflight) "
@@ -468,8 +511,9 @@ def print_cpu_table(kinds):
     processes and threads."""
     print()
     print("| set | protocol | callers/artifact | tool | user CPU-s | system CPU-s, median (least) "
-          "| context switches / artifact | vs floor, all CPU | vs floor, user CPU |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| context switches / artifact | vs floor, all CPU | vs floor, user CPU "
+          "| vs floor, all CPU: fast runs / slow runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, count, size, copies, protocol, samples, floor in kinds:
         label = set_label(count, size)
         med = {t: Usage(statistics.median(u.user for _, u in s),
@@ -479,12 +523,22 @@ def print_cpu_table(kinds):
         least = {t: min(u.system for _, u in s) for t, s in samples.items()}
         floor_all, floor_user = med["curl"].cpu + floor, med["curl"].user + floor
         print(f"| {label} | {protocol} | {copies} | SHA-256 of the bytes (floor's share) "
-              f"| {floor:.3f} | | | | |")
+              f"| {floor:.3f} | | | | | |")
+        # Run i of every tool ran at about the same time: a run is fast or slow
+        # as curl's CPU-seconds in it are at most or above their median, and
+        # each tool's CPU against the floor of its own run is shown for both.
+        curl_cpu = [u.cpu for _, u in samples["curl"]]
+        fast = [c <= statistics.median(curl_cpu) for c in curl_cpu]
         for tool in [t for t in ("demandflight", "baseline", "curl", "curl+sync") if t in med]:
             u = med[tool]
+            ratios = [(run_usage.cpu / (c + floor), is_fast)
+                      for (_, run_usage), c, is_fast in zip(samples[tool], curl_cpu, fast)]
+            halves = " / ".join(
+                f"{statistics.median(r for r, f in ratios if f == want):.2f}x"
+                if any(f == want for _, f in ratios) else "-" for want in (True, False))
             print(f"| {label} | {protocol} | {copies} | {tool} | {u.user:.2f} "
                   f"| {u.system:.2f} ({least[tool]:.2f}) | {u.switches / count:.2f} "
-                  f"| {u.cpu / floor_all:.2f}x | {u.user / floor_user:.2f}x |")
+                  f"| {u.cpu / floor_all:.2f}x | {u.user / floor_user:.2f}x | {halves} |")
 
 
 if __name__ == "__main__":
