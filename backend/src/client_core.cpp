@@ -343,20 +343,19 @@ void ClientCore::adopted(TaskId task, ObjectFacts facts, std::unique_ptr<ObjectH
 void ClientCore::finalize_ended(double now, const FinalizeJob& job, std::uint64_t bytes,
                                 FinalizeStatus status, const std::string& reason,
                                 std::unique_ptr<ObjectHold> installed) {
+  auto it = tasks_.find(job.task.value);
+  TaskRecord* task = it != tasks_.end() ? &it->second : nullptr;
   if (installed) {
-    auto it = tasks_.find(job.task.value);
-    if (status == FinalizeStatus::installed && it != tasks_.end() && !it->second.held) {
-      it->second.held = std::move(installed);
+    if (status == FinalizeStatus::installed && task != nullptr && !task->held) {
+      task->held = std::move(installed);
     } else {
       installed->release();
     }
   }
-  if (status != FinalizeStatus::installed) {
-    if (auto it = tasks_.find(job.task.value); it != tasks_.end()) {
-      it->second.last_reason = reason;
-      if (status != FinalizeStatus::verify_failed && !it->second.keep_rejected)
-        it->second.rejected_digest.clear();
-    }
+  if (status != FinalizeStatus::installed && task != nullptr) {
+    task->last_reason = reason;
+    if (status != FinalizeStatus::verify_failed && !task->keep_rejected)
+      task->rejected_digest.clear();
   }
   if (options_.observer != nullptr) {
     if (status != FinalizeStatus::installed)

@@ -61,35 +61,30 @@ std::vector<Client::Impl::Finalized> Client::Impl::judge(std::vector<FinalizeJob
     std::lock_guard lock(ready_mutex_);
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       out[i].job = std::move(jobs[i]);
-      if (auto node = ready_.extract(out[i].job.task.value)) {
-        Ready& ready = node.mapped();
-        out[i].staging = std::move(ready.staging);
-        out[i].lock = std::move(ready.lock);
-        out[i].installed_elsewhere = ready.installed_elsewhere;
-      }
+      if (auto node = ready_.extract(out[i].job.task.value)) out[i].ready = std::move(node.mapped());
     }
   }
   std::vector<std::size_t> sealed;  // Their bodies, for the core to judge.
   std::vector<CacheDir::Sealed> bodies;
   for (std::size_t i = 0; i < out.size(); ++i) {
     Finalized& f = out[i];
-    if (f.installed_elsewhere) {
+    if (f.ready.installed_elsewhere) {
       f.end = adopt_install(f.job);
       continue;
     }
-    if (!f.staging) {  // Its files were dropped: nothing to install.
+    if (!f.ready.staging) {  // Its files were dropped: nothing to install.
       f.end.reason = "staged bytes lost";
       continue;
     }
-    f.end.bytes = f.staging->bytes();
-    auto body = cache_.seal(*f.staging);
+    f.end.bytes = f.ready.staging->bytes();
+    auto body = cache_.seal(*f.ready.staging);
     // A refused body's file is gone before anybody hears of it.
     if (auto* error = std::get_if<IoError>(&body)) {
       // A full disk may have room later (as for a write while the body
       // arrived): fetched again from byte 0, its bytes given back now.
       f.end.status = error->no_space ? FinalizeStatus::verify_failed : FinalizeStatus::error;
       f.end.reason = error->message;
-      f.staging.reset();
+      f.ready.staging.reset();
       continue;
     }
     sealed.push_back(i);
@@ -109,7 +104,7 @@ std::vector<Client::Impl::Finalized> Client::Impl::judge(std::vector<FinalizeJob
       Finalized& f = out[sealed[k]];
       f.end.status = refusal->again ? FinalizeStatus::verify_failed : FinalizeStatus::error;
       f.end.reason = std::move(refusal->why);
-      f.staging.reset();
+      f.ready.staging.reset();
     }
   }
   return out;
@@ -122,9 +117,10 @@ void Client::Impl::install_and_report(std::vector<Finalized>& batch) {
   std::vector<CacheDir::Commit> commits;
   std::vector<std::size_t> committed;  // Their jobs.
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i].staging) continue;
-    commits.push_back(CacheDir::Commit{std::move(*batch[i].staging), {}, {}});
-    batch[i].staging.reset();
+    std::optional<CacheDir::Staging>& staging = batch[i].ready.staging;
+    if (!staging) continue;
+    commits.push_back(CacheDir::Commit{std::move(*staging), {}, {}});
+    staging.reset();
     committed.push_back(i);
   }
   std::vector<CacheDir::Committed> installs = cache_.commit_all(std::move(commits));

@@ -253,9 +253,7 @@ class Client::Impl {
   struct Finalized {
     FinalizeJob job;
     FinalizeEnd end;
-    std::optional<CacheDir::Staging> staging;  // Sealed, accepted: to install.
-    std::optional<CacheDir::KeyLock> lock;
-    bool installed_elsewhere = false;
+    Ready ready;  // Its staging file kept only while it is to be installed.
   };
   std::vector<Finalized> judge(std::vector<FinalizeJob>& jobs);
   void install_and_report(std::vector<Finalized>& batch);
