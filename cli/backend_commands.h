@@ -35,11 +35,20 @@ struct ServerArgs {
   std::optional<double> max_rate_Bps;  // --max-rate: the overall cap (ThrottleConfig::overall_Bps).
   backend::TransferBounds bounds;      // --stall-window, --stall-floor, --attempt-base, --attempt-floor.
   double connect_timeout_s = 10;       // --connect-timeout.
+  std::string record;                  // --record FILE: the callers' demand stream as a trace.
+  std::uint64_t record_rotate = 0;     // --record-rotate SIZE: a new part past this size.
+  std::string record_hash_key;         // --record-hash-key FILE: resource names as keyed hashes.
 };
 void add_server_options(CLI::App& command, ServerArgs& args);
-// Sets the client's HTTP options from them (the resolver and the cache are
-// the caller's).
-void apply_server_options(const ServerArgs& args, backend::ClientOptions& options);
+// Sets the client's HTTP and recording options from them (the resolver is
+// the caller's); the recording names the trace's origins as it does. Throws
+// std::runtime_error naming the hash key's file if it cannot be read.
+void apply_server_options(const ServerArgs& args, const format::Trace& trace,
+                          backend::ClientOptions& options);
+// After the run: the recording's figures on standard error, or its error;
+// false when it failed.
+bool report_recording(const char* command, const ServerArgs& args,
+                      const backend::RecordStatus& status);
 
 backend::ArtifactRef artifact_ref(const format::Artifact& artifact);
 

@@ -111,7 +111,7 @@ int run_fetch(const FetchArgs& args) {
   // The index must not evict what this command was asked to fetch.
   options.scheduler.cache_bytes = args.cache_bytes != 0 ? args.cache_bytes : std::uint64_t{1} << 62;
   options.orphan_policy = args.policy;
-  apply_server_options(args.server, options);
+  apply_server_options(args.server, manifest, options);
   options.resolver = base_url_resolver(args.server.base_url, manifest);
   options.finalize_threads = args.finalize_threads;
   options.install_sync =
@@ -154,6 +154,7 @@ int run_fetch(const FetchArgs& args) {
 
   backend::CacheDir::SyncCounts syncs;
   backend::ClientMetrics metrics;
+  backend::RecordStatus record_status;
   const auto t0 = Clock::now();
   auto elapsed = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   {
@@ -245,6 +246,7 @@ int run_fetch(const FetchArgs& args) {
     }
     syncs = client.sync_counts();
     metrics = client.metrics();
+    record_status = client.end_recording();
   }
   const double wall = elapsed();
 
@@ -282,6 +284,7 @@ int run_fetch(const FetchArgs& args) {
     std::printf("  %s written around the page cache (O_DIRECT)\n",
                 human_bytes(static_cast<double>(syncs.direct_bytes)).c_str());
   }
+  const bool recorded = report_recording("fetch", args.server, record_status);
   if (!evicted.empty()) {
     std::fprintf(stderr,
                  "fetch: %zu artifacts were evicted after their success, to make room for others "
@@ -323,7 +326,7 @@ int run_fetch(const FetchArgs& args) {
     }
     return 1;
   }
-  return evicted.empty() ? 0 : 1;
+  return evicted.empty() && recorded ? 0 : 1;
 }
 
 }  // namespace
@@ -406,9 +409,38 @@ void add_server_options(CLI::App& command, ServerArgs& args) {
                   "SECONDS a connection may take to open")
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
+  command.add_option("--record", args.record,
+                     "FILE: write what this run asks for as a trace (docs/backend.md, *Recording*)");
+  command
+      .add_option("--record-rotate", args.record_rotate,
+                  "SIZE: a new part of the recording (FILE.1.jsonl, ...) past this size (0: one file)")
+      ->transform(CLI::AsSizeValue(false));
+  command
+      .add_option("--record-hash-key", args.record_hash_key,
+                  "FILE: its bytes key the HMAC-SHA256 that replaces each resource name in the "
+                  "recording (no digests written)")
+      ->check(CLI::ExistingFile);
 }
 
-void apply_server_options(const ServerArgs& args, backend::ClientOptions& options) {
+void apply_server_options(const ServerArgs& args, const format::Trace& trace,
+                          backend::ClientOptions& options) {
+  if (!args.record.empty()) {
+    backend::RecordOptions record;
+    record.path = args.record;
+    record.rotate_bytes = args.record_rotate;
+    record.name = trace.name.empty() ? "recording" : trace.name;
+    for (const auto& origin : trace.platform.origins)
+      record.origin_names.push_back(origin.name);
+    if (!args.record_hash_key.empty()) {
+      std::ifstream in(args.record_hash_key, std::ios::binary);
+      record.hash_key.assign(std::istreambuf_iterator<char>(in), {});
+      if (!in.good() && !in.eof())
+        throw std::runtime_error("--record-hash-key: cannot read " + args.record_hash_key);
+      if (record.hash_key.empty())
+        throw std::runtime_error("--record-hash-key: " + args.record_hash_key + " is empty");
+    }
+    options.record = std::move(record);
+  }
   options.cache_dir = args.cache_dir;
   options.http = args.http == "1.1"                  ? backend::HttpVersion::http1_1
                  : args.http == "h2-prior-knowledge" ? backend::HttpVersion::h2_prior_knowledge
@@ -418,6 +450,21 @@ void apply_server_options(const ServerArgs& args, backend::ClientOptions& option
   if (args.max_rate_Bps) options.throttle.overall_Bps = *args.max_rate_Bps;
   options.bounds = args.bounds;
   options.connect_timeout_ms = static_cast<long>(std::ceil(args.connect_timeout_s * 1000));
+}
+
+bool report_recording(const char* command, const ServerArgs& args,
+                      const backend::RecordStatus& status) {
+  if (args.record.empty()) return true;
+  if (!status.error.empty()) {
+    std::fprintf(stderr, "demandflight %s: the recording failed: %s\n", command,
+                 status.error.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "%s: recorded %llu lines (%llu bytes, %u part%s) to %s\n", command,
+               static_cast<unsigned long long>(status.records),
+               static_cast<unsigned long long>(status.bytes_written), status.parts,
+               status.parts == 1 ? "" : "s", args.record.c_str());
+  return true;
 }
 
 backend::ArtifactRef artifact_ref(const format::Artifact& artifact) {

@@ -104,7 +104,7 @@ int run_replay(const ReplayArgs& args) {
   c.max_origins =
       static_cast<std::uint32_t>(std::max<std::size_t>(trace.platform.origins.size(), 1));
   options.orphan_policy = args.policy;
-  apply_server_options(args.server, options);
+  apply_server_options(args.server, trace, options);
   options.resolver = base_url_resolver(args.server.base_url, trace);
   options.pin_on_success = false;  // It only downloads.
 
@@ -119,6 +119,7 @@ int run_replay(const ReplayArgs& args) {
   std::size_t faults_skipped = 0;
   double t_end = 0;
   std::uint64_t ignored_cancels = 0, ignored_set_priorities = 0;
+  backend::RecordStatus record_status;
   {
     backend::Client client(options);
     const double start = client.clock_s();
@@ -183,6 +184,7 @@ int run_replay(const ReplayArgs& args) {
     const SchedulerStats stats = client.stats();
     ignored_cancels = stats.stale_cancels_ignored;
     ignored_set_priorities = stats.stale_priority_changes_ignored;
+    record_status = client.end_recording();
   }  // The client's threads are joined: the recorder is ours alone now.
   recorder.ignored(ignored_cancels, ignored_set_priorities);
   const format::Result result = recorder.finish(recording.trace_time(t_end));
@@ -202,7 +204,7 @@ int run_replay(const ReplayArgs& args) {
                  "injected at the server)\n",
                  faults_skipped);
   }
-  return 0;
+  return report_recording("replay", args.server, record_status) ? 0 : 1;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The libcurl runtime for the scheduler core: callers' calls, the one lock
 // and the dispatch of ClientCore's jobs to the threads (client_impl.h).
 #include "client_impl.h"
+#include "client_record.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -105,6 +106,10 @@ Client::Impl::Impl(ClientOptions options)
       start_(std::chrono::steady_clock::now()) {
   if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
   check_bounds(options_.bounds, "ClientOptions.bounds");
+  if (options_.record) {
+    recording_ = std::make_unique<Recording>(*options_.record, options_.scheduler,
+                                             options_.throttle, options_.orphan_policy);
+  }
   global_curl_init();
   if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
   multi_ = curl_multi_init();
@@ -178,27 +183,35 @@ DemandHandle Client::Impl::subscribe(const ArtifactRef& artifact, const DemandOp
   std::unique_ptr<ObjectHold> held;
   if (on_disk && options_.pin_on_success) held = objects_.hold(artifact.key);
   CoreLock core(*this);
-  const DemandHandle h = core_.subscribe(now(), artifact, options, std::move(on_terminal),
+  const double t = now();
+  const DemandHandle h = core_.subscribe(t, artifact, options, std::move(on_terminal),
                                          std::move(on_disk), std::move(held));
+  if (recording_) recording_->subscribe(t, h, artifact, options);
   core.dispatch();
   return h;
 }
 
 void Client::Impl::cancel(DemandHandle h) {
   CoreLock core(*this);
-  core_.cancel(now(), h);
+  const double t = now();
+  core_.cancel(t, h);
+  if (recording_ && h != DemandHandle{}) recording_->cancel(t, h);
   core.dispatch();
 }
 
 void Client::Impl::set_priority(DemandHandle h, Priority p) {
   CoreLock core(*this);
-  core_.set_priority(now(), h, p);
+  const double t = now();
+  core_.set_priority(t, h, p);
+  if (recording_ && h != DemandHandle{}) recording_->set_priority(t, h, p);
   core.dispatch();
 }
 
 void Client::Impl::end_owner(OwnerId owner, std::optional<OwnerGeneration> generation) {
   CoreLock core(*this);
-  core_.end_owner(now(), owner, generation);
+  const double t = now();
+  core_.end_owner(t, owner, generation);
+  if (recording_) recording_->end_owner(t, owner, generation);
   core.dispatch();
 }
 
@@ -221,7 +234,24 @@ std::vector<TransferSnapshot> Client::Impl::transfers() const {
 
 void Client::Impl::set_throttle(const ThrottleConfig& config) {
   CoreLock core(*this);
-  if (core_.set_throttle(config)) core.dispatch();
+  if (core_.set_throttle(config)) {
+    if (recording_) recording_->throttle(now(), config);
+    core.dispatch();
+  }
+}
+
+RecordStatus Client::Impl::record_status() const {
+  std::lock_guard lock(mutex_);
+  return recording_ ? recording_->status() : RecordStatus{};
+}
+
+RecordStatus Client::Impl::end_recording() {
+  std::unique_ptr<Recording> recording;
+  {
+    std::lock_guard lock(mutex_);
+    recording = std::move(recording_);
+  }
+  return recording ? recording->close() : RecordStatus{};
 }
 
 ThrottleConfig Client::Impl::throttle() const {
@@ -339,6 +369,8 @@ void Client::cancel(DemandHandle demand) {
 void Client::set_throttle(const ThrottleConfig& config) {
   impl_->set_throttle(config);
 }
+RecordStatus Client::record_status() const { return impl_->record_status(); }
+RecordStatus Client::end_recording() { return impl_->end_recording(); }
 ThrottleConfig Client::throttle() const {
   return impl_->throttle();
 }

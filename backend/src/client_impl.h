@@ -41,6 +41,8 @@
 
 namespace dfl::backend {
 
+class Recording;  // client_record.h
+
 // The core's view of the installed objects: the cache directory's.
 class CacheObjects final : public ObjectStore {
  public:
@@ -78,6 +80,8 @@ class Client::Impl {
                          Callback on_terminal);
   void cancel(DemandHandle h);
   void set_priority(DemandHandle h, Priority p);
+  RecordStatus record_status() const;
+  RecordStatus end_recording();
   void end_owner(OwnerId owner, std::optional<OwnerGeneration> generation);
   std::filesystem::path path_of(const ArtifactKey& key) const { return cache_.object_path(key); }
   CacheDir::SyncCounts sync_counts() const { return cache_.sync_counts(); }
@@ -271,6 +275,8 @@ class Client::Impl {
   // callers take it for each event and hand the jobs on before letting go.
   mutable std::mutex mutex_;
   ClientCore core_;
+  // The callers' calls as a trace (ClientOptions::record); under mutex_.
+  std::unique_ptr<Recording> recording_;
   std::vector<Job> jobs_;  // dispatch_locked()'s.
   static constexpr double kNever = std::numeric_limits<double>::infinity();
   std::atomic<double> next_wakeup_s_{kNever};  // The core's next timer, as last dispatched.

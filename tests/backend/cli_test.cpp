@@ -10,12 +10,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli_fixture.h"
 #include "cli_runner.h"
 #include "demandflight/backend/cache_dir.h"
+#include "demandflight/backend/client.h"
 #include "demandflight/backend/sha256.h"
 #include "loopback.h"
 #include "page_cache.h"
@@ -273,6 +276,115 @@ TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
   const double x_latency = demand_record(real.result, "d1")["t_end"].get<double>();
   EXPECT_GT(x_latency, 0.5);
   EXPECT_LT(x_latency, 2.0);
+}
+
+// `replay --record`: the client writes the demand stream it was given, and
+// it is the trace's: the same records in the same order, each at its trace
+// time (the client's clock, from the first record) within 50 ms, the bound of
+// the replay's scheduling here (it sleeps until each record's time and then
+// calls into the client). Under the trace's header the simulator gives the
+// recording's demands the trace's outcomes, one by one.
+TEST_F(CliTest, ReplayRecordGivesBackTheTracesDemandStreamAndTheSimulatorReadsIt) {
+  const std::string artifacts =
+      serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
+  server().rate(2'000'000);
+  const std::string trace = replay_trace(artifacts);
+  const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
+                                      cache(), "--record", "DIR/rec.jsonl", "--quiet"});
+  ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
+  EXPECT_NE(real.err.find("replay: recorded 12 lines"), std::string::npos) << real.err;
+
+  auto timed = [](const std::string& text) {
+    std::vector<json> out;
+    std::istringstream in(text);
+    std::string line;
+    std::getline(in, line);  // The header.
+    while (std::getline(in, line)) {
+      json j = json::parse(line);
+      if (j["op"] != "artifact") out.push_back(std::move(j));
+    }
+    return out;
+  };
+  const std::string recorded_text = read(fs::path(real.dir) / "rec.jsonl");
+  const std::vector<json> given = timed(trace);
+  const std::vector<json> recorded = timed(recorded_text);
+  ASSERT_EQ(recorded.size(), given.size()) << recorded_text;
+  std::map<std::string, std::string> demand_of;  // Recorded id -> the trace's.
+  std::map<std::string, std::string> owner_of;
+  const double offset = recorded[0]["t"].get<double>() - given[0]["t"].get<double>();
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    const json& g = given[i];
+    const json& r = recorded[i];
+    ASSERT_EQ(r["op"], g["op"]) << i;
+    EXPECT_NEAR(r["t"].get<double>() - offset, g["t"].get<double>(), 0.05) << r.dump();
+    if (g["op"] == "subscribe") {
+      demand_of[r["demand"]] = g["demand"];
+      owner_of[r["owner"]] = g["owner"];
+      EXPECT_EQ(r["priority"], g["priority"]) << i;
+      EXPECT_EQ(r.contains("timeout_s"), g.contains("timeout_s")) << i;
+      if (g.contains("timeout_s")) {
+        EXPECT_NEAR(r["timeout_s"].get<double>(), g["timeout_s"].get<double>(), 0.001);
+      }
+    }
+    if (g.contains("demand")) {
+      EXPECT_EQ(demand_of[r["demand"]], g["demand"]) << i;
+    }
+    if (g["op"] == "end_owner") {
+      EXPECT_EQ(owner_of[r["owner"]], g["owner"]) << i;
+    }
+  }
+  // The recording under the trace's header (its platform) simulates to the
+  // trace's outcomes.
+  const std::string header = trace.substr(0, trace.find('\n') + 1);
+  const std::string body = recorded_text.substr(recorded_text.find('\n') + 1);
+  const CliRun from_trace = simulate(trace);
+  const CliRun from_recording = simulate(header + body);
+  ASSERT_EQ(from_trace.exit_code, 0) << from_trace.err;
+  ASSERT_EQ(from_recording.exit_code, 0) << from_recording.err;
+  ASSERT_EQ(from_recording.result["demands"].size(), 6u);
+  for (const auto& [recorded_id, trace_id] : demand_of) {
+    EXPECT_EQ(demand_record(from_recording.result, recorded_id)["outcome"],
+              demand_record(from_trace.result, trace_id)["outcome"])
+        << recorded_id << " is " << trace_id;
+  }
+}
+
+// `fetch --record` with parts and hashed names: each part is a trace the
+// simulator runs on its own (a fetch only subscribes), together they hold
+// every demand, and no resource name is in them.
+TEST_F(CliTest, FetchRecordWritesPartsTheSimulatorRunsWithoutTheNames) {
+  std::string manifest;
+  for (int i = 0; i < 6; ++i)
+    manifest += serve("asset-" + std::to_string(i) + ".bin", 10'000);
+  std::ofstream(dir_ / "key") << "team secret";
+  const CliRun run = run_cli(
+      manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "--copies", "2",
+                 "--progress", "none", "--record", "DIR/rec.jsonl", "--record-rotate", "2000",
+                 "--record-hash-key", (dir_ / "key").string(), "TRACE"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::size_t demands = 0;
+  int parts = 0;
+  for (; parts < 20; ++parts) {
+    const fs::path part =
+        backend::record_part_path(fs::path(run.dir) / "rec.jsonl", static_cast<std::uint32_t>(parts));
+    if (!fs::exists(part)) break;
+    const std::string text = read(part);
+    EXPECT_EQ(text.find("asset-"), std::string::npos) << part;
+    const CliRun sim = run_cli(text, {"sim", "TRACE", "--out", "OUT", "--quiet"});
+    ASSERT_EQ(sim.exit_code, 0) << part << ": " << sim.err;
+    for (const auto& d : sim.result["demands"]) {
+      EXPECT_EQ(d["outcome"], "succeeded") << d.dump();
+      ++demands;
+    }
+  }
+  EXPECT_GE(parts, 2);
+  EXPECT_EQ(demands, 12u);
+  // A key file that cannot be read is named.
+  const CliRun bad = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
+                                        "--record", "DIR/r2.jsonl", "--record-hash-key",
+                                        (dir_ / "no-such-key").string(), "TRACE"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("no-such-key"), std::string::npos) << bad.err;
 }
 
 // Mirrors in both worlds: the first origin is down (a fault in the

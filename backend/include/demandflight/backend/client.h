@@ -185,6 +185,44 @@ int rfc9218_urgency(Priority priority);
 // The HTTP/2 stream weight (RFC 7540, 1 to 256) sent with it: 256 >> u.
 int h2_stream_weight(Priority priority);
 
+// Recording (ClientOptions::record): the client writes what its callers ask
+// for as a trace (docs/trace-format.md) that `demandflight sim` replays:
+// `artifact` on a key's first use (in each file), `subscribe`, `cancel`,
+// `set_priority`, `end_owner` and `throttle`, timed on the client's clock
+// (clock_s()). Calls append a line to a buffer under the client's lock; a
+// thread of the recording writes it (every `flush_interval_s`, or sooner
+// when half the buffer is full). Memory is bounded: when the disk falls so
+// far behind that `buffer_bytes` are waiting, callers wait for it (a record
+// is never dropped). A process killed loses what was not written yet; what
+// was written is whole lines. docs/backend.md, *Recording*.
+struct RecordOptions {
+  std::filesystem::path path;  // The first file; a part k > 0 is PATH's stem + ".k" + extension.
+  // A new part, with its own header, once a part holds this many bytes (0: one file).
+  std::uint64_t rotate_bytes = 0;
+  // Non-empty: each resource name is written as its HMAC-SHA256 under this
+  // key (32 hex digits): the same name gives the same hash in every run with
+  // the key; sizes, times and sharing are kept; digests are not written.
+  std::string hash_key;
+  // The trace's name for each OriginId (by index); "origin<N>" past the end.
+  std::vector<std::string> origin_names;
+  std::string name = "recording";  // The header's `name`.
+  std::size_t buffer_bytes = 4u << 20;
+  double flush_interval_s = 0.2;
+};
+
+// The file of part `part` of a recording whose first file is `first`: the
+// first itself, then its stem + ".k" + its extension (rec.jsonl, rec.1.jsonl, ...).
+std::filesystem::path record_part_path(const std::filesystem::path& first, std::uint32_t part);
+
+// What a recording has written, and whether it failed (Client::record_status()).
+struct RecordStatus {
+  std::uint64_t records = 0;        // Lines given to it, headers and artifact lines included.
+  std::uint64_t bytes_written = 0;  // On disk, all parts.
+  std::uint32_t parts = 0;          // Files begun.
+  std::uint64_t waits = 0;          // Calls that waited for the disk (a full buffer).
+  std::string error;                // The first write error (path and reason); then nothing more is written.
+};
+
 struct ClientOptions {
   SchedulerConfig scheduler;
   std::string orphan_policy = "always-abort";  // NAME[:k=v,...]
@@ -231,6 +269,10 @@ struct ClientOptions {
   // tasks at or below a priority share a cap while a demand above it waits,
   // and every transfer shares an overall cap. Client::set_throttle changes it.
   ThrottleConfig throttle;
+  // Record the callers' demand stream to a trace file (RecordOptions); off
+  // when empty. The constructor throws std::runtime_error naming the path if
+  // it cannot be created.
+  std::optional<RecordOptions> record;
   // scheduler.cache_bytes is the cache directory's capacity (CacheOptions::
   // capacity_bytes): eviction, least recently used first, skips what any
   // process pins; an install that cannot fit because the rest is pinned
@@ -279,6 +321,11 @@ class Client {
   // Throws std::invalid_argument naming the field for a negative rate.
   void set_throttle(const ThrottleConfig& config);
   ThrottleConfig throttle() const;
+  // The recording's figures (ClientOptions::record); all zero without one.
+  RecordStatus record_status() const;
+  // Writes what the recording holds, closes it and returns its final figures;
+  // calls from then on are not recorded. ~Client does the same.
+  RecordStatus end_recording();
 
  private:
   class Impl;

@@ -1,0 +1,383 @@
+#include "client_record.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace dfl::backend {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string dump(const Json& json) {
+  // A name that is not UTF-8 cannot be a JSON string: its bad bytes become U+FFFD.
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Times on the client's clock, to the microsecond.
+double micros(double t) { return std::round(t * 1e6) / 1e6; }
+
+// A letter and a number (built by appending: GCC 12's -Wrestrict misreads
+// "literal" + std::to_string() at -O2).
+std::string named(char letter, std::uint64_t number) {
+  std::string out(1, letter);
+  out += std::to_string(number);
+  return out;
+}
+
+std::string demand_id(DemandHandle h) {
+  std::string out = named('d', h.slot);
+  out += 'g';
+  out += std::to_string(h.generation);
+  return out;
+}
+
+std::string owner_name(OwnerId owner) { return named('o', owner); }
+
+// JSON written by hand for the calls' lines. A string with a byte past
+// ASCII goes through the JSON library (a byte that is not UTF-8 becomes
+// U+FFFD); the rest is escaped here.
+void add_string(std::string& out, std::string_view value) {
+  for (unsigned char c : value) {
+    if (c >= 0x80) {
+      out += dump(Json(std::string(value)));
+      return;
+    }
+  }
+  out += '"';
+  for (char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+// ,"name": and a string.
+void add_field(std::string& out, std::string_view name, std::string_view value) {
+  out += ',';
+  out += '"';
+  out += name;
+  out += "\":";
+  add_string(out, value);
+}
+
+template <typename Number>
+void add_number(std::string& out, std::string_view name, Number value) {
+  out += ',';
+  out += '"';
+  out += name;
+  out += "\":";
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof text, value);
+  out.append(text, written.ptr);
+}
+
+std::string system_error(const char* what, const std::filesystem::path& path, int error) {
+  return std::string(what) + " " + path.string() + ": " + std::strerror(error);
+}
+
+int open_part(const std::filesystem::path& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+Json throttle_json(const ThrottleConfig& c) {
+  Json j = Json::object();
+  if (c.background_at_or_below) j["background_at_or_below"] = *c.background_at_or_below;
+  if (c.background_Bps > 0) j["background_Bps"] = c.background_Bps;
+  if (c.overall_Bps > 0) j["overall_Bps"] = c.overall_Bps;
+  return j;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
+
+std::filesystem::path record_part_path(const std::filesystem::path& first, std::uint32_t part) {
+  if (part == 0) return first;
+  std::filesystem::path path = first;
+  path.replace_filename(first.stem().string() + "." + std::to_string(part) +
+                        first.extension().string());
+  return path;
+}
+
+Recording::Recording(RecordOptions options, const SchedulerConfig& scheduler,
+                     const ThrottleConfig& throttle, std::string_view orphan_policy)
+    : options_(std::move(options)),
+      scheduler_json_(dump(Json{{"max_transfers", scheduler.max_transfers},
+                                {"max_per_origin", scheduler.max_per_origin},
+                                {"cache_bytes", scheduler.cache_bytes},
+                                {"retry",
+                                 {{"max_attempts", scheduler.retry.max_attempts},
+                                  {"base_s", scheduler.retry.base_s},
+                                  {"cap_s", scheduler.retry.cap_s},
+                                  {"jitter", scheduler.retry.jitter}}},
+                                {"breaker",
+                                 {{"failures", scheduler.breaker.failures},
+                                  {"open_s", scheduler.breaker.open_s}}},
+                                {"throttle", throttle_json(throttle)}})),
+      recording_json_(dump(Json{{"started_utc", utc_now()},
+                                {"clock", "seconds since the client was made"},
+                                {"model", std::string(to_string(scheduler.model))},
+                                {"orphan_policy", std::string(orphan_policy)},
+                                {"hashed_names", !options_.hash_key.empty()}})) {
+  if (options_.path.empty()) throw std::invalid_argument("ClientOptions.record.path is empty");
+  if (options_.buffer_bytes == 0)
+    throw std::invalid_argument("ClientOptions.record.buffer_bytes must be positive");
+  fd_ = open_part(options_.path);
+  if (fd_ < 0) throw std::runtime_error(system_error("cannot create", options_.path, errno));
+  status_.parts = 1;
+  std::string first = header(0);
+  part_bytes_ = first.size();
+  status_.records = 1;
+  pending_ = std::move(first);
+  writer_ = std::thread([this] { writer_loop(); });
+}
+
+Recording::~Recording() { close(); }
+
+RecordStatus Recording::close() {
+  if (writer_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_writer_.notify_one();
+    writer_.join();
+    if (fd_ >= 0 && ::close(fd_) != 0 && status_.error.empty())
+      status_.error = system_error("cannot write", record_part_path(options_.path, file_part_), errno);
+    fd_ = -1;
+  }
+  return status();
+}
+
+std::string Recording::header(std::uint32_t part) const {
+  std::string line = R"({"format":"demandflight-trace","version":1,"name":)";
+  line += dump(Json(options_.name));
+  line += R"(,"seed":1,"scheduler":)";
+  line += scheduler_json_;
+  line += R"(,"x-recording":)";
+  // recording_json_ is an object: the part goes in before its closing brace.
+  line.append(recording_json_, 0, recording_json_.size() - 1);
+  line += R"(,"part":)" + std::to_string(part) + "}}\n";
+  return line;
+}
+
+std::string Recording::resource_name(const std::string& resource) const {
+  if (options_.hash_key.empty()) return resource;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), options_.hash_key.data(), static_cast<int>(options_.hash_key.size()),
+       reinterpret_cast<const unsigned char*>(resource.data()), resource.size(), mac, &length);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < 16 && i < length; ++i) {
+    out += kHex[mac[i] >> 4];
+    out += kHex[mac[i] & 15];
+  }
+  return out;
+}
+
+void Recording::subscribe(double t, DemandHandle demand, const ArtifactRef& artifact,
+                          const DemandOptions& options) {
+  // The artifact as this caller names it: two callers that expect different
+  // sizes or digests of one key are two ids of that key (docs/trace-format.md).
+  // Written by hand, not through a JSON object: a subscribe is the hot call.
+  std::string body;
+  add_field(body, "resource", resource_name(artifact.key.resource));
+  add_field(body, "revision", artifact.key.revision);
+  add_field(body, "target", artifact.key.target);
+  add_number(body, "generation", artifact.key.generation);
+  add_number(body, "size", artifact.size_bytes);
+  auto origin = [this](OriginId o) {
+    if (o < options_.origin_names.size()) return options_.origin_names[o];
+    std::string name = "origin";
+    name += std::to_string(o);
+    return name;
+  };
+  if (artifact.mirrors.empty()) {
+    add_field(body, "origin", origin(artifact.origin));
+  } else {
+    body += R"(,"origins":[)";
+    add_string(body, origin(artifact.origin));
+    for (OriginId m : artifact.mirrors) {
+      body += ',';
+      add_string(body, origin(m));
+    }
+    body += ']';
+  }
+  if (artifact.sha256 && options_.hash_key.empty()) add_field(body, "sha256", *artifact.sha256);
+  body += "}\n";
+
+  auto [it, fresh] = artifacts_.try_emplace(body);
+  if (fresh) it->second.id = next_artifact_++;
+  const std::string id = named('a', it->second.id);
+  std::string line = R"({"op":"subscribe")";
+  add_number(line, "t", micros(t));
+  add_field(line, "demand", demand_id(demand));
+  add_field(line, "owner", owner_name(options.owner));
+  add_field(line, "artifact", id);
+  add_number(line, "priority", options.priority);
+  if (options.owner_generation != 0) add_number(line, "owner_generation", options.owner_generation);
+  if (std::isfinite(options.deadline_s))
+    add_number(line, "timeout_s", micros(std::max(0.0, options.deadline_s - t)));
+  line += "}\n";
+  std::string declaration = R"({"op":"artifact")";
+  add_field(declaration, "id", id);
+  declaration += body;
+  // Each part declares what it uses: lines that begin a new part declare.
+  const bool declare = fresh || it->second.part != part_ ||
+                       starts_part(declaration.size() + line.size());
+  it->second.part = starts_part(declare ? declaration.size() + line.size() : line.size())
+                        ? part_ + 1
+                        : part_;
+  append(declare ? declaration + line : line);
+}
+
+bool Recording::starts_part(std::size_t bytes) const {
+  return options_.rotate_bytes > 0 && part_bytes_ + bytes > options_.rotate_bytes;
+}
+
+void Recording::cancel(double t, DemandHandle demand) {
+  append(dump(Json{{"op", "cancel"}, {"t", micros(t)}, {"demand", demand_id(demand)}}) + "\n");
+}
+
+void Recording::set_priority(double t, DemandHandle demand, Priority priority) {
+  append(dump(Json{{"op", "set_priority"},
+                   {"t", micros(t)},
+                   {"demand", demand_id(demand)},
+                   {"priority", priority}}) +
+         "\n");
+}
+
+void Recording::end_owner(double t, OwnerId owner, std::optional<OwnerGeneration> generation) {
+  Json j{{"op", "end_owner"}, {"t", micros(t)}, {"owner", owner_name(owner)}};
+  if (generation) j["owner_generation"] = *generation;
+  append(dump(j) + "\n");
+}
+
+void Recording::throttle(double t, const ThrottleConfig& config) {
+  Json j{{"op", "throttle"}, {"t", micros(t)}};
+  const Json caps = throttle_json(config);
+  for (const auto& [k, v] : caps.items())
+    j[k] = v;
+  append(dump(j) + "\n");
+}
+
+void Recording::append(std::string lines) {
+  std::size_t count = 0;
+  for (char c : lines)
+    count += c == '\n';
+  std::unique_lock lock(mutex_);
+  if (!status_.error.empty()) return;  // Failed: reported by status().
+  if (starts_part(lines.size())) {
+    ++part_;
+    breaks_.push_back(pending_.size());
+    std::string head = header(part_);
+    part_bytes_ = head.size();
+    pending_ += head;
+    ++count;
+  }
+  while (pending_.size() + lines.size() > options_.buffer_bytes && !pending_.empty() &&
+         status_.error.empty()) {
+    ++status_.waits;  // The disk is behind: wait rather than drop a record.
+    wake_writer_.notify_one();
+    space_.wait(lock);
+  }
+  const bool was_small = pending_.size() < options_.buffer_bytes / 2;
+  part_bytes_ += lines.size();
+  pending_ += lines;
+  status_.records += count;
+  if (was_small && pending_.size() >= options_.buffer_bytes / 2) wake_writer_.notify_one();
+}
+
+bool Recording::write_all(int fd, std::string_view data, const std::filesystem::path& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::lock_guard lock(mutex_);
+      if (status_.error.empty()) status_.error = system_error("cannot write", path, n < 0 ? errno : EIO);
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+    std::lock_guard lock(mutex_);
+    status_.bytes_written += static_cast<std::uint64_t>(n);
+  }
+  return true;
+}
+
+void Recording::writer_loop() {
+  std::string taken;
+  std::vector<std::size_t> breaks;
+  const auto interval = std::chrono::duration<double>(options_.flush_interval_s);
+  for (;;) {
+    bool stopping = false;
+    {
+      std::unique_lock lock(mutex_);
+      wake_writer_.wait_for(lock, interval, [this] {
+        return stop_ || pending_.size() >= options_.buffer_bytes / 2;
+      });
+      stopping = stop_;
+      taken.clear();
+      breaks.clear();
+      std::swap(taken, pending_);
+      std::swap(breaks, breaks_);
+    }
+    space_.notify_all();
+    std::size_t from = 0;
+    breaks.push_back(taken.size());
+    for (std::size_t b : breaks) {
+      if (fd_ >= 0 && b > from) {
+        write_all(fd_, std::string_view(taken).substr(from, b - from), record_part_path(options_.path, file_part_));
+      }
+      from = b;
+      if (b == taken.size()) break;
+      // A new part begins here.
+      if (fd_ >= 0) ::close(fd_);
+      ++file_part_;
+      const std::filesystem::path next = record_part_path(options_.path, file_part_);
+      fd_ = open_part(next);
+      std::lock_guard lock(mutex_);
+      ++status_.parts;
+      if (fd_ < 0 && status_.error.empty()) status_.error = system_error("cannot create", next, errno);
+    }
+    if (stopping) {
+      std::lock_guard lock(mutex_);
+      if (pending_.empty()) return;
+    }
+  }
+}
+
+RecordStatus Recording::status() const {
+  std::lock_guard lock(mutex_);
+  return status_;
+}
+
+}  // namespace dfl::backend

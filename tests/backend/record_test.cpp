@@ -1,0 +1,290 @@
+// The client's recording (ClientOptions::record): the callers' calls written
+// as a trace, in the order and at the times the core saw them; parts with
+// their own headers; names hashed under a key; a full buffer that makes
+// callers wait instead of dropping. Against the loopback server.
+// (That the simulator reads a recording: cli_test.cpp, FetchRecord*.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "demandflight/backend/client.h"
+#include "demandflight/backend/sha256.h"
+#include "loopback.h"
+#include "test_files.h"
+
+namespace dfl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using backend::ArtifactRef;
+using backend::Client;
+using backend::ClientOptions;
+using nlohmann::json;
+
+constexpr std::size_t kSize = 50'000;
+
+std::vector<json> lines_of(const fs::path& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    out.push_back(json::parse(line));
+  return out;
+}
+
+std::string text_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+class RecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fresh_test_dir("record");
+    for (const char* name : {"a.bin", "b.bin", "c.bin"})
+      std::ofstream(dir_ / "www" / name) << content_of(name, kSize);
+    server_ = std::make_unique<LoopbackServer>(dir_ / "www");
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  ClientOptions options(backend::RecordOptions record) const {
+    ClientOptions o;
+    o.cache_dir = dir_ / "cache";
+    o.resolver = backend::url_template(server_->base() + "/{resource}");
+    o.record = std::move(record);
+    return o;
+  }
+  backend::RecordOptions record(const std::string& name = "rec.jsonl") const {
+    backend::RecordOptions r;
+    r.path = dir_ / name;
+    r.origin_names = {"cdn", "mirror"};
+    return r;
+  }
+  static ArtifactRef ref(const std::string& name) {
+    ArtifactRef r;
+    r.key = ArtifactKey{name, "r1", "pc", 3};
+    r.size_bytes = kSize;
+    r.sha256 = backend::Sha256::hex_of(content_of(name, kSize));
+    return r;
+  }
+  static DemandOptions demand(OwnerId owner, Priority priority = 0) {
+    DemandOptions o;
+    o.owner = owner;
+    o.priority = priority;
+    return o;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<LoopbackServer> server_;
+};
+
+TEST_F(RecordTest, EveryCallOfTheCallersIsARecordInTheOrderAndAtTheTimeTheCoreSawIt) {
+  const fs::path path = dir_ / "rec.jsonl";
+  std::vector<std::future<backend::DemandResult>> results;
+  backend::RecordStatus status;
+  {
+    server_->rate(200'000);  // Slow enough that the cancel and the raise find them waiting.
+    Client client(options(record()));
+    ArtifactRef a = ref("a.bin");
+    a.mirrors = {1};
+    DemandOptions first = demand(7, 1);
+    first.owner_generation = 2;
+    first.deadline_s = client.clock_s() + 60;
+    const DemandHandle d1 = client.subscribe(a, first, [](backend::DemandResult) {});
+    const DemandHandle d2 = client.subscribe(a, demand(8), [](backend::DemandResult) {});
+    const DemandHandle d3 = client.subscribe(ref("b.bin"), demand(8), [](backend::DemandResult) {});
+    client.set_priority(d2, 3);
+    client.cancel(d3);
+    client.set_throttle(ThrottleConfig{0, 1000, 5e6});
+    client.end_owner(7, 2);
+    server_->rate(0);
+    results.push_back(client.fetch(ref("c.bin"), demand(9)));
+    EXPECT_EQ(results.back().get().outcome, DemandOutcome::succeeded);
+    client.cancel(d2);
+    (void)d1;
+    status = client.end_recording();
+    // Calls after the end are not recorded.
+    results.push_back(client.fetch(ref("c.bin"), demand(9)));
+    results.back().get();
+  }
+  EXPECT_EQ(status.error, "");
+  EXPECT_EQ(status.parts, 1u);
+  const std::string text = text_of(path);
+  EXPECT_EQ(status.bytes_written, text.size());
+  const std::vector<json> lines = lines_of(path);
+  ASSERT_EQ(status.records, lines.size());
+  ASSERT_EQ(lines.size(), 13u) << text;
+  SCOPED_TRACE(text);
+
+  const json& header = lines[0];
+  EXPECT_EQ(header["format"], "demandflight-trace");
+  EXPECT_EQ(header["version"], 1);
+  EXPECT_EQ(header["scheduler"]["max_transfers"], 4);
+  EXPECT_EQ(header["x-recording"]["part"], 0);
+  EXPECT_EQ(header["x-recording"]["orphan_policy"], "always-abort");
+
+  std::vector<std::string> ops;
+  for (std::size_t i = 1; i < lines.size(); ++i)
+    ops.push_back(lines[i].value("op", "?"));
+  EXPECT_EQ(ops, (std::vector<std::string>{"artifact", "subscribe", "subscribe", "artifact",
+                                           "subscribe", "set_priority", "cancel", "throttle",
+                                           "end_owner", "artifact", "subscribe", "cancel"}));
+  // The artifact as the caller named it, declared once for its two demands.
+  EXPECT_EQ(lines[1]["resource"], "a.bin");
+  EXPECT_EQ(lines[1]["generation"], 3);
+  EXPECT_EQ(lines[1]["size"], kSize);
+  EXPECT_EQ(lines[1]["origins"], json::array({"cdn", "mirror"}));
+  EXPECT_EQ(lines[1]["sha256"], backend::Sha256::hex_of(content_of("a.bin", kSize)));
+  EXPECT_EQ(lines[4]["origin"], "cdn");
+  EXPECT_EQ(lines[2]["artifact"], lines[1]["id"]);
+  EXPECT_EQ(lines[3]["artifact"], lines[1]["id"]);
+  EXPECT_EQ(lines[5]["artifact"], lines[4]["id"]);
+  EXPECT_NE(lines[1]["id"], lines[4]["id"]);
+  // Demands, owners, priorities, generation, deadline.
+  EXPECT_EQ(lines[2]["owner"], "o7");
+  EXPECT_EQ(lines[2]["priority"], 1);
+  EXPECT_EQ(lines[2]["owner_generation"], 2);
+  EXPECT_NEAR(lines[2]["timeout_s"].get<double>(), 60.0, 0.01);
+  EXPECT_FALSE(lines[3].contains("timeout_s"));
+  EXPECT_EQ(lines[6]["demand"], lines[3]["demand"]);
+  EXPECT_EQ(lines[6]["priority"], 3);
+  EXPECT_EQ(lines[7]["demand"], lines[5]["demand"]);
+  EXPECT_EQ(lines[8]["background_at_or_below"], 0);
+  EXPECT_EQ(lines[8]["background_Bps"], 1000);
+  EXPECT_EQ(lines[8]["overall_Bps"], 5e6);
+  EXPECT_EQ(lines[9]["owner"], "o7");
+  EXPECT_EQ(lines[9]["owner_generation"], 2);
+  EXPECT_EQ(lines[12]["demand"], lines[3]["demand"]);
+  std::map<std::string, int> demand_ids;
+  for (const json& l : lines)
+    if (l.value("op", "") == "subscribe") ++demand_ids[l["demand"]];
+  EXPECT_EQ(demand_ids.size(), 4u);  // Unique.
+  // Times on the client's clock, in the order of the calls.
+  double last = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (!lines[i].contains("t")) continue;
+    EXPECT_GE(lines[i]["t"].get<double>(), last) << lines[i].dump();
+    last = lines[i]["t"];
+  }
+}
+
+TEST_F(RecordTest, PartsBeginWithTheirHeaderAndDeclareTheArtifactsTheyUse) {
+  backend::RecordOptions r = record();
+  r.rotate_bytes = 900;
+  backend::RecordStatus status;
+  {
+    Client client(options(r));
+    for (int i = 0; i < 12; ++i) {
+      const std::string name = i % 2 ? "a.bin" : "b.bin";
+      client.fetch(ref(name), demand(static_cast<OwnerId>(i))).get();
+    }
+    status = client.end_recording();
+  }
+  EXPECT_EQ(status.error, "");
+  ASSERT_GE(status.parts, 3u);
+  std::uint64_t bytes = 0;
+  std::size_t subscribes = 0;
+  for (std::uint32_t part = 0; part < status.parts; ++part) {
+    const fs::path path = backend::record_part_path(r.path, part);
+    ASSERT_TRUE(fs::exists(path)) << path;
+    bytes += fs::file_size(path);
+    const std::vector<json> lines = lines_of(path);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines[0]["format"], "demandflight-trace") << path;
+    EXPECT_EQ(lines[0]["x-recording"]["part"], part);
+    // A part may overrun its size by one call's lines at most.
+    EXPECT_LE(fs::file_size(path), r.rotate_bytes + 400) << path;
+    std::set<std::string> declared;
+    for (const json& l : lines) {
+      if (l.contains("op") && l["op"] == "artifact") declared.insert(l["id"]);
+      if (l.contains("op") && l["op"] == "subscribe") {
+        ++subscribes;
+        EXPECT_EQ(declared.count(l["artifact"]), 1u) << path << ": " << l.dump();
+      }
+    }
+  }
+  EXPECT_EQ(subscribes, 12u);
+  EXPECT_EQ(bytes, status.bytes_written);
+  EXPECT_EQ(backend::record_part_path(r.path, 2).filename(), "rec.2.jsonl");
+}
+
+TEST_F(RecordTest, HashedNamesAreStableUnderOneKeyAndNoNameOrDigestIsWritten) {
+  auto run = [&](const std::string& file, const std::string& key) {
+    backend::RecordOptions r = record(file);
+    r.hash_key = key;
+    Client client(options(r));
+    client.fetch(ref("a.bin"), demand(1)).get();
+    client.fetch(ref("b.bin"), demand(1)).get();
+    return client.end_recording();
+  };
+  run("one.jsonl", "secret");
+  run("two.jsonl", "secret");
+  run("three.jsonl", "another");
+  const std::vector<json> one = lines_of(dir_ / "one.jsonl");
+  const std::vector<json> two = lines_of(dir_ / "two.jsonl");
+  const std::vector<json> three = lines_of(dir_ / "three.jsonl");
+  ASSERT_EQ(one.size(), 5u);
+  EXPECT_EQ(one[0]["x-recording"]["hashed_names"], true);
+  EXPECT_EQ(one[1]["resource"], two[1]["resource"]);
+  EXPECT_EQ(one[3]["resource"], two[3]["resource"]);
+  EXPECT_NE(one[1]["resource"], one[3]["resource"]);
+  EXPECT_NE(one[1]["resource"], three[1]["resource"]);
+  EXPECT_EQ(one[1]["resource"].get<std::string>().size(), 32u);
+  EXPECT_EQ(one[1]["size"], kSize);  // Sizes kept.
+  for (const char* file : {"one.jsonl", "two.jsonl", "three.jsonl"}) {
+    const std::string text = text_of(dir_ / file);
+    EXPECT_EQ(text.find("a.bin"), std::string::npos) << file;
+    EXPECT_EQ(text.find("b.bin"), std::string::npos) << file;
+    EXPECT_EQ(text.find("sha256"), std::string::npos) << file;
+  }
+}
+
+TEST_F(RecordTest, AFullBufferMakesTheCallersWaitAndLosesNoRecord) {
+  backend::RecordOptions r = record();
+  r.buffer_bytes = 300;  // About two lines.
+  r.flush_interval_s = 5;
+  backend::RecordStatus status;
+  {
+    Client client(options(r));
+    for (int i = 0; i < 200; ++i) {
+      const DemandHandle h = client.subscribe(ref("a.bin"), demand(1), [](backend::DemandResult) {});
+      client.set_priority(h, i % 4);
+    }
+    client.end_owner(1);
+    status = client.end_recording();
+  }
+  EXPECT_GT(status.waits, 0u);
+  const std::vector<json> lines = lines_of(r.path);
+  EXPECT_EQ(lines.size(), status.records);
+  EXPECT_EQ(lines.size(), 1u + 1u + 200u * 2u + 1u);  // Header, artifact, the calls, end_owner.
+  EXPECT_EQ(lines.back()["op"], "end_owner");
+}
+
+TEST_F(RecordTest, APathThatCannotBeCreatedIsRefusedWithThePathAndTheReason) {
+  backend::RecordOptions r = record();
+  r.path = dir_ / "no-such-dir" / "rec.jsonl";
+  try {
+    Client client(options(r));
+    FAIL() << "a recording in a missing directory was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir_ / "no-such-dir" / "rec.jsonl").string()),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dfl::testing
