@@ -101,14 +101,18 @@ Client::Impl::Impl(ClientOptions options)
                                               .capacity_bytes = options_.scheduler.cache_bytes}),
       objects_(cache_),
       core_(ClientCore::Options{options_.scheduler, options_.orphan_policy,
-                                options_.pin_on_success, options_.observer, options_.throttle},
+                                options_.orphan_policy_object, options_.pin_on_success,
+                                options_.observer, options_.throttle},
             objects_),
       start_(std::chrono::steady_clock::now()) {
   if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
   check_bounds(options_.bounds, "ClientOptions.bounds");
   if (options_.record) {
     recording_ = std::make_unique<Recording>(*options_.record, options_.scheduler,
-                                             options_.throttle, options_.orphan_policy);
+                                             options_.throttle,
+                                             options_.orphan_policy_object
+                                                 ? options_.orphan_policy_object->name()
+                                                 : std::string_view(options_.orphan_policy));
   }
   global_curl_init();
   if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();

@@ -147,7 +147,9 @@ ClientCore::ClientCore(Options options, ObjectStore& objects)
     : options_(std::move(options)),
       objects_(objects),
       engine_(engine_config(options_.scheduler),
-              policies::make_orphan_policy(options_.orphan_policy)) {
+              options_.orphan_policy_object
+                  ? options_.orphan_policy_object
+                  : policies::make_orphan_policy(options_.orphan_policy)) {
   check_throttle(options_.throttle, "ClientOptions.throttle");
   throttle_rule_.set(options_.throttle);
 }

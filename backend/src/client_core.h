@@ -164,6 +164,8 @@ class ClientCore {
   struct Options {
     SchedulerConfig scheduler;
     std::string orphan_policy = "always-abort";
+    // When set, the policy itself (orphan_policy is then not read).
+    std::shared_ptr<OrphanPolicy> orphan_policy_object;
     bool pin_on_success = false;
     ClientObserver* observer = nullptr;
     ThrottleConfig throttle;

@@ -3,6 +3,9 @@
 // the caller gave (shorter, longer), against the loopback server.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -164,6 +167,63 @@ TEST_F(ClientOptionsTest, ABodyLongerThanTheSizeGivenFailsAtOnceNamingTheSize) {
                           " bytes from " + server_->base() + "/a.bin");
   EXPECT_EQ(server_->stats()["/a.bin"]["requests"], 1) << "permanent: not tried again";
   EXPECT_FALSE(fs::exists(client.path_of(ref("a.bin").key)));
+}
+
+// A team's own C++ policy decides the orphans: it is called (with the
+// orphan's key and bytes) when the only demand of a transfer in flight is
+// cancelled, and its answer is what happens: `complete` installs the body
+// nobody waits for; `abort` ends the transfer and installs nothing.
+class CountingPolicy final : public OrphanPolicy {
+ public:
+  explicit CountingPolicy(OrphanDecision answer) : answer_(answer) {}
+  OrphanDecision decide(const OrphanView& view) override {
+    ++calls;
+    if (view.key != nullptr) last_resource = view.key->resource;
+    last_bytes_done = view.bytes_done;
+    return answer_;
+  }
+  std::string_view name() const override { return "team-counting"; }
+  std::atomic<int> calls{0};
+  std::string last_resource;
+  std::uint64_t last_bytes_done = 0;
+
+ private:
+  OrphanDecision answer_;
+};
+
+TEST_F(ClientOptionsTest, ACppPolicyObjectPassedToTheClientDecidesItsOrphans) {
+  // A released hold stays released: each answer has a file of its own.
+  for (OrphanDecision answer : {OrphanDecision::complete, OrphanDecision::abort}) {
+    const std::string name = answer == OrphanDecision::complete ? "b.bin" : "c.bin";
+    SCOPED_TRACE(name);
+    server_->hold("/" + name, 100'000);  // Half the body, then parked.
+    auto policy = std::make_shared<CountingPolicy>(answer);
+    ClientOptions o = options();
+    o.orphan_policy = "no-such-policy";  // Not read: the object is used.
+    o.orphan_policy_object = policy;
+    Client client(std::move(o));
+    std::promise<DemandOutcome> outcome;
+    const DemandHandle h = client.subscribe(
+        ref(name), opts(), [&](backend::DemandResult r) { outcome.set_value(r.outcome); });
+    auto received = [&] {
+      const auto in_flight = client.transfers();
+      return in_flight.empty() ? std::uint64_t{0} : in_flight.front().received;
+    };
+    for (int i = 0; i < 3000 && received() < 50'000; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_GE(received(), 50'000u) << "the transfer never got going";
+    client.cancel(h);
+    EXPECT_EQ(outcome.get_future().get(), DemandOutcome::cancelled);
+    EXPECT_EQ(policy->calls.load(), 1);
+    EXPECT_EQ(policy->last_resource, name);
+    EXPECT_GE(policy->last_bytes_done, 50'000u);
+    server_->release("/" + name);
+    for (int i = 0; i < 1000 && !client.idle(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(client.idle());
+    EXPECT_EQ(fs::exists(client.path_of(ref(name).key)), answer == OrphanDecision::complete);
+    EXPECT_EQ(client.metrics().installs, answer == OrphanDecision::complete ? 1u : 0u);
+  }
 }
 
 }  // namespace

@@ -51,6 +51,7 @@
 #include "demandflight/engine/command.h"
 #include "demandflight/engine/config.h"
 #include "demandflight/engine/ids.h"
+#include "demandflight/engine/orphan_policy.h"
 #include "demandflight/engine/outcome.h"
 #include "demandflight/engine/scheduler.h"
 #include "demandflight/engine/throttle.h"
@@ -226,6 +227,12 @@ struct RecordStatus {
 struct ClientOptions {
   SchedulerConfig scheduler;
   std::string orphan_policy = "always-abort";  // NAME[:k=v,...]
+  // A policy of your own (engine/include/demandflight/engine/orphan_policy.h),
+  // used instead of the name above when set. The client's engine calls it
+  // with the client's lock held, from whichever thread caused the decision:
+  // keep it quick and never call into the client from it. A policy chosen
+  // in the simulator runs here by the same spec string (the name above).
+  std::shared_ptr<OrphanPolicy> orphan_policy_object;
   std::filesystem::path cache_dir;
   UrlResolver resolver;
   // Verification and install threads; 0 chooses by install_sync. With
