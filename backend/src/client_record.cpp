@@ -290,6 +290,32 @@ void Recording::throttle(double t, const ThrottleConfig& config) {
   append(dump(j) + "\n");
 }
 
+// A line never straddles a 4 KiB page of its file: where the next line would,
+// a line of spaces (a blank line, which readers skip) fills the page first.
+// Linux cuts a write() by a process being killed only between pages, so a
+// killed recording ends with a whole line: it is a trace, a prefix of the
+// run's. (A line longer than a page, which cannot fit, is written as it is.)
+std::string Recording::paged(std::string_view lines) const {
+  constexpr std::uint64_t kPage = 4096;
+  std::string out;
+  out.reserve(lines.size() + 64);
+  std::uint64_t at = part_bytes_;
+  while (!lines.empty()) {
+    const std::size_t newline = lines.find('\n');
+    const std::size_t n = newline == std::string_view::npos ? lines.size() : newline + 1;
+    const std::uint64_t room = kPage - at % kPage;
+    if (n > room && n <= kPage) {
+      out.append(static_cast<std::size_t>(room - 1), ' ');
+      out += '\n';
+      at += room;
+    }
+    out.append(lines.substr(0, n));
+    at += n;
+    lines.remove_prefix(n);
+  }
+  return out;
+}
+
 void Recording::append(std::string lines) {
   std::size_t count = 0;
   for (char c : lines)
@@ -304,6 +330,7 @@ void Recording::append(std::string lines) {
     pending_ += head;
     ++count;
   }
+  lines = paged(lines);
   while (pending_.size() + lines.size() > options_.buffer_bytes && !pending_.empty() &&
          status_.error.empty()) {
     ++status_.waits;  // The disk is behind: wait rather than drop a record.

@@ -42,6 +42,8 @@ class Recording {
  private:
   // The lines of one call, added to the buffer together (one part holds them).
   void append(std::string lines);
+  // `lines` as they go to the file at part_bytes_, with fillers (client_record.cpp).
+  std::string paged(std::string_view lines) const;
   // Whether lines of this many bytes go to a new part.
   bool starts_part(std::size_t bytes) const;
   std::string header(std::uint32_t part) const;

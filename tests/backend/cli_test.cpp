@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
+#include <cstdio>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -300,6 +302,7 @@ TEST_F(CliTest, ReplayRecordGivesBackTheTracesDemandStreamAndTheSimulatorReadsIt
     std::string line;
     std::getline(in, line);  // The header.
     while (std::getline(in, line)) {
+      if (line.find_first_not_of(' ') == std::string::npos) continue;  // A page's filler.
       json j = json::parse(line);
       if (j["op"] != "artifact") out.push_back(std::move(j));
     }
@@ -385,6 +388,106 @@ TEST_F(CliTest, FetchRecordWritesPartsTheSimulatorRunsWithoutTheNames) {
                                         (dir_ / "no-such-key").string(), "TRACE"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("no-such-key"), std::string::npos) << bad.err;
+}
+
+// A recording cut by SIGKILL at a random moment (the seed is printed) while
+// its writer is busy is a trace: whole lines, which the simulator runs.
+TEST_F(CliTest, ARecordingCutBySigkillIsATraceTheSimulatorRuns) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 random(seed);
+  std::printf("seed %u\n", seed);
+  const int port = dead_port();  // Every attempt refused: the run is all calls.
+  std::string trace = std::string(R"({"format": "demandflight-trace", "version": 1, )") +
+                      R"("name": "many", "scheduler": {"retry": {"max_attempts": 1}}})" + "\n";
+  for (int a = 0; a < 200; ++a)
+    trace += artifact_line("a" + std::to_string(a), "asset-" + std::to_string(a) + ".bin", 1000,
+                           std::string(64, 'a'));
+  for (int d = 0; d < 40'000; ++d) {
+    trace += json{{"op", "subscribe"}, {"t", d * 0.00005}, {"demand", "d" + std::to_string(d)},
+                  {"owner", "o" + std::to_string(d % 50)}, {"artifact", "a" + std::to_string(d % 200)},
+                  {"priority", d % 4}}
+                 .dump() +
+             "\n";
+  }
+  const fs::path trace_path = dir_ / "many.jsonl";
+  std::ofstream(trace_path) << trace;
+  const fs::path recording = dir_ / "cut.jsonl";
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(DFL_CLI, DFL_CLI, "replay", trace_path.c_str(), "--base-url", base.c_str(), "--cache",
+            cache().c_str(), "--record", recording.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Once the recording has its first 64 KiB, a random moment later.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::error_code ec;
+  while (std::chrono::steady_clock::now() < give_up &&
+         (!fs::exists(recording, ec) || fs::file_size(recording, ec) < 65'536)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(random() % 400'000));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the replay ended before the kill: make it longer";
+  const std::string text = read(recording);
+  ASSERT_GE(text.size(), 65'536u);
+  EXPECT_EQ(text.back(), '\n') << "the last line is cut";
+  const CliRun sim = run_cli(text, {"sim", "TRACE", "--out", "OUT", "--quiet"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_GT(sim.result["demands"].size(), 100u);
+}
+
+// Two `fetch --record` processes on one cache directory at once: each
+// recording holds its own process's demands (its manifest's artifacts, each
+// subscribed once), whichever process transferred a shared artifact.
+TEST_F(CliTest, TwoFetchesOnOneCacheEachRecordTheirOwnStream) {
+  const std::string x = serve("x.bin", 300'000), y = serve("y.bin", 300'000),
+                    z = serve("z.bin", 300'000);
+  server().rate(3'000'000);
+  std::ofstream(dir_ / "one.jsonl") << x + y;
+  std::ofstream(dir_ / "two.jsonl") << y + z;
+  const std::string base = server().base();
+  auto start = [&](const std::string& manifest, const std::string& recording) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(DFL_CLI, DFL_CLI, "fetch", "--base-url", base.c_str(), "--cache", cache().c_str(),
+              "--progress", "none", "--record", (dir_ / recording).c_str(),
+              (dir_ / manifest).c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return child;
+  };
+  const pid_t one = start("one.jsonl", "rec-one.jsonl");
+  const pid_t two = start("two.jsonl", "rec-two.jsonl");
+  int status_one = 0, status_two = 0;
+  ::waitpid(one, &status_one, 0);
+  ::waitpid(two, &status_two, 0);
+  ASSERT_TRUE(WIFEXITED(status_one) && WEXITSTATUS(status_one) == 0);
+  ASSERT_TRUE(WIFEXITED(status_two) && WEXITSTATUS(status_two) == 0);
+  EXPECT_EQ(server().stats()["/y.bin"]["requests"], 1) << "y was transferred once for both";
+  auto subscribed = [&](const std::string& recording) {
+    std::multiset<std::string> resources;
+    std::map<std::string, std::string> resource_of;
+    std::istringstream in(read(dir_ / recording));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(' ') == std::string::npos) continue;
+      const json j = json::parse(line);
+      if (j.value("op", "") == "artifact") resource_of[j["id"]] = j["resource"];
+      if (j.value("op", "") == "subscribe") resources.insert(resource_of.at(j["artifact"]));
+    }
+    return resources;
+  };
+  EXPECT_EQ(subscribed("rec-one.jsonl"), (std::multiset<std::string>{"x.bin", "y.bin"}));
+  EXPECT_EQ(subscribed("rec-two.jsonl"), (std::multiset<std::string>{"y.bin", "z.bin"}));
 }
 
 // Mirrors in both worlds: the first origin is down (a fault in the

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <utility>
 #include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,9 +36,27 @@ std::vector<json> lines_of(const fs::path& path) {
   std::vector<json> out;
   std::ifstream in(path);
   std::string line;
-  while (std::getline(in, line))
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(' ') == std::string::npos) continue;  // A page's filler.
     out.push_back(json::parse(line));
+  }
   return out;
+}
+
+// Whether some line of the file straddles a 4 KiB page (then a kill in
+// write() could leave half of it), and how many blank fillers there are.
+std::pair<bool, int> pages_of(const std::string& text) {
+  bool straddles = false;
+  int fillers = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) return {true, fillers};  // Not even whole.
+    straddles = straddles || start / 4096 != end / 4096;
+    if (text.find_first_not_of(' ', start) == end) ++fillers;
+    start = end + 1;
+  }
+  return {straddles, fillers};
 }
 
 std::string text_of(const fs::path& path) {
@@ -269,6 +288,10 @@ TEST_F(RecordTest, AFullBufferMakesTheCallersWaitAndLosesNoRecord) {
   EXPECT_EQ(lines.size(), status.records);
   EXPECT_EQ(lines.size(), 1u + 1u + 200u * 2u + 1u);  // Header, artifact, the calls, end_owner.
   EXPECT_EQ(lines.back()["op"], "end_owner");
+  // 30 KB of lines, none across a page: blank lines fill each page's end.
+  const auto [straddles, fillers] = pages_of(text_of(r.path));
+  EXPECT_FALSE(straddles);
+  EXPECT_GE(fillers, 5);
 }
 
 TEST_F(RecordTest, APathThatCannotBeCreatedIsRefusedWithThePathAndTheReason) {
