@@ -112,7 +112,8 @@ Client::Impl::Impl(ClientOptions options)
                                              options_.throttle,
                                              options_.orphan_policy_object
                                                  ? options_.orphan_policy_object->name()
-                                                 : std::string_view(options_.orphan_policy));
+                                                 : std::string_view(options_.orphan_policy),
+                                             [this] { return core_.measured(); });
   }
   global_curl_init();
   if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
@@ -172,6 +173,7 @@ Client::Impl::~Impl() {
   delivery_cv_.notify_all();
   delivery_thread_.join();
   curl_multi_cleanup(multi_);
+  end_recording();  // With what was measured.
 }
 
 DemandHandle Client::Impl::subscribe(const ArtifactRef& artifact, const DemandOptions& options,
@@ -244,6 +246,11 @@ void Client::Impl::set_throttle(const ThrottleConfig& config) {
   }
 }
 
+MeasuredPlatform Client::Impl::measured_platform() const {
+  std::lock_guard lock(mutex_);
+  return core_.measured();
+}
+
 RecordStatus Client::Impl::record_status() const {
   std::lock_guard lock(mutex_);
   return recording_ ? recording_->status() : RecordStatus{};
@@ -255,7 +262,9 @@ RecordStatus Client::Impl::end_recording() {
     std::lock_guard lock(mutex_);
     recording = std::move(recording_);
   }
-  return recording ? recording->close() : RecordStatus{};
+  if (!recording) return {};
+  const MeasuredPlatform measured = measured_platform();
+  return recording->close(&measured);
 }
 
 ThrottleConfig Client::Impl::throttle() const {
@@ -374,6 +383,7 @@ void Client::set_throttle(const ThrottleConfig& config) {
   impl_->set_throttle(config);
 }
 RecordStatus Client::record_status() const { return impl_->record_status(); }
+MeasuredPlatform Client::measured_platform() const { return impl_->measured_platform(); }
 RecordStatus Client::end_recording() { return impl_->end_recording(); }
 ThrottleConfig Client::throttle() const {
   return impl_->throttle();

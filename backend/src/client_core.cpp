@@ -255,8 +255,12 @@ void ClientCore::on_timer(double now) {
 }
 
 void ClientCore::progress(double now, const std::vector<TransferSnapshot>& transfers) {
-  for (const TransferSnapshot& s : transfers)
+  std::uint64_t in_flight = 0;
+  for (const TransferSnapshot& s : transfers) {
     engine_.on_transfer_progress(now, s.transfer, s.received);
+    in_flight += s.received;
+  }
+  meter_.received(now, metrics_.bytes_received + in_flight);
   route(now);
 }
 
@@ -264,6 +268,9 @@ void ClientCore::transfer_ended(double now, const TransferEnd& end) {
   auto task = tasks_.find(end.task.value);
   if (!end.url.empty() && task != tasks_.end()) task->second.last_url = end.url;
   metrics_.bytes_received += end.bytes;
+  meter_.transfer_ended(end.transfer.value, end.bytes,
+                        end.status == TransferStatus::ok ? end.rate_Bps : std::nullopt,
+                        end.connect_s);
   if (end.status != TransferStatus::ok) ++metrics_.transfers_failed;
   if (end.first_byte_s) metrics_.time_to_first_byte_s.observe(*end.first_byte_s);
   if (end.rate_Bps) metrics_.transfer_rate_Bps.observe(*end.rate_Bps);
@@ -364,6 +371,7 @@ void ClientCore::finalize_ended(double now, const FinalizeJob& job, std::uint64_
       options_.observer->on_attempt_failed(now, job.task, job.key, reason);
     options_.observer->on_finalize_ended(now, job.task, status, bytes);
   }
+  meter_.finalize_ended(now, bytes);
   engine_.on_finalize_finished(now, job.finalize, status);
   route(now);
 }
@@ -530,6 +538,7 @@ void ClientCore::route(double now) {
     if (auto* c = std::get_if<StartTransfer>(&command)) {
       ++metrics_.transfers_started;
       if (c->attempt > 1) ++metrics_.retries;
+      meter_.transfer_started(c->transfer.value, c->origin);
       StartJob job{std::move(*c), {}};
       if (auto it = tasks_.find(job.start.task.value); it != tasks_.end()) {
         job.limits = limits_of(it->second.expects);
@@ -538,6 +547,7 @@ void ClientCore::route(double now) {
       }
       jobs_.push_back(std::move(job));
     } else if (auto* a = std::get_if<AbortTransfer>(&command)) {
+      meter_.transfer_ended(a->transfer.value, 0, std::nullopt, std::nullopt);
       jobs_.push_back(AbortJob{a->transfer, a->task, a->keep_partial});
     } else if (auto* p = std::get_if<DropPartial>(&command)) {
       jobs_.push_back(DropPartialJob{std::move(p->key)});
@@ -548,6 +558,7 @@ void ClientCore::route(double now) {
         tasks_.erase(it);  // Its demands' terminals came before.
       }
     } else if (auto* f = std::get_if<StartFinalize>(&command)) {
+      meter_.finalize_started(now);
       jobs_.push_back(FinalizeJob{f->finalize, f->task, *f->key});
     } else if (auto* ev = std::get_if<EvictArtifact>(&command)) {
       jobs_.push_back(EvictJob{*ev->key});

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "demandflight/backend/client.h"
+#include "platform_meter.h"
 
 namespace dfl::backend {
 
@@ -151,6 +152,7 @@ struct TransferEnd {
   std::string reason;              // Why it failed.
   std::string url;                 // Where it went.
   std::optional<double> first_byte_s, rate_Bps;  // For the metrics.
+  std::optional<double> connect_s;  // TCP connect time, when this attempt opened a connection.
 };
 
 // Why a body is not installed (ClientCore::decide_install).
@@ -214,6 +216,7 @@ class ClientCore {
   const SchedulerStats& stats() const { return engine_.stats(); }
   bool no_work() const { return engine_.live_demands() == 0 && engine_.live_tasks() == 0; }
   ClientMetrics metrics() const;  // Without the cache's figures.
+  MeasuredPlatform measured() const { return meter_.measured(); }
   const ThrottleRule& throttle_rule() const { return throttle_rule_; }
 
  private:
@@ -256,6 +259,7 @@ class ClientCore {
   std::unordered_map<std::uint64_t, DemandRecord> demands_;  // Live demands, by handle.
   std::unordered_map<std::uint64_t, TaskRecord> tasks_;      // Live tasks, by id.
   ClientMetrics metrics_;
+  PlatformMeter meter_;
   std::unordered_multimap<OwnerId, std::weak_ptr<Pin::State>> pins_;  // Pins given, by owner.
   std::size_t pins_live_ = 0;  // pins_'s size when it was last pruned.
 };

@@ -81,6 +81,7 @@ class Client::Impl {
   void cancel(DemandHandle h);
   void set_priority(DemandHandle h, Priority p);
   RecordStatus record_status() const;
+  MeasuredPlatform measured_platform() const;
   RecordStatus end_recording();
   void end_owner(OwnerId owner, std::optional<OwnerGeneration> generation);
   std::filesystem::path path_of(const ArtifactKey& key) const { return cache_.object_path(key); }
@@ -233,7 +234,7 @@ class Client::Impl {
   void finish(CURL* easy, CURLcode code);
   // When a transfer's first body byte came, and its rate (for the metrics).
   struct Timing {
-    std::optional<double> first_byte_s, rate_Bps;
+    std::optional<double> first_byte_s, rate_Bps, connect_s;
   };
   // A transfer's end, to the core; `key` and `reason` say why a failed
   // attempt failed (for the observer).

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
+#include <vector>
+#include <algorithm>
 
 namespace dfl::backend {
 namespace {
@@ -128,8 +130,10 @@ std::filesystem::path record_part_path(const std::filesystem::path& first, std::
 }
 
 Recording::Recording(RecordOptions options, const SchedulerConfig& scheduler,
-                     const ThrottleConfig& throttle, std::string_view orphan_policy)
+                     const ThrottleConfig& throttle, std::string_view orphan_policy,
+                     std::function<MeasuredPlatform()> measure)
     : options_(std::move(options)),
+      measure_(std::move(measure)),
       scheduler_json_(dump(Json{{"max_transfers", scheduler.max_transfers},
                                 {"max_per_origin", scheduler.max_per_origin},
                                 {"cache_bytes", scheduler.cache_bytes},
@@ -153,16 +157,16 @@ Recording::Recording(RecordOptions options, const SchedulerConfig& scheduler,
   fd_ = open_part(options_.path);
   if (fd_ < 0) throw std::runtime_error(system_error("cannot create", options_.path, errno));
   status_.parts = 1;
-  std::string first = header(0);
+  std::string first = header(0, nullptr);
   part_bytes_ = first.size();
   status_.records = 1;
   pending_ = std::move(first);
   writer_ = std::thread([this] { writer_loop(); });
 }
 
-Recording::~Recording() { close(); }
+Recording::~Recording() { close(nullptr); }
 
-RecordStatus Recording::close() {
+RecordStatus Recording::close(const MeasuredPlatform* measured) {
   if (writer_.joinable()) {
     {
       std::lock_guard lock(mutex_);
@@ -173,20 +177,115 @@ RecordStatus Recording::close() {
     if (fd_ >= 0 && ::close(fd_) != 0 && status_.error.empty())
       status_.error = system_error("cannot write", record_part_path(options_.path, file_part_), errno);
     fd_ = -1;
+    // Each part's header, the same size as the one it replaces, now with
+    // what was measured over the whole run.
+    for (std::uint32_t part = 0; measured != nullptr && part <= file_part_; ++part) {
+      const std::string head = header(part, measured);
+      if (head.size() != kHeaderBytes) continue;  // Too long to hold it: kept as it was.
+      const std::filesystem::path path = record_part_path(options_.path, part);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::pwrite(fd, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size())) {
+        std::lock_guard lock(mutex_);
+        if (status_.error.empty()) status_.error = system_error("cannot write", path, errno);
+      }
+      if (fd >= 0) ::close(fd);
+    }
   }
   return status();
 }
 
-std::string Recording::header(std::uint32_t part) const {
-  std::string line = R"({"format":"demandflight-trace","version":1,"name":)";
-  line += dump(Json(options_.name));
-  line += R"(,"seed":1,"scheduler":)";
-  line += scheduler_json_;
-  line += R"(,"x-recording":)";
-  // recording_json_ is an object: the part goes in before its closing brace.
-  line.append(recording_json_, 0, recording_json_.size() - 1);
-  line += R"(,"part":)" + std::to_string(part) + "}}\n";
-  return line;
+namespace {
+
+// The measured figures for the header: `x-measured` (each figure with its
+// samples) and the `platform` derived from them, with the `keep` origins of
+// the most samples.
+std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
+                                    const std::function<std::string(OriginId)>& name) {
+  std::vector<MeasuredPlatform::Origin> origins = m.origins;
+  std::stable_sort(origins.begin(), origins.end(), [](const auto& a, const auto& b) {
+    return a.rtt_samples + a.lone_samples > b.rtt_samples + b.lone_samples;
+  });
+  origins.resize(std::min(keep, origins.size()));
+  Json x{{"estimators",
+          "rtt_s: median TCP connect time of new connections; lone_Bps: best body rate of a "
+          "complete attempt of 1 MiB or more with no other transfer in flight; client "
+          "busiest_Bps: all transfers over a window of 1 s or more; finalize Bps: bytes over "
+          "the time a finalize ran (docs/backend.md)"}};
+  Json platform = Json::object();
+  Json x_origins = Json::object(), p_origins = Json::object();
+  bool any_rtt = false;
+  for (const auto& o : origins) {
+    x_origins[name(o.origin)] = Json{{"rtt_s", o.rtt_s},
+                                     {"rtt_samples", o.rtt_samples},
+                                     {"lone_Bps", o.lone_Bps},
+                                     {"lone_samples", o.lone_samples}};
+    Json p = Json::object();
+    // No lone transfer (every one shared the link): the origin served the
+    // client's busiest window at least.
+    if (o.lone_samples > 0) {
+      p["bandwidth_Bps"] = o.lone_Bps;
+    } else if (m.client_windows > 0 && m.client_Bps > 0) {
+      p["bandwidth_Bps"] = m.client_Bps;
+    }
+    if (o.rtt_samples > 0) {
+      p["latency_s"] = o.rtt_s / 2;  // A round trip is 2 x (client's + origin's latency).
+      any_rtt = true;
+    }
+    if (!p.empty()) p_origins[name(o.origin)] = std::move(p);
+  }
+  x["origins"] = std::move(x_origins);
+  x["client"] = Json{{"busiest_Bps", m.client_Bps}, {"windows", m.client_windows}};
+  const double finalize_Bps =
+      m.finalize_busy_s > 0 ? static_cast<double>(m.finalize_bytes) / m.finalize_busy_s : 0;
+  x["finalize"] = Json{{"Bps", finalize_Bps},
+                       {"bytes", m.finalize_bytes},
+                       {"busy_s", m.finalize_busy_s},
+                       {"count", m.finalizes}};
+  if (m.client_windows > 0 && m.client_Bps > 0) platform["client_bandwidth_Bps"] = m.client_Bps;
+  if (any_rtt) platform["client_latency_s"] = 0.0;  // The origins' latencies hold it all.
+  if (!p_origins.empty()) platform["origins"] = std::move(p_origins);
+  if (finalize_Bps > 0) {
+    // SHA-256 runs as the bytes arrive: the finalize's time is the install's.
+    platform["disk_write_Bps"] = finalize_Bps;
+    platform["hash_Bps"] = 1e12;
+  }
+  return {std::move(platform), std::move(x)};
+}
+
+}  // namespace
+
+std::string Recording::header(std::uint32_t part, const MeasuredPlatform* measured) const {
+  auto name = [this](OriginId o) { return origin_name(o); };
+  const std::size_t origins = measured != nullptr ? measured->origins.size() : 0;
+  for (std::size_t keep = origins;; --keep) {
+    std::string line = R"({"format":"demandflight-trace","version":1,"name":)";
+    line += dump(Json(options_.name));
+    line += R"(,"seed":1)";
+    if (measured != nullptr) {
+      const auto [platform, x] = measured_json(*measured, keep, name);
+      if (!platform.empty()) line += R"(,"platform":)" + dump(platform);
+      line += R"(,"x-measured":)" + dump(x);
+    }
+    line += R"(,"scheduler":)";
+    line += scheduler_json_;
+    line += R"(,"x-recording":)";
+    // recording_json_ is an object: the part goes in before its closing brace.
+    line.append(recording_json_, 0, recording_json_.size() - 1);
+    line += R"(,"part":)" + std::to_string(part) + "}}";
+    if (line.size() < kHeaderBytes) {
+      // One page, whatever it holds: the close rewrites it in place.
+      line.append(kHeaderBytes - 1 - line.size(), ' ');
+      return line + "\n";
+    }
+    if (keep == 0) return line + "\n";
+  }
+}
+
+std::string Recording::origin_name(OriginId o) const {
+  if (o < options_.origin_names.size()) return options_.origin_names[o];
+  std::string name = "origin";
+  name += std::to_string(o);
+  return name;
 }
 
 std::string Recording::resource_name(const std::string& resource) const {
@@ -215,12 +314,7 @@ void Recording::subscribe(double t, DemandHandle demand, const ArtifactRef& arti
   add_field(body, "target", artifact.key.target);
   add_number(body, "generation", artifact.key.generation);
   add_number(body, "size", artifact.size_bytes);
-  auto origin = [this](OriginId o) {
-    if (o < options_.origin_names.size()) return options_.origin_names[o];
-    std::string name = "origin";
-    name += std::to_string(o);
-    return name;
-  };
+  auto origin = [this](OriginId o) { return origin_name(o); };
   if (artifact.mirrors.empty()) {
     add_field(body, "origin", origin(artifact.origin));
   } else {
@@ -325,7 +419,8 @@ void Recording::append(std::string lines) {
   if (starts_part(lines.size())) {
     ++part_;
     breaks_.push_back(pending_.size());
-    std::string head = header(part_);
+    const MeasuredPlatform so_far = measure_ ? measure_() : MeasuredPlatform{};
+    std::string head = header(part_, measure_ ? &so_far : nullptr);
     part_bytes_ = head.size();
     pending_ += head;
     ++count;

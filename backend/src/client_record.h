@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,8 +23,10 @@ class Recording {
  public:
   // Creates the first file and writes its header; throws std::runtime_error
   // naming the path and the system's reason.
+  // `measure` gives the figures a new part's header holds (called under the
+  // client's lock, at each new part).
   Recording(RecordOptions options, const SchedulerConfig& scheduler, const ThrottleConfig& throttle,
-            std::string_view orphan_policy);
+            std::string_view orphan_policy, std::function<MeasuredPlatform()> measure);
   ~Recording();  // Writes what is left and closes the file.
   Recording(const Recording&) = delete;
   Recording& operator=(const Recording&) = delete;
@@ -36,8 +39,11 @@ class Recording {
   void throttle(double t, const ThrottleConfig& config);
 
   RecordStatus status() const;
-  // Writes what is left, closes the file and returns the final figures.
-  RecordStatus close();
+  // Writes what is left, closes the file, writes `measured` (when given) into
+  // each part's header, and returns the final figures.
+  RecordStatus close(const MeasuredPlatform* measured);
+  // Every header line is this long (one page; padded with spaces).
+  static constexpr std::size_t kHeaderBytes = 4096;
 
  private:
   // The lines of one call, added to the buffer together (one part holds them).
@@ -46,12 +52,14 @@ class Recording {
   std::string paged(std::string_view lines) const;
   // Whether lines of this many bytes go to a new part.
   bool starts_part(std::size_t bytes) const;
-  std::string header(std::uint32_t part) const;
+  std::string header(std::uint32_t part, const MeasuredPlatform* measured) const;
+  std::string origin_name(OriginId origin) const;
   std::string resource_name(const std::string& resource) const;
   void writer_loop();
   bool write_all(int fd, std::string_view data, const std::filesystem::path& path);
 
   const RecordOptions options_;
+  const std::function<MeasuredPlatform()> measure_;
   const std::string scheduler_json_;  // The header's "scheduler" object.
   const std::string recording_json_;  // The header's "x-recording", without "part".
 

@@ -429,6 +429,15 @@ void Client::Impl::finish(CURL* easy, CURLcode code) {
       status == TransferStatus::retryable_error ? t->verdict.retry_after_s : std::nullopt;
   const ArtifactKey key = t->key;
   Timing timing;
+  // A new connection's TCP handshake: about one round trip to the origin.
+  long connects = 0;
+  curl_off_t lookup_us = 0, connect_us = 0;
+  if (curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0 &&
+      curl_easy_getinfo(easy, CURLINFO_NAMELOOKUP_TIME_T, &lookup_us) == CURLE_OK &&
+      curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK &&
+      connect_us > lookup_us) {
+    timing.connect_s = static_cast<double>(connect_us - lookup_us) / 1e6;
+  }
   if (t->first_byte_s) {
     timing.first_byte_s = *t->first_byte_s - t->requested_s;
     const double body_s = now() - *t->first_byte_s;
@@ -445,7 +454,7 @@ void Client::Impl::report(TransferId id, TaskId task, TransferStatus status, std
             std::optional<double> retry_after_s, const ArtifactKey* key,
             const std::string& reason, Timing timing, const std::string& url) {
   TransferEnd end{id, task, status, bytes, retry_after_s, std::nullopt, reason, url,
-                  timing.first_byte_s, timing.rate_Bps};
+                  timing.first_byte_s, timing.rate_Bps, timing.connect_s};
   if (key != nullptr) end.key = *key;
   CoreLock core(*this);
   core_.transfer_ended(now(), end);

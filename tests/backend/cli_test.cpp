@@ -362,7 +362,7 @@ TEST_F(CliTest, FetchRecordWritesPartsTheSimulatorRunsWithoutTheNames) {
   std::ofstream(dir_ / "key") << "team secret";
   const CliRun run = run_cli(
       manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "--copies", "2",
-                 "--progress", "none", "--record", "DIR/rec.jsonl", "--record-rotate", "2000",
+                 "--progress", "none", "--record", "DIR/rec.jsonl", "--record-rotate", "5000",
                  "--record-hash-key", (dir_ / "key").string(), "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   std::size_t demands = 0;

@@ -20,11 +20,12 @@ mutants=(
   "hit-hold-kept@s/^    if (demand.hit_hold) demand.hit_hold->release();  \/\/ Not taken by a pin./    \/\/ MUTANT/@dropped while held"
 )
 
-# The check and metrics.cpp do not change between mutants (the header is the
+# The check, metrics.cpp and platform_meter.cpp do not change between mutants (the header is the
 # original's): compiled once; each mutant compiles only its client_core.cpp.
 flags=(-std=c++20 -O1 -I"$root/engine/include" -I"$root/policies/include" -I"$root/backend/include")
 g++ "${flags[@]}" -c "$root/tests/backend/client_core_check.cpp" -o "$work/check.o"
 g++ "${flags[@]}" -c "$root/backend/src/metrics.cpp" -o "$work/metrics.o"
+g++ "${flags[@]}" -c "$root/backend/src/platform_meter.cpp" -o "$work/platform_meter.o"
 
 build() {  # NAME SED: client_core.cpp (mutated by SED), linked with the check.
   local dir="$work/$1"
@@ -39,7 +40,7 @@ build() {  # NAME SED: client_core.cpp (mutated by SED), linked with the check.
   fi
   # client_core.cpp includes "client_core.h" from its own directory: the original's.
   g++ "${flags[@]}" -I"$root/backend/src" -c "$dir/client_core.cpp" -o "$dir/client_core.o"
-  g++ "$work/check.o" "$dir/client_core.o" "$work/metrics.o" \
+  g++ "$work/check.o" "$dir/client_core.o" "$work/metrics.o" "$work/platform_meter.o" \
     "$build_dir/policies/libdemandflight_policies.a" "$build_dir/engine/libdemandflight_engine.a" \
     -o "$dir/check"
 }

@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 using backend::ArtifactRef;
 using backend::Client;
 using backend::ClientOptions;
+using backend::MeasuredPlatform;
 using nlohmann::json;
 
 constexpr std::size_t kSize = 50'000;
@@ -200,7 +201,7 @@ TEST_F(RecordTest, EveryCallOfTheCallersIsARecordInTheOrderAndAtTheTimeTheCoreSa
 
 TEST_F(RecordTest, PartsBeginWithTheirHeaderAndDeclareTheArtifactsTheyUse) {
   backend::RecordOptions r = record();
-  r.rotate_bytes = 900;
+  r.rotate_bytes = 5000;  // The header is a page (4096 bytes) of it.
   backend::RecordStatus status;
   {
     Client client(options(r));
@@ -307,6 +308,61 @@ TEST_F(RecordTest, APathThatCannotBeCreatedIsRefusedWithThePathAndTheReason) {
     EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos)
         << e.what();
   }
+}
+
+// The platform the recording's header holds: an origin that sends each body
+// at 8 MB/s, two bodies of 8 MB one after the other (each alone): the lone
+// rate and the client's busiest second within 15% of it, a connect time for
+// the round trip, the finalize's cost; `platform` derived from them.
+TEST_F(RecordTest, TheHeaderHoldsThePlatformMeasuredFromTheRunsOwnTransfers) {
+  constexpr double kRate = 8e6;
+  constexpr std::size_t kBig = 8'000'000;
+  for (const char* name : {"big1.bin", "big2.bin"})
+    std::ofstream(dir_ / "www" / name) << content_of(name, kBig);
+  server_->rate(static_cast<long>(kRate));
+  backend::RecordStatus status;
+  MeasuredPlatform measured;
+  {
+    Client client(options(record()));
+    for (const char* name : {"big1.bin", "big2.bin"}) {
+      ArtifactRef r;
+      r.key = ArtifactKey{name, "r1", "pc", 0};
+      r.size_bytes = kBig;
+      ASSERT_EQ(client.fetch(r, demand(1)).get().outcome, DemandOutcome::succeeded);
+    }
+    measured = client.measured_platform();
+    status = client.end_recording();
+  }
+  EXPECT_EQ(status.error, "");
+  ASSERT_EQ(measured.origins.size(), 1u);
+  const auto& origin = measured.origins[0];
+  EXPECT_EQ(origin.lone_samples, 2u);
+  EXPECT_NEAR(origin.lone_Bps, kRate, 0.15 * kRate);
+  EXPECT_GE(origin.rtt_samples, 1u);
+  EXPECT_GT(origin.rtt_s, 0);
+  EXPECT_LT(origin.rtt_s, 0.05);  // Loopback.
+  EXPECT_GE(measured.client_windows, 1u);
+  EXPECT_NEAR(measured.client_Bps, kRate, 0.15 * kRate);
+  EXPECT_EQ(measured.finalizes, 2u);
+  EXPECT_EQ(measured.finalize_bytes, 2 * kBig);
+  EXPECT_GT(measured.finalize_busy_s, 0);
+
+  const std::string text = text_of(dir_ / "rec.jsonl");
+  ASSERT_GT(text.size(), 4096u);
+  EXPECT_EQ(text.find('\n'), 4095u) << "the header is one page";
+  const json header = json::parse(text.substr(0, 4096));
+  const json& x = header["x-measured"];
+  EXPECT_EQ(x["origins"]["cdn"]["lone_samples"], 2);
+  EXPECT_EQ(x["origins"]["cdn"]["rtt_samples"], origin.rtt_samples);
+  EXPECT_EQ(x["finalize"]["count"], 2);
+  const json& platform = header["platform"];
+  EXPECT_DOUBLE_EQ(platform["origins"]["cdn"]["bandwidth_Bps"].get<double>(), origin.lone_Bps);
+  EXPECT_DOUBLE_EQ(platform["origins"]["cdn"]["latency_s"].get<double>(), origin.rtt_s / 2);
+  EXPECT_EQ(platform["client_latency_s"], 0.0);
+  EXPECT_DOUBLE_EQ(platform["client_bandwidth_Bps"].get<double>(), measured.client_Bps);
+  EXPECT_NEAR(platform["disk_write_Bps"].get<double>(),
+              static_cast<double>(2 * kBig) / measured.finalize_busy_s, 1.0);
+  EXPECT_EQ(lines_of(dir_ / "rec.jsonl").size(), status.records);
 }
 
 }  // namespace

@@ -211,6 +211,26 @@ struct RecordOptions {
   double flush_interval_s = 0.2;
 };
 
+// The network and the disk as the client's own transfers measured them
+// (Client::measured_platform(); a recording's header holds it under
+// `x-measured`, with the platform derived from it). The estimators:
+// docs/backend.md, *The measured platform*.
+struct MeasuredPlatform {
+  struct Origin {
+    OriginId origin = 0;
+    double rtt_s = 0;               // Median TCP connect time of new connections.
+    std::uint64_t rtt_samples = 0;  // Connections opened.
+    double lone_Bps = 0;            // Best body rate of a lone complete attempt of 1 MiB or more.
+    std::uint64_t lone_samples = 0;
+  };
+  std::vector<Origin> origins;  // By OriginId; those some attempt went to.
+  double client_Bps = 0;        // Busiest window of a second or more, all transfers together.
+  std::uint64_t client_windows = 0;
+  std::uint64_t finalize_bytes = 0;  // Bytes finalized (verified and installed, or refused).
+  double finalize_busy_s = 0;        // Time at least one finalize ran.
+  std::uint64_t finalizes = 0;
+};
+
 // The file of part `part` of a recording whose first file is `first`: the
 // first itself, then its stem + ".k" + its extension (rec.jsonl, rec.1.jsonl, ...).
 std::filesystem::path record_part_path(const std::filesystem::path& first, std::uint32_t part);
@@ -328,6 +348,8 @@ class Client {
   // Throws std::invalid_argument naming the field for a negative rate.
   void set_throttle(const ThrottleConfig& config);
   ThrottleConfig throttle() const;
+  // What the client measured of its network and disk so far.
+  MeasuredPlatform measured_platform() const;
   // The recording's figures (ClientOptions::record); all zero without one.
   RecordStatus record_status() const;
   // Writes what the recording holds, closes it and returns its final figures;
