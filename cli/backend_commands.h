@@ -38,6 +38,7 @@ struct ServerArgs {
   std::string record;                  // --record FILE: the callers' demand stream as a trace.
   std::uint64_t record_rotate = 0;     // --record-rotate SIZE: a new part past this size.
   std::string record_hash_key;         // --record-hash-key FILE: resource names as keyed hashes.
+  bool record_outcomes = false;        // --record-outcomes: the result's rows beside it.
 };
 void add_server_options(CLI::App& command, ServerArgs& args);
 // Sets the client's HTTP and recording options from them (the resolver is

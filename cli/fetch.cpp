@@ -420,6 +420,10 @@ void add_server_options(CLI::App& command, ServerArgs& args) {
                   "FILE: its bytes key the HMAC-SHA256 that replaces each resource name in the "
                   "recording (no digests written)")
       ->check(CLI::ExistingFile);
+  command.add_flag("--record-outcomes", args.record_outcomes,
+                   "also write what happened to each demand and task (FILE's stem .demands.csv, "
+                   ".tasks.csv): demandflight fidelity compares a simulation of the recording "
+                   "with them");
 }
 
 void apply_server_options(const ServerArgs& args, const format::Trace& trace,
@@ -428,6 +432,7 @@ void apply_server_options(const ServerArgs& args, const format::Trace& trace,
     backend::RecordOptions record;
     record.path = args.record;
     record.rotate_bytes = args.record_rotate;
+    record.outcomes = args.record_outcomes;
     record.name = trace.name.empty() ? "recording" : trace.name;
     for (const auto& origin : trace.platform.origins)
       record.origin_names.push_back(origin.name);

@@ -348,6 +348,7 @@ int main(int argc, char** argv) {
   const dfl::cli::Subcommand importer = dfl::cli::add_import_command(app);
   const dfl::cli::Subcommand describe = dfl::cli::add_describe_command(app);
   const dfl::cli::Subcommand report = dfl::cli::add_report_command(app);
+  const dfl::cli::Subcommand fidelity = dfl::cli::add_fidelity_command(app);
 
   try {
     app.parse(argc, argv);
@@ -364,6 +365,7 @@ int main(int argc, char** argv) {
     if (*importer.app) return importer.run();
     if (*describe.app) return describe.run();
     if (*report.app) return report.run();
+    if (*fidelity.app) return fidelity.run();
     if (*validate) {
       const Trace trace = read_trace(validate_path);
       std::size_t subscribes = 0;

@@ -26,6 +26,8 @@ Subcommand add_import_command(CLI::App& app);
 Subcommand add_describe_command(CLI::App& app);
 // cli/report.cpp
 Subcommand add_report_command(CLI::App& app);
+// cli/fidelity.cpp
+Subcommand add_fidelity_command(CLI::App& app);
 
 // The simulator, from its module (cli/sim_module.cpp), loaded on first
 // use; load_simulator() loads it now. Both throw std::runtime_error naming

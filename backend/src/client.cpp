@@ -100,9 +100,10 @@ Client::Impl::Impl(ClientOptions options)
                                               .direct_writes = options_.direct_writes,
                                               .capacity_bytes = options_.scheduler.cache_bytes}),
       objects_(cache_),
+      tee_(options_.record ? std::make_unique<TeeObserver>() : nullptr),
       core_(ClientCore::Options{options_.scheduler, options_.orphan_policy,
                                 options_.orphan_policy_object, options_.pin_on_success,
-                                options_.observer, options_.throttle},
+                                tee_ ? tee_.get() : options_.observer, options_.throttle},
             objects_),
       start_(std::chrono::steady_clock::now()) {
   if (!options_.resolver) throw std::invalid_argument("ClientOptions.resolver is required");
@@ -114,6 +115,8 @@ Client::Impl::Impl(ClientOptions options)
                                                  ? options_.orphan_policy_object->name()
                                                  : std::string_view(options_.orphan_policy),
                                              [this] { return core_.measured(); });
+    tee_->first = options_.observer;
+    tee_->second = recording_.get();
   }
   global_curl_init();
   if (options_.http == HttpVersion::h2_prior_knowledge) check_prior_knowledge_works();
@@ -192,7 +195,6 @@ DemandHandle Client::Impl::subscribe(const ArtifactRef& artifact, const DemandOp
   const double t = now();
   const DemandHandle h = core_.subscribe(t, artifact, options, std::move(on_terminal),
                                          std::move(on_disk), std::move(held));
-  if (recording_) recording_->subscribe(t, h, artifact, options);
   core.dispatch();
   return h;
 }
@@ -260,6 +262,7 @@ RecordStatus Client::Impl::end_recording() {
   std::unique_ptr<Recording> recording;
   {
     std::lock_guard lock(mutex_);
+    if (tee_) tee_->second = nullptr;
     recording = std::move(recording_);
   }
   if (!recording) return {};

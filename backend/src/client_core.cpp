@@ -525,6 +525,7 @@ void ClientCore::route(double now) {
     if (demand.hit_hold) demand.hit_hold->release();  // Not taken by a pin.
     count_demand(now, demand, out.result.outcome);
     d->outcome = out.result.outcome;
+    if (options_.observer != nullptr) options_.observer->on_delivered(now, d->demand, out.result);
     delivered.push_back(std::move(out));
   }
   if (options_.observer != nullptr) {

@@ -41,7 +41,8 @@
 
 namespace dfl::backend {
 
-class Recording;  // client_record.h
+class Recording;    // client_record.h
+class TeeObserver;  // client_record.h
 
 // The core's view of the installed objects: the cache directory's.
 class CacheObjects final : public ObjectStore {
@@ -275,6 +276,8 @@ class Client::Impl {
   // The one lock around the core; the I/O thread, the finalize pool and
   // callers take it for each event and hand the jobs on before letting go.
   mutable std::mutex mutex_;
+  // The core's observer when recording: the caller's and the recording's.
+  std::unique_ptr<TeeObserver> tee_;
   ClientCore core_;
   // The callers' calls as a trace (ClientOptions::record); under mutex_.
   std::unique_ptr<Recording> recording_;

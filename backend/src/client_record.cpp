@@ -28,8 +28,6 @@ std::string dump(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-// Times on the client's clock, to the microsecond.
-double micros(double t) { return std::round(t * 1e6) / 1e6; }
 
 // A letter and a number (built by appending: GCC 12's -Wrestrict misreads
 // "literal" + std::to_string() at -O2).
@@ -39,12 +37,6 @@ std::string named(char letter, std::uint64_t number) {
   return out;
 }
 
-std::string demand_id(DemandHandle h) {
-  std::string out = named('d', h.slot);
-  out += 'g';
-  out += std::to_string(h.generation);
-  return out;
-}
 
 std::string owner_name(OwnerId owner) { return named('o', owner); }
 
@@ -121,6 +113,15 @@ std::string utc_now() {
 
 }  // namespace
 
+double record_time(double t) { return std::round(t * 1e6) / 1e6; }
+
+std::string record_demand_id(DemandHandle h) {
+  std::string out = named('d', h.slot);
+  out += 'g';
+  out += std::to_string(h.generation);
+  return out;
+}
+
 std::filesystem::path record_part_path(const std::filesystem::path& first, std::uint32_t part) {
   if (part == 0) return first;
   std::filesystem::path path = first;
@@ -161,6 +162,7 @@ Recording::Recording(RecordOptions options, const SchedulerConfig& scheduler,
   part_bytes_ = first.size();
   status_.records = 1;
   pending_ = std::move(first);
+  if (options_.outcomes) open_rows();
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -177,6 +179,11 @@ RecordStatus Recording::close(const MeasuredPlatform* measured) {
     if (fd_ >= 0 && ::close(fd_) != 0 && status_.error.empty())
       status_.error = system_error("cannot write", record_part_path(options_.path, file_part_), errno);
     fd_ = -1;
+    for (Side& side : sides_) {
+      if (side.fd >= 0 && ::close(side.fd) != 0 && status_.error.empty())
+        status_.error = system_error("cannot write", side.path, errno);
+      side.fd = -1;
+    }
     // Each part's header, the same size as the one it replaces, now with
     // what was measured over the whole run.
     for (std::uint32_t part = 0; measured != nullptr && part <= file_part_; ++part) {
@@ -207,9 +214,9 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
   });
   origins.resize(std::min(keep, origins.size()));
   Json x{{"estimators",
-          "rtt_s: median TCP connect time of new connections; lone_Bps: best body rate of a "
+          "rtt_s: least TCP connect time of new connections; lone_Bps: best body rate of a "
           "complete attempt of 1 MiB or more with no other transfer in flight; client "
-          "busiest_Bps: all transfers over a window of 1 s or more; finalize Bps: bytes over "
+          "busiest_Bps: all transfers over a window of 0.5 s or more; finalize Bps: bytes over "
           "the time a finalize ran (docs/backend.md)"}};
   Json platform = Json::object();
   Json x_origins = Json::object(), p_origins = Json::object();
@@ -303,8 +310,8 @@ std::string Recording::resource_name(const std::string& resource) const {
   return out;
 }
 
-void Recording::subscribe(double t, DemandHandle demand, const ArtifactRef& artifact,
-                          const DemandOptions& options) {
+std::string Recording::subscribe(double t, DemandHandle demand, const ArtifactRef& artifact,
+                                 const DemandOptions& options) {
   // The artifact as this caller names it: two callers that expect different
   // sizes or digests of one key are two ids of that key (docs/trace-format.md).
   // Written by hand, not through a JSON object: a subscribe is the hot call.
@@ -333,14 +340,14 @@ void Recording::subscribe(double t, DemandHandle demand, const ArtifactRef& arti
   if (fresh) it->second.id = next_artifact_++;
   const std::string id = named('a', it->second.id);
   std::string line = R"({"op":"subscribe")";
-  add_number(line, "t", micros(t));
-  add_field(line, "demand", demand_id(demand));
+  add_number(line, "t", record_time(t));
+  add_field(line, "demand", record_demand_id(demand));
   add_field(line, "owner", owner_name(options.owner));
   add_field(line, "artifact", id);
   add_number(line, "priority", options.priority);
   if (options.owner_generation != 0) add_number(line, "owner_generation", options.owner_generation);
   if (std::isfinite(options.deadline_s))
-    add_number(line, "timeout_s", micros(std::max(0.0, options.deadline_s - t)));
+    add_number(line, "timeout_s", record_time(std::max(0.0, options.deadline_s - t)));
   line += "}\n";
   std::string declaration = R"({"op":"artifact")";
   add_field(declaration, "id", id);
@@ -352,6 +359,7 @@ void Recording::subscribe(double t, DemandHandle demand, const ArtifactRef& arti
                         ? part_ + 1
                         : part_;
   append(declare ? declaration + line : line);
+  return id;
 }
 
 bool Recording::starts_part(std::size_t bytes) const {
@@ -359,25 +367,25 @@ bool Recording::starts_part(std::size_t bytes) const {
 }
 
 void Recording::cancel(double t, DemandHandle demand) {
-  append(dump(Json{{"op", "cancel"}, {"t", micros(t)}, {"demand", demand_id(demand)}}) + "\n");
+  append(dump(Json{{"op", "cancel"}, {"t", record_time(t)}, {"demand", record_demand_id(demand)}}) + "\n");
 }
 
 void Recording::set_priority(double t, DemandHandle demand, Priority priority) {
   append(dump(Json{{"op", "set_priority"},
-                   {"t", micros(t)},
-                   {"demand", demand_id(demand)},
+                   {"t", record_time(t)},
+                   {"demand", record_demand_id(demand)},
                    {"priority", priority}}) +
          "\n");
 }
 
 void Recording::end_owner(double t, OwnerId owner, std::optional<OwnerGeneration> generation) {
-  Json j{{"op", "end_owner"}, {"t", micros(t)}, {"owner", owner_name(owner)}};
+  Json j{{"op", "end_owner"}, {"t", record_time(t)}, {"owner", owner_name(owner)}};
   if (generation) j["owner_generation"] = *generation;
   append(dump(j) + "\n");
 }
 
 void Recording::throttle(double t, const ThrottleConfig& config) {
-  Json j{{"op", "throttle"}, {"t", micros(t)}};
+  Json j{{"op", "throttle"}, {"t", record_time(t)}};
   const Json caps = throttle_json(config);
   for (const auto& [k, v] : caps.items())
     j[k] = v;
@@ -458,21 +466,30 @@ bool Recording::write_all(int fd, std::string_view data, const std::filesystem::
 void Recording::writer_loop() {
   std::string taken;
   std::vector<std::size_t> breaks;
+  std::array<std::string, 2> rows;
   const auto interval = std::chrono::duration<double>(options_.flush_interval_s);
   for (;;) {
     bool stopping = false;
     {
       std::unique_lock lock(mutex_);
       wake_writer_.wait_for(lock, interval, [this] {
-        return stop_ || pending_.size() >= options_.buffer_bytes / 2;
+        return stop_ || pending_.size() + pending_rows_ >= options_.buffer_bytes / 2;
       });
       stopping = stop_;
       taken.clear();
       breaks.clear();
       std::swap(taken, pending_);
       std::swap(breaks, breaks_);
+      for (std::size_t i = 0; i < sides_.size(); ++i) {
+        rows[i].clear();
+        std::swap(rows[i], sides_[i].pending);
+      }
+      pending_rows_ = 0;
     }
     space_.notify_all();
+    for (std::size_t i = 0; i < sides_.size(); ++i) {
+      if (sides_[i].fd >= 0 && !rows[i].empty()) write_all(sides_[i].fd, rows[i], sides_[i].path);
+    }
     std::size_t from = 0;
     breaks.push_back(taken.size());
     for (std::size_t b : breaks) {
@@ -492,7 +509,7 @@ void Recording::writer_loop() {
     }
     if (stopping) {
       std::lock_guard lock(mutex_);
-      if (pending_.empty()) return;
+      if (pending_.empty() && pending_rows_ == 0) return;
     }
   }
 }

@@ -19,7 +19,7 @@ void PlatformMeter::transfer_ended(std::uint64_t transfer, std::uint64_t bytes,
   if (it == in_flight_.end()) return;  // Ended before (an abort, then its bytes).
   Origin& origin = origins_[it->second.origin];
   if (connect_s && *connect_s >= 0) {
-    origin.rtt_s[origin.rtt_samples % origin.rtt_s.size()] = *connect_s;
+    origin.rtt_s = origin.rtt_samples == 0 ? *connect_s : std::min(origin.rtt_s, *connect_s);
     ++origin.rtt_samples;
   }
   if (rate_Bps && !it->second.shared && bytes >= kLoneMinBytes) {
@@ -30,6 +30,8 @@ void PlatformMeter::transfer_ended(std::uint64_t transfer, std::uint64_t bytes,
 }
 
 void PlatformMeter::received(double now, std::uint64_t total_bytes) {
+  last_s_ = now;
+  last_bytes_ = total_bytes;
   if (window_start_s_ < 0 || total_bytes < window_start_bytes_) {
     window_start_s_ = now;
     window_start_bytes_ = total_bytes;
@@ -61,12 +63,7 @@ MeasuredPlatform PlatformMeter::measured() const {
     MeasuredPlatform::Origin m;
     m.origin = id;
     m.rtt_samples = o.rtt_samples;
-    if (o.rtt_samples > 0) {
-      const std::size_t n = std::min<std::size_t>(o.rtt_samples, o.rtt_s.size());
-      std::vector<double> kept(o.rtt_s.begin(), o.rtt_s.begin() + static_cast<std::ptrdiff_t>(n));
-      std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(n / 2), kept.end());
-      m.rtt_s = kept[n / 2];
-    }
+    m.rtt_s = o.rtt_s;
     m.lone_Bps = o.lone_Bps;
     m.lone_samples = o.lone_samples;
     out.origins.push_back(m);
@@ -75,6 +72,13 @@ MeasuredPlatform PlatformMeter::measured() const {
             [](const auto& a, const auto& b) { return a.origin < b.origin; });
   out.client_Bps = busiest_Bps_;
   out.client_windows = windows_;
+  // The window still open, if long enough to say something.
+  const double open = last_s_ - window_start_s_;
+  if (window_start_s_ >= 0 && open >= kLastWindowS && last_bytes_ >= window_start_bytes_) {
+    out.client_Bps =
+        std::max(out.client_Bps, static_cast<double>(last_bytes_ - window_start_bytes_) / open);
+    ++out.client_windows;
+  }
   out.finalize_bytes = finalized_bytes_;
   out.finalize_busy_s = busy_s_;
   out.finalizes = finalizes_;

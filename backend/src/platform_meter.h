@@ -1,19 +1,20 @@
 // What the simulator needs to know of the network and the disk, measured
 // from the client's own transfers (ClientCore feeds it; no I/O here). The
 // estimators (docs/backend.md, *The measured platform*):
-// - an origin's round trip: the median TCP connect time of the attempts that
-//   opened a connection (libcurl's connect time less its name lookup), over
-//   the last 1,024 of them;
+// - an origin's round trip: the least TCP connect time of the attempts that
+//   opened a connection (libcurl's connect time less its name lookup): the
+//   path's own delay, which a busy client's queueing only adds to (as BBR's
+//   min_rtt);
 // - the bandwidth a lone transfer reaches from an origin: the highest body
 //   rate (bytes over first byte to end) of the complete attempts of at least
 //   1 MiB that had no other transfer in flight at any moment of their life;
 // - the client link: the highest rate of body bytes received by every
-//   transfer together over a window of at least a second (windows close at
-//   the I/O thread's progress ticks);
+//   transfer together over a window of at least half a second (windows close
+//   at the I/O thread's progress ticks; the last one, open when the figures
+//   are read, counts once it is a fifth of a second long);
 // - the finalize: bytes installed over the time at least one finalize ran.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
@@ -26,7 +27,8 @@ namespace dfl::backend {
 class PlatformMeter {
  public:
   static constexpr std::uint64_t kLoneMinBytes = 1u << 20;
-  static constexpr double kWindowS = 1.0;
+  static constexpr double kWindowS = 0.5;
+  static constexpr double kLastWindowS = 0.2;
 
   void transfer_started(std::uint64_t transfer, OriginId origin);
   // An attempt is over (ended, failed, or aborted): `rate_Bps` for a complete
@@ -42,7 +44,7 @@ class PlatformMeter {
 
  private:
   struct Origin {
-    std::array<double, 1024> rtt_s{};  // A ring of the last connect times.
+    double rtt_s = 0;  // The least connect time.
     std::uint64_t rtt_samples = 0;
     double lone_Bps = 0;
     std::uint64_t lone_samples = 0;
@@ -56,6 +58,8 @@ class PlatformMeter {
   // The client link's windows.
   double window_start_s_ = -1;
   std::uint64_t window_start_bytes_ = 0;
+  double last_s_ = 0;  // The last tick.
+  std::uint64_t last_bytes_ = 0;
   double busiest_Bps_ = 0;
   std::uint64_t windows_ = 0;
   // The finalize stage.

@@ -26,7 +26,7 @@ inline std::string content(const std::string& name, std::size_t size) {
 }
 
 class CliTest : public ::testing::Test {
- protected:
+ public:  // Helpers of the tests' own files use them too.
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ =

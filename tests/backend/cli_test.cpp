@@ -221,18 +221,24 @@ std::string replay_trace(const std::string& artifacts) {
 )";
 }
 
-TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
-  const std::string artifacts =
-      serve("x.bin", 500'000) + serve("y.bin", 1'000'000) + serve("z.bin", 1'000'000);
-  server().rate(2'000'000);  // Per connection, like the trace's client link for one transfer.
+// Serves replay_trace's artifacts so that its outcomes do not depend on the
+// machine's speed; returns the trace.
+std::string serve_replay_world(CliTest& test) {
+  const std::string artifacts = test.serve("x.bin", 500'000) + test.serve("y.bin", 1'000'000) +
+                                test.serve("z.bin", 1'000'000);
+  test.server().rate(2'000'000);  // Per connection, like the trace's client link for one transfer.
   // y and z are still in flight when their demands end, however slow the machine;
   // x pauses half a second, so that d2 (at 0.05 s) joins it with room to spare
   // and it is still installed long before d6 (at 2.5 s), a cache hit.
-  server().hold("/y.bin", 65'536);
-  server().hold("/z.bin", 65'536);
-  server().faults(
+  test.server().hold("/y.bin", 65'536);
+  test.server().hold("/z.bin", 65'536);
+  test.server().faults(
       {{{"path", "/x.bin"}, {"kind", "stall"}, {"after_bytes", 65'536}, {"stall_s", 0.5}}});
-  const std::string trace = replay_trace(artifacts);
+  return replay_trace(artifacts);
+}
+
+TEST_F(CliTest, ReplayWritesTheSimResultFormatWithTheSameOutcomes) {
+  const std::string trace = serve_replay_world(*this);
   const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
                                       cache(), "--out", "OUT"});
   ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
@@ -488,6 +494,37 @@ TEST_F(CliTest, TwoFetchesOnOneCacheEachRecordTheirOwnStream) {
   };
   EXPECT_EQ(subscribed("rec-one.jsonl"), (std::multiset<std::string>{"x.bin", "y.bin"}));
   EXPECT_EQ(subscribed("rec-two.jsonl"), (std::multiset<std::string>{"y.bin", "z.bin"}));
+}
+
+// `demandflight fidelity`: a recorded replay with its outcome rows, simulated
+// on the platform the recording measured, ends as the real run did, demand
+// by demand; the figures name what they compared. Without the rows it says
+// which file is missing.
+TEST_F(CliTest, FidelitySimulatesARecordingOnItsMeasuredPlatformBesideWhatHappened) {
+  const std::string trace = serve_replay_world(*this);
+  const CliRun real = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
+                                      cache(), "--record", "DIR/rec.jsonl", "--record-outcomes",
+                                      "--quiet"});
+  ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
+  server().release("/y.bin");
+  server().release("/z.bin");
+  const fs::path rec = fs::path(real.dir) / "rec.jsonl";
+  const CliRun fidelity =
+      run_cli("", {"fidelity", rec.string(), "--out", (fs::path(real.dir) / "f.json").string()});
+  ASSERT_EQ(fidelity.exit_code, 0) << fidelity.out << fidelity.err;
+  EXPECT_NE(fidelity.out.find("outcomes identical  6 of 6"), std::string::npos) << fidelity.out;
+  const json figures = json::parse(read(fs::path(real.dir) / "f.json"));
+  EXPECT_EQ(figures["demands"], 6);
+  EXPECT_EQ(figures["outcomes_identical"], 6);
+  EXPECT_EQ(figures["policy"], "always-abort");
+  EXPECT_GE(figures["latency_demands"].get<int>(), 1);  // d1 and d2 waited for x.
+  EXPECT_GT(figures["real_p50_s"].get<double>(), 0.5);  // x's half-second pause.
+
+  fs::remove(fs::path(real.dir) / "rec.demands.csv");
+  const CliRun missing = run_cli("", {"fidelity", rec.string()});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("rec.demands.csv"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("--record-outcomes"), std::string::npos) << missing.err;
 }
 
 // Mirrors in both worlds: the first origin is down (a fault in the

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
+#include <chrono>
 #include <map>
 #include <utility>
 #include <set>
@@ -363,6 +365,101 @@ TEST_F(RecordTest, TheHeaderHoldsThePlatformMeasuredFromTheRunsOwnTransfers) {
   EXPECT_NEAR(platform["disk_write_Bps"].get<double>(),
               static_cast<double>(2 * kBig) / measured.finalize_busy_s, 1.0);
   EXPECT_EQ(lines_of(dir_ / "rec.jsonl").size(), status.records);
+}
+
+// RecordOptions::outcomes: a row per demand as it ends (its outcome, reason,
+// latency and how it was served) and per task (its times, attempts, bytes),
+// beside the recording, with the recording's ids.
+TEST_F(RecordTest, OutcomeRowsSayWhatHappenedToEachDemandAndTask) {
+  backend::RecordOptions r = record();
+  r.outcomes = true;
+  std::ofstream(dir_ / "www" / "held.bin") << content_of("held.bin", kSize);
+  server_->hold("/held.bin", 10'000);
+  {
+    Client client(options(r));
+    EXPECT_EQ(client.fetch(ref("a.bin"), demand(1)).get().outcome, DemandOutcome::succeeded);
+    ArtifactRef missing = ref("missing.bin");
+    missing.sha256.reset();
+    EXPECT_EQ(client.fetch(missing, demand(2)).get().outcome, DemandOutcome::failed);
+    std::promise<DemandOutcome> cancelled;
+    const DemandHandle h = client.subscribe(ref("held.bin"), demand(3), [&](backend::DemandResult x) {
+      cancelled.set_value(x.outcome);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    client.cancel(h);
+    EXPECT_EQ(cancelled.get_future().get(), DemandOutcome::cancelled);
+    EXPECT_EQ(client.fetch(ref("a.bin"), demand(4)).get().outcome, DemandOutcome::succeeded);
+    server_->release("/held.bin");
+    client.end_recording();
+  }
+  auto rows = [](const fs::path& path) {
+    std::vector<std::vector<std::string>> out;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> fields(1);
+      bool quoted = false;
+      for (char c : line) {
+        if (c == '"') {
+          quoted = !quoted;
+        } else if (c == ',' && !quoted) {
+          fields.emplace_back();
+        } else {
+          fields.back() += c;
+        }
+      }
+      out.push_back(fields);
+    }
+    return out;
+  };
+  const auto demands = rows(backend::record_outcome_path(r.path, false));
+  const auto tasks = rows(backend::record_outcome_path(r.path, true));
+  ASSERT_EQ(demands.size(), 5u);
+  EXPECT_EQ(demands[0], (std::vector<std::string>{"demand", "owner", "artifact", "priority",
+                                                  "t_subscribe", "t_end", "latency_s", "outcome",
+                                                  "task", "served_by", "reason"}));
+  // The recording's subscribes, in order, name the same demands and artifacts.
+  std::vector<json> subscribes;
+  for (const json& l : lines_of(r.path))
+    if (l.value("op", "") == "subscribe") subscribes.push_back(l);
+  ASSERT_EQ(subscribes.size(), 4u);
+  std::map<std::string, std::vector<std::string>> by_demand;
+  for (std::size_t i = 1; i < demands.size(); ++i)
+    by_demand[demands[i][0]] = demands[i];
+  const auto& ok = by_demand.at(subscribes[0]["demand"]);
+  const auto& missing = by_demand.at(subscribes[1]["demand"]);
+  const auto& cancelled = by_demand.at(subscribes[2]["demand"]);
+  const auto& hit = by_demand.at(subscribes[3]["demand"]);
+  EXPECT_EQ(ok[1], "o1");
+  EXPECT_EQ(ok[2], subscribes[0]["artifact"]);
+  EXPECT_EQ(ok[7], "succeeded");
+  EXPECT_EQ(ok[9], "transfer");
+  EXPECT_EQ(ok[10], "");
+  EXPECT_NEAR(std::stod(ok[6]), std::stod(ok[5]) - std::stod(ok[4]), 2e-6);
+  EXPECT_EQ(missing[7], "failed");
+  EXPECT_NE(missing[10].find("HTTP 404"), std::string::npos) << missing[10];
+  EXPECT_EQ(cancelled[7], "cancelled");
+  EXPECT_EQ(cancelled[10], "cancelled");
+  EXPECT_GE(std::stod(cancelled[6]), 0.09);
+  EXPECT_EQ(hit[7], "succeeded");
+  EXPECT_EQ(hit[9], "cache");
+  EXPECT_EQ(hit[8], "");
+  // Tasks: a.bin installed after one attempt with its bytes; missing.bin failed.
+  ASSERT_GE(tasks.size(), 3u);
+  EXPECT_EQ(tasks[0][0], "task");
+  std::map<std::string, std::vector<std::string>> task_by_id;
+  for (std::size_t i = 1; i < tasks.size(); ++i)
+    task_by_id[tasks[i][0]] = tasks[i];
+  const auto& a_task = task_by_id.at(ok[8]);
+  EXPECT_EQ(a_task[1], ok[2]);
+  EXPECT_EQ(a_task[6], "installed");
+  EXPECT_EQ(a_task[7], "1");
+  EXPECT_EQ(a_task[8], std::to_string(kSize));
+  EXPECT_EQ(a_task[9], "1");
+  EXPECT_LE(std::stod(a_task[3]), std::stod(a_task[4]));  // First start, then received.
+  const auto& missing_task = task_by_id.at(missing[8]);
+  EXPECT_EQ(missing_task[6], "failed");
+  EXPECT_EQ(missing_task[4], "");  // No body was received.
 }
 
 }  // namespace

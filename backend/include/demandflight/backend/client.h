@@ -151,6 +151,9 @@ class ClientObserver {
   // check), and why, in words: "HTTP 404", "sha256 mismatch ...", ...
   virtual void on_attempt_failed(double /*t*/, TaskId /*task*/, const ArtifactKey& /*key*/,
                                  const std::string& /*reason*/) {}
+  // A demand's one terminal, as its caller gets it (the outcome and the
+  // reason), just before the Deliver command that carries it.
+  virtual void on_delivered(double /*t*/, DemandHandle /*demand*/, const DemandResult& /*result*/) {}
   // A verify-and-install is over, for a body of `bytes`.
   virtual void on_finalize_ended(double /*t*/, TaskId /*task*/, FinalizeStatus /*status*/,
                                  std::uint64_t /*bytes*/) {}
@@ -207,6 +210,11 @@ struct RecordOptions {
   // The trace's name for each OriginId (by index); "origin<N>" past the end.
   std::vector<std::string> origin_names;
   std::string name = "recording";  // The header's `name`.
+  // Also write what happened: each demand's terminal, reason and latency, and
+  // each task's times, attempts and bytes, as the result's rows
+  // (docs/trace-format.md, *Result rows: CSV*) in PATH's stem + ".demands.csv"
+  // and ".tasks.csv", a row as each ends.
+  bool outcomes = false;
   std::size_t buffer_bytes = 4u << 20;
   double flush_interval_s = 0.2;
 };
@@ -218,13 +226,13 @@ struct RecordOptions {
 struct MeasuredPlatform {
   struct Origin {
     OriginId origin = 0;
-    double rtt_s = 0;               // Median TCP connect time of new connections.
+    double rtt_s = 0;               // Least TCP connect time of new connections.
     std::uint64_t rtt_samples = 0;  // Connections opened.
     double lone_Bps = 0;            // Best body rate of a lone complete attempt of 1 MiB or more.
     std::uint64_t lone_samples = 0;
   };
   std::vector<Origin> origins;  // By OriginId; those some attempt went to.
-  double client_Bps = 0;        // Busiest window of a second or more, all transfers together.
+  double client_Bps = 0;        // Busiest window of half a second or more, all transfers together.
   std::uint64_t client_windows = 0;
   std::uint64_t finalize_bytes = 0;  // Bytes finalized (verified and installed, or refused).
   double finalize_busy_s = 0;        // Time at least one finalize ran.
@@ -234,6 +242,10 @@ struct MeasuredPlatform {
 // The file of part `part` of a recording whose first file is `first`: the
 // first itself, then its stem + ".k" + its extension (rec.jsonl, rec.1.jsonl, ...).
 std::filesystem::path record_part_path(const std::filesystem::path& first, std::uint32_t part);
+
+// The outcome rows beside a recording (RecordOptions::outcomes): the demands'
+// (`tasks` false) or the tasks' file: rec.jsonl -> rec.demands.csv, rec.tasks.csv.
+std::filesystem::path record_outcome_path(const std::filesystem::path& first, bool tasks);
 
 // What a recording has written, and whether it failed (Client::record_status()).
 struct RecordStatus {

@@ -1,0 +1,189 @@
+// The recording as the client's observer: each subscribe as the core makes
+// the demand, and (RecordOptions::outcomes) what happened to each demand and
+// task, as the result's rows (docs/trace-format.md, *Result rows: CSV*),
+// written as each ends. The rows are the trace's: `demand` and `artifact`
+// are the recording's ids; `task` is the client's task number, the same in
+// both files.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "client_record.h"
+
+namespace dfl::backend {
+namespace {
+
+std::uint64_t pack(DemandHandle h) {
+  return (std::uint64_t{h.generation} << 32) | h.slot;
+}
+
+// A field: a number as the shortest text that reads back to it.
+void number(std::string& row, double value) {
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof text, value);
+  row.append(text, written.ptr);
+}
+
+void optional_number(std::string& row, std::optional<double> value) {
+  if (value) number(row, record_time(*value));
+}
+
+// A text field, quoted when RFC 4180 asks for it.
+void text(std::string& row, std::string_view value) {
+  if (value.find_first_of(",\"\r\n") == std::string_view::npos) {
+    row += value;
+    return;
+  }
+  row += '"';
+  for (char c : value) {
+    if (c == '"') row += '"';
+    row += c;
+  }
+  row += '"';
+}
+
+std::filesystem::path beside(const std::filesystem::path& first, const char* suffix) {
+  std::filesystem::path path = first;
+  path.replace_filename(first.stem().string() + suffix);
+  return path;
+}
+
+}  // namespace
+
+std::filesystem::path record_outcome_path(const std::filesystem::path& first, bool tasks) {
+  return beside(first, tasks ? ".tasks.csv" : ".demands.csv");
+}
+
+void Recording::open_rows() {
+  sides_[kDemandRows].path = record_outcome_path(options_.path, false);
+  sides_[kTaskRows].path = record_outcome_path(options_.path, true);
+  for (Side& side : sides_) {
+    side.fd = ::open(side.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (side.fd < 0) {
+      const int error = errno;
+      for (Side& opened : sides_) {
+        if (opened.fd >= 0) ::close(opened.fd);
+      }
+      if (fd_ >= 0) ::close(fd_);
+      throw std::runtime_error("cannot create " + side.path.string() + ": " + std::strerror(error));
+    }
+  }
+  sides_[kDemandRows].pending =
+      "demand,owner,artifact,priority,t_subscribe,t_end,latency_s,outcome,task,served_by,reason\n";
+  sides_[kTaskRows].pending =
+      "task,artifact,t_start,t_first_start,t_received,t_end,outcome,attempts,bytes_transferred,"
+      "installs,priority_timeline,orphan_decisions\n";
+  pending_rows_ = sides_[kDemandRows].pending.size() + sides_[kTaskRows].pending.size();
+}
+
+void Recording::append_row(std::size_t side, std::string row) {
+  std::unique_lock lock(mutex_);
+  if (!status_.error.empty()) return;
+  while (pending_.size() + pending_rows_ + row.size() > options_.buffer_bytes &&
+         pending_rows_ + pending_.size() > 0 && status_.error.empty()) {
+    ++status_.waits;  // The disk is behind: wait rather than drop a row.
+    wake_writer_.notify_one();
+    space_.wait(lock);
+  }
+  pending_rows_ += row.size();
+  sides_[side].pending += row;
+}
+
+void Recording::on_subscribe(double t, DemandHandle demand, const ArtifactRef& artifact,
+                             const DemandOptions& options, std::optional<TaskId> task) {
+  std::string artifact_id = subscribe(t, demand, artifact, options);
+  if (!options_.outcomes) return;
+  DemandRow row;
+  row.owner = "o" + std::to_string(options.owner);
+  row.artifact = std::move(artifact_id);
+  row.priority = options.priority;
+  row.t_subscribe = t;
+  if (task) {
+    row.task = task->value;
+    row.served_by = "join";  // "transfer" if the call makes the task (TaskCreated).
+  }
+  last_subscribe_ = pack(demand);
+  live_demands_[last_subscribe_] = std::move(row);
+}
+
+void Recording::on_delivered(double /*t*/, DemandHandle demand, const DemandResult& result) {
+  if (!options_.outcomes) return;
+  if (auto it = live_demands_.find(pack(demand)); it != live_demands_.end())
+    it->second.reason = result.reason;
+}
+
+void Recording::on_command(double t, const Command& command) {
+  if (!options_.outcomes) return;
+  if (const auto* created = std::get_if<TaskCreated>(&command)) {
+    auto demand = live_demands_.find(last_subscribe_);
+    TaskRow row;
+    row.t_start = t;
+    if (demand != live_demands_.end() && demand->second.task == created->task.value) {
+      demand->second.served_by = "transfer";
+      row.artifact = demand->second.artifact;
+    }
+    live_tasks_[created->task.value] = std::move(row);
+  } else if (const auto* start = std::get_if<StartTransfer>(&command)) {
+    auto task = live_tasks_.find(start->task.value);
+    if (task != live_tasks_.end() && !task->second.t_first_start) task->second.t_first_start = t;
+  } else if (const auto* finalize = std::get_if<StartFinalize>(&command)) {
+    auto task = live_tasks_.find(finalize->task.value);
+    if (task != live_tasks_.end()) task->second.t_received = t;
+  } else if (const auto* deliver = std::get_if<Deliver>(&command)) {
+    auto it = live_demands_.find(pack(deliver->demand));
+    if (it == live_demands_.end()) return;
+    const DemandRow& d = it->second;
+    const char* served_by = d.served_by;
+    if (d.task == 0 && deliver->outcome == DemandOutcome::succeeded) served_by = "cache";
+    std::string row;
+    text(row, record_demand_id(deliver->demand));
+    row += ',';
+    text(row, d.owner);
+    row += ',';
+    text(row, d.artifact);
+    row += ',' + std::to_string(d.priority) + ',';
+    number(row, record_time(d.t_subscribe));
+    row += ',';
+    number(row, record_time(t));
+    row += ',';
+    number(row, record_time(record_time(t) - record_time(d.t_subscribe)));
+    row += ',';
+    row += to_string(deliver->outcome);
+    row += ',';
+    if (d.task != 0) row += std::to_string(d.task);
+    row += ',';
+    row += served_by;
+    row += ',';
+    text(row, d.reason.empty() && deliver->outcome != DemandOutcome::succeeded
+                  ? std::string(to_string(deliver->outcome))
+                  : d.reason);
+    row += '\n';
+    live_demands_.erase(it);
+    append_row(kDemandRows, std::move(row));
+  } else if (const auto* ended = std::get_if<TaskEnded>(&command)) {
+    auto it = live_tasks_.find(ended->task.value);
+    if (it == live_tasks_.end()) return;
+    const TaskRow& task = it->second;
+    std::string row = std::to_string(ended->task.value) + ',';
+    text(row, task.artifact);
+    row += ',';
+    number(row, record_time(task.t_start));
+    row += ',';
+    optional_number(row, task.t_first_start);
+    row += ',';
+    optional_number(row, task.t_received);
+    row += ',';
+    number(row, record_time(t));
+    row += ',';
+    row += to_string(ended->outcome);
+    row += ',' + std::to_string(ended->attempts) + ',' + std::to_string(ended->bytes_transferred) +
+           ',' + (ended->outcome == TaskOutcome::installed ? "1" : "0") + ",,\n";
+    live_tasks_.erase(it);
+    append_row(kTaskRows, std::move(row));
+  }
+}
+
+}  // namespace dfl::backend
