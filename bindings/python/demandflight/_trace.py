@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 from . import _core
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TraceError = _core.TraceError
 
@@ -88,11 +91,46 @@ class Trace:
         return (Trace, (self.text, self.name))
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike]) -> "Trace":
-        """Reads and validates a ``.jsonl`` trace file."""
+    def load(cls, path: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]) -> "Trace":
+        """Reads and validates a ``.jsonl`` trace file, or the parts of a rotated recording
+        (a list, in order: ``rec.jsonl``, ``rec.1.jsonl``, ...) as one trace: the first
+        part's header, every part's records, each artifact declared once."""
+        if not isinstance(path, (str, os.PathLike)):
+            parts = [os.fspath(p) for p in path]
+            if not parts:
+                raise ValueError("path: an empty list of parts")
+            if len(parts) > 1:
+                return cls(_merge_parts(parts), parts[0])
+            path = parts[0]
         path = os.fspath(path)
         parsed = _core.load_trace(path)
         return cls(Path(path).read_text(), path, _path=path, _parsed=parsed)
+
+    @classmethod
+    def load_recording(cls, path: Union[str, os.PathLike]) -> "Trace":
+        """A client's recording (``fetch --record``, ``ClientOptions::record``) from its
+        first file, with every part that follows it (``rec.1.jsonl``, ``rec.2.jsonl``,
+        ...; docs/backend.md, *Recording*)."""
+        return cls.load(recording_parts(path))
+
+    @property
+    def measured(self) -> "pd.DataFrame":
+        """What a client's recording measured of its network and disk (its header's
+        ``x-measured``): one row per figure, ``figure``, ``origin`` (for an origin's
+        figures, else None), ``value`` and ``samples``. Empty for a trace that is not a
+        recording, or one whose client was killed before it measured."""
+        import pandas as pd
+        x = self.header().get("x-measured") or {}
+        rows = []
+        for origin, o in sorted((x.get("origins") or {}).items()):
+            rows.append(("rtt_s", origin, o.get("rtt_s"), o.get("rtt_samples")))
+            rows.append(("lone_Bps", origin, o.get("lone_Bps"), o.get("lone_samples")))
+        if "client" in x:
+            rows.append(("client_busiest_Bps", None, x["client"].get("busiest_Bps"),
+                         x["client"].get("windows")))
+        if "finalize" in x:
+            rows.append(("finalize_Bps", None, x["finalize"].get("Bps"), x["finalize"].get("count")))
+        return pd.DataFrame(rows, columns=["figure", "origin", "value", "samples"])
 
     @classmethod
     def import_(cls, format: str,
@@ -219,6 +257,45 @@ class Trace:
     def __repr__(self) -> str:
         return (f"Trace({self.name!r}, {self._parsed.artifacts} artifacts, "
                 f"{self._parsed.records} records, {self._parsed.demands} demands)")
+
+
+def recording_parts(path: Union[str, os.PathLike]) -> List[str]:
+    """The files of a recording whose first file is ``path``: it, then its stem + ``.1``,
+    ``.2``, ... + its extension, as long as they exist."""
+    first = Path(os.fspath(path))
+    if not first.exists():
+        raise FileNotFoundError(f"path: no such recording: {first}")
+    parts = [str(first)]
+    while True:
+        part = first.with_name(f"{first.stem}.{len(parts)}{first.suffix}")
+        if not part.exists():
+            return parts
+        parts.append(str(part))
+
+
+def _merge_parts(parts: List[str]) -> str:
+    """One trace's text from a rotated recording's parts: the first header, the records
+    in order, an artifact declared again by a later part (same id) left out."""
+    out: List[str] = []
+    declared = set()
+    for index, part in enumerate(parts):
+        with open(part, encoding="utf-8") as f:
+            header = f.readline()
+            if not header.strip():
+                raise ValueError(f"path: {part} is empty (not a part of a recording)")
+            if index == 0:
+                out.append(header.rstrip() + "\n")
+            for line in f:
+                if not line.strip():
+                    continue  # A page's filler.
+                if '"op":"artifact"' in line or '"op": "artifact"' in line:
+                    record = json.loads(line)
+                    if record.get("op") == "artifact":
+                        if record.get("id") in declared:
+                            continue
+                        declared.add(record.get("id"))
+                out.append(line if line.endswith("\n") else line + "\n")
+    return "".join(out)
 
 
 class TraceBuilder:

@@ -1,0 +1,86 @@
+"""A client's recording from Python (docs/backend.md, *Recording*): a rotated set read
+as one trace, described and compared like any other, and what it measured as a
+DataFrame. The recording is made by `demandflight replay --record` against a port
+nothing listens on (every attempt is refused: the calls are what is recorded)."""
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import demandflight as dfl
+
+
+def dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def workload(path: Path, demands: int) -> None:
+    lines = [json.dumps({"format": "demandflight-trace", "version": 1, "name": "workload",
+                         "scheduler": {"retry": {"max_attempts": 1}}})]
+    for a in range(10):
+        lines.append(json.dumps({"op": "artifact", "id": f"a{a}", "resource": f"asset-{a}.bin",
+                                 "revision": "r1", "target": "pc", "generation": 0,
+                                 "size": 100_000, "origin": "cdn"}))
+    for d in range(demands):
+        lines.append(json.dumps({"op": "subscribe", "t": d * 0.01, "demand": f"d{d}",
+                                 "owner": f"o{d % 3}", "artifact": f"a{d % 10}",
+                                 "priority": d % 4}))
+        if d % 7 == 3:
+            lines.append(json.dumps({"op": "cancel", "t": d * 0.01, "demand": f"d{d}"}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory, cli) -> Path:
+    work = tmp_path_factory.mktemp("recording")
+    workload(work / "workload.jsonl", 60)
+    run = subprocess.run(
+        [cli, "replay", str(work / "workload.jsonl"), "--base-url",
+         f"http://127.0.0.1:{dead_port()}", "--cache", str(work / "cache"), "--record",
+         str(work / "rec.jsonl"), "--record-rotate", "6000", "--record-outcomes", "--quiet"],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return work / "rec.jsonl"
+
+
+def test_a_rotated_recording_reads_as_one_trace(recording):
+    parts = dfl._trace.recording_parts(recording)
+    assert len(parts) >= 2, parts
+    assert [Path(p).name for p in parts[:2]] == ["rec.jsonl", "rec.1.jsonl"]
+    trace = dfl.Trace.load_recording(recording)
+    assert trace.demands == 60
+    assert trace == dfl.Trace.load(parts)
+    # The first part alone holds fewer demands: the set is what holds them all.
+    assert dfl.Trace.load(parts[0]).demands < 60
+    assert trace.header()["x-recording"]["part"] == 0
+
+
+def test_a_recording_is_described_and_compared_like_any_trace(recording):
+    trace = dfl.Trace.load_recording(recording)
+    description = dfl.describe(trace)
+    assert description.raw["counts"]["requests"] == 60
+    assert description.raw["counts"]["cancels"] == len([d for d in range(60) if d % 7 == 3])
+    table = dfl.compare([trace], policies=["always-abort", "always-complete"], seeds=1)
+    assert {"always-abort", "always-complete"} <= set(table["policy"])
+
+
+def test_what_a_recording_measured_is_a_data_frame(recording):
+    frame = dfl.Trace.load_recording(recording).measured
+    assert list(frame.columns) == ["figure", "origin", "value", "samples"]
+    finalize = frame[frame.figure == "finalize_Bps"]
+    assert len(finalize) == 1 and finalize.samples.iloc[0] == 0  # Nothing was received.
+    assert dfl.Trace.load(Path(__file__).parents[2] / "scenarios" / "three_callers.jsonl").measured.empty
+
+
+def test_loading_parts_names_the_bad_argument(tmp_path, recording):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="path: .*empty"):
+        dfl.Trace.load([recording, empty])
+    with pytest.raises(FileNotFoundError, match="path: no such recording"):
+        dfl.Trace.load_recording(tmp_path / "missing.jsonl")
