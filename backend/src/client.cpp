@@ -163,10 +163,17 @@ Client::Impl::~Impl() {
   finalize_cv_.notify_all();
   for (auto& t : finalize_threads_)
     t.join();
-  // Demands still waiting are cancelled: each gets its one terminal.
+  // Demands still waiting are cancelled: each gets its one terminal, and a
+  // recording says so (the caller's program let them go), so that the
+  // simulator of it does not wait for them.
   {
     CoreLock core(*this);
-    core_.cancel_all(now());
+    const double t = now();
+    const std::vector<DemandHandle> cancelled = core_.cancel_all(t);
+    if (recording_) {
+      for (DemandHandle h : cancelled)
+        recording_->cancel(t, h);
+    }
     core.dispatch();
   }
   {

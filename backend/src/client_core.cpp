@@ -229,7 +229,7 @@ void ClientCore::end_owner(double now, OwnerId owner, std::optional<OwnerGenerat
   }
 }
 
-void ClientCore::cancel_all(double now) {
+std::vector<DemandHandle> ClientCore::cancel_all(double now) {
   std::vector<DemandHandle> waiting;
   for (const auto& [packed, demand] : demands_) {
     waiting.push_back(DemandHandle{static_cast<std::uint32_t>(packed >> 32),
@@ -238,6 +238,7 @@ void ClientCore::cancel_all(double now) {
   for (DemandHandle h : waiting)
     engine_.cancel(now, h);
   route(now);
+  return waiting;
 }
 
 bool ClientCore::set_throttle(const ThrottleConfig& config) {

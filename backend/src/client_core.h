@@ -186,7 +186,9 @@ class ClientCore {
   void cancel(double now, DemandHandle h);
   void set_priority(double now, DemandHandle h, Priority p);
   void end_owner(double now, OwnerId owner, std::optional<OwnerGeneration> generation);
-  void cancel_all(double now);  // Destruction: each waiting demand gets its terminal.
+  // Destruction: each waiting demand gets its terminal. Returns those
+  // demands (a recording writes their cancels).
+  std::vector<DemandHandle> cancel_all(double now);
   // False when it changes nothing.
   bool set_throttle(const ThrottleConfig& config);
 

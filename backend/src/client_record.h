@@ -114,6 +114,11 @@ class Recording final : public ClientObserver {
     std::string artifact;
     double t_start = 0;
     std::optional<double> t_first_start, t_received;
+    // The effective priority's changes and the orphan policy's answers, as
+    // the simulator's result rows have them (format/recorder.h).
+    std::vector<std::pair<double, std::optional<Priority>>> timeline;
+    std::optional<Priority> effective;
+    std::vector<std::pair<double, OrphanDecided>> decisions;
   };
   std::unordered_map<std::uint64_t, DemandRow> live_demands_;
   std::unordered_map<std::uint64_t, TaskRow> live_tasks_;

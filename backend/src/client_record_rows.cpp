@@ -126,6 +126,24 @@ void Recording::on_command(double t, const Command& command) {
       row.artifact = demand->second.artifact;
     }
     live_tasks_[created->task.value] = std::move(row);
+  } else if (const auto* changed = std::get_if<TaskPriorityChanged>(&command)) {
+    auto it = live_tasks_.find(changed->task.value);
+    if (it == live_tasks_.end()) return;
+    TaskRow& task = it->second;
+    if (task.timeline.empty() || task.effective != changed->priority) {
+      if (!task.timeline.empty() && task.timeline.back().first == t) {
+        task.timeline.back().second = changed->priority;  // Same instant: the last.
+      } else {
+        task.timeline.emplace_back(t, changed->priority);
+      }
+    }
+    task.effective = changed->priority;
+  } else if (const auto* decided = std::get_if<OrphanDecided>(&command)) {
+    // The first answer, and a later one that stopped it (as the simulator's rows).
+    if (!decided->first_decision && decided->decision == OrphanDecision::complete) return;
+    auto it = live_tasks_.find(decided->task.value);
+    if (it == live_tasks_.end()) return;
+    it->second.decisions.emplace_back(t, *decided);
   } else if (const auto* start = std::get_if<StartTransfer>(&command)) {
     auto task = live_tasks_.find(start->task.value);
     if (task != live_tasks_.end() && !task->second.t_first_start) task->second.t_first_start = t;
@@ -166,7 +184,14 @@ void Recording::on_command(double t, const Command& command) {
   } else if (const auto* ended = std::get_if<TaskEnded>(&command)) {
     auto it = live_tasks_.find(ended->task.value);
     if (it == live_tasks_.end()) return;
-    const TaskRow& task = it->second;
+    TaskRow& task = it->second;
+    // Its last demands' terminals took it to the orphan level as it ended:
+    // not a level it ran at.
+    auto& timeline = task.timeline;
+    if (timeline.size() > 1 && timeline.back().first == t && !timeline.back().second &&
+        timeline[timeline.size() - 2].second) {
+      timeline.pop_back();
+    }
     std::string row = std::to_string(ended->task.value) + ',';
     text(row, task.artifact);
     row += ',';
@@ -180,7 +205,31 @@ void Recording::on_command(double t, const Command& command) {
     row += ',';
     row += to_string(ended->outcome);
     row += ',' + std::to_string(ended->attempts) + ',' + std::to_string(ended->bytes_transferred) +
-           ',' + (ended->outcome == TaskOutcome::installed ? "1" : "0") + ",,\n";
+           ',' + (ended->outcome == TaskOutcome::installed ? "1" : "0") + ',';
+    std::string list = "[";
+    for (const auto& [at, priority] : timeline) {
+      if (list.size() > 1) list += ',';
+      list += '[';
+      number(list, record_time(at));
+      list += ',';
+      list += priority ? std::to_string(*priority) : "null";
+      list += ']';
+    }
+    list += ']';
+    text(row, list);
+    row += ',';
+    list = "[";
+    for (const auto& [at, answer] : task.decisions) {
+      if (list.size() > 1) list += ',';
+      list += "{\"t\":";
+      number(list, record_time(at));
+      list += ",\"decision\":\"";
+      list += to_string(answer.decision);
+      list += "\",\"bytes_done\":" + std::to_string(answer.bytes_done) + '}';
+    }
+    list += ']';
+    text(row, list);
+    row += '\n';
     live_tasks_.erase(it);
     append_row(kTaskRows, std::move(row));
   }

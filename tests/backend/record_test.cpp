@@ -67,6 +67,32 @@ std::string text_of(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// An outcome file's rows, each split into its fields (RFC 4180 quotes).
+std::vector<std::vector<std::string>> csv_rows(const fs::path& path) {
+  std::vector<std::vector<std::string>> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields(1);
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (c == '"' && quoted && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';  // A doubled quote inside a quoted field.
+        ++i;
+      } else if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        fields.emplace_back();
+      } else {
+        fields.back() += c;
+      }
+    }
+    out.push_back(fields);
+  }
+  return out;
+}
+
 class RecordTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -392,28 +418,8 @@ TEST_F(RecordTest, OutcomeRowsSayWhatHappenedToEachDemandAndTask) {
     server_->release("/held.bin");
     client.end_recording();
   }
-  auto rows = [](const fs::path& path) {
-    std::vector<std::vector<std::string>> out;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::vector<std::string> fields(1);
-      bool quoted = false;
-      for (char c : line) {
-        if (c == '"') {
-          quoted = !quoted;
-        } else if (c == ',' && !quoted) {
-          fields.emplace_back();
-        } else {
-          fields.back() += c;
-        }
-      }
-      out.push_back(fields);
-    }
-    return out;
-  };
-  const auto demands = rows(backend::record_outcome_path(r.path, false));
-  const auto tasks = rows(backend::record_outcome_path(r.path, true));
+  const auto demands = csv_rows(backend::record_outcome_path(r.path, false));
+  const auto tasks = csv_rows(backend::record_outcome_path(r.path, true));
   ASSERT_EQ(demands.size(), 5u);
   EXPECT_EQ(demands[0], (std::vector<std::string>{"demand", "owner", "artifact", "priority",
                                                   "t_subscribe", "t_end", "latency_s", "outcome",
@@ -460,6 +466,80 @@ TEST_F(RecordTest, OutcomeRowsSayWhatHappenedToEachDemandAndTask) {
   const auto& missing_task = task_by_id.at(missing[8]);
   EXPECT_EQ(missing_task[6], "failed");
   EXPECT_EQ(missing_task[4], "");  // No body was received.
+}
+
+// A task's row holds its effective priority's changes and the orphan
+// policy's answers, as the simulator's rows do; a demand still waiting when
+// the client is destroyed gets its cancel, and the recording has that cancel
+// (else the simulator of the recording would wait for it).
+TEST_F(RecordTest, TaskRowsHoldPriorityChangesAndOrphanAnswersAndTheDestructorsCancelsAreRecorded) {
+  backend::RecordOptions r = record();
+  r.outcomes = true;
+  for (const char* name : {"held.bin", "left.bin"}) {
+    std::ofstream(dir_ / "www" / name) << content_of(name, kSize);
+    server_->hold(std::string("/") + name, 10'000);
+  }
+  std::promise<DemandOutcome> left;
+  {
+    Client client(options(r));
+    std::promise<DemandOutcome> cancelled;
+    const DemandHandle h = client.subscribe(ref("held.bin"), demand(1, 1),
+                                            [&](backend::DemandResult x) {
+                                              cancelled.set_value(x.outcome);
+                                            });
+    client.set_priority(h, 3);
+    // Its first bytes have arrived and the progress (every 0.1 s) has told the core.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    client.cancel(h);
+    EXPECT_EQ(cancelled.get_future().get(), DemandOutcome::cancelled);
+    client.subscribe(ref("left.bin"), demand(2, 2),
+                     [&](backend::DemandResult x) { left.set_value(x.outcome); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }  // Destroyed while left.bin's demand waits.
+  EXPECT_EQ(left.get_future().get(), DemandOutcome::cancelled);
+  server_->release("/held.bin");
+  server_->release("/left.bin");
+
+  std::map<std::string, std::string> demand_of_artifact;  // Recording's ids.
+  std::map<std::string, double> cancelled_at;
+  for (const json& l : lines_of(r.path)) {
+    if (l.value("op", "") == "subscribe") demand_of_artifact[l["artifact"]] = l["demand"];
+    if (l.value("op", "") == "cancel") cancelled_at[l["demand"]] = l["t"].get<double>();
+  }
+  ASSERT_EQ(demand_of_artifact.size(), 2u);
+  ASSERT_EQ(cancelled_at.size(), 2u);  // The caller's cancel and the destructor's.
+  const auto demands = csv_rows(backend::record_outcome_path(r.path, false));
+  const auto tasks = csv_rows(backend::record_outcome_path(r.path, true));
+  ASSERT_EQ(demands.size(), 3u);
+  ASSERT_EQ(tasks.size(), 3u);
+  std::map<std::string, std::vector<std::string>> task_by_id;
+  for (std::size_t i = 1; i < tasks.size(); ++i)
+    task_by_id[tasks[i][0]] = tasks[i];
+  for (std::size_t i = 1; i < demands.size(); ++i) {
+    const auto& d = demands[i];
+    EXPECT_EQ(d[7], "cancelled") << d[0];
+    ASSERT_TRUE(cancelled_at.count(d[0])) << d[0];
+    EXPECT_NEAR(cancelled_at[d[0]], std::stod(d[5]), 1e-3) << d[0];
+    const auto& task = task_by_id.at(d[8]);
+    EXPECT_EQ(task[6], "aborted") << d[0];
+    const json timeline = json::parse(task[10]);
+    const json decisions = json::parse(task[11]);
+    ASSERT_EQ(decisions.size(), 1u) << task[11];
+    EXPECT_EQ(decisions[0]["decision"], "abort");
+    EXPECT_NEAR(decisions[0]["t"].get<double>(), std::stod(task[5]), 1e-3);
+    if (d[3] == "1") {
+      // Subscribed at 1, raised to 3, then the orphan's abort (the level it
+      // went to as it ended is not listed).
+      ASSERT_EQ(timeline.size(), 2u) << task[10];
+      EXPECT_EQ(timeline[0][1], 1);
+      EXPECT_EQ(timeline[1][1], 3);
+      EXPECT_LE(timeline[0][0].get<double>(), timeline[1][0].get<double>());
+      EXPECT_GE(decisions[0]["bytes_done"].get<std::uint64_t>(), 1u);
+    } else {
+      ASSERT_EQ(timeline.size(), 1u) << task[10];
+      EXPECT_EQ(timeline[0][1], 2);
+    }
+  }
 }
 
 }  // namespace
