@@ -261,7 +261,7 @@ void ClientCore::progress(double now, const std::vector<TransferSnapshot>& trans
     engine_.on_transfer_progress(now, s.transfer, s.received);
     in_flight += s.received;
   }
-  meter_.received(now, metrics_.bytes_received + in_flight);
+  meter_.received(now, metrics_.bytes_received + in_flight, transfers);
   route(now);
 }
 

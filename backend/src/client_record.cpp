@@ -214,8 +214,12 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
   });
   origins.resize(std::min(keep, origins.size()));
   Json x{{"estimators",
-          "rtt_s: least TCP connect time of new connections; lone_Bps: best body rate of a "
-          "complete attempt of 1 MiB or more with no other transfer in flight; client "
+          "rtt_s: least TCP connect time of new connections; lone_Bps: of the complete "
+          "attempts of 1 MiB or more with no other transfer in flight, the median link rate "
+          "at which the tcp model's slow start takes those on new connections their time "
+          "(lone_fit), else the best body rate; an origin's busiest_Bps: its transfers "
+          "together over a window of 0.5 s or more; the platform's bandwidth_Bps: the larger; "
+          "client "
           "busiest_Bps: all transfers over a window of 0.5 s or more; finalize Bps: bytes over "
           "the time a finalize ran (docs/backend.md)"}};
   Json platform = Json::object();
@@ -225,15 +229,15 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
     x_origins[name(o.origin)] = Json{{"rtt_s", o.rtt_s},
                                      {"rtt_samples", o.rtt_samples},
                                      {"lone_Bps", o.lone_Bps},
-                                     {"lone_samples", o.lone_samples}};
+                                     {"lone_samples", o.lone_samples},
+                                     {"lone_fit", o.lone_fit},
+                                     {"busiest_Bps", o.busiest_Bps},
+                                     {"windows", o.windows}};
     Json p = Json::object();
-    // No lone transfer (every one shared the link): the origin served the
-    // client's busiest window at least.
-    if (o.lone_samples > 0) {
-      p["bandwidth_Bps"] = o.lone_Bps;
-    } else if (m.client_windows > 0 && m.client_Bps > 0) {
-      p["bandwidth_Bps"] = m.client_Bps;
-    }
+    // The path: its lone figure, or what its transfers together reached, if
+    // more (a lower bound).
+    if ((o.lone_samples > 0 || o.windows > 0) && o.bandwidth_Bps() > 0)
+      p["bandwidth_Bps"] = o.bandwidth_Bps();
     if (o.rtt_samples > 0) {
       p["latency_s"] = o.rtt_s / 2;  // A round trip is 2 x (client's + origin's latency).
       any_rtt = true;

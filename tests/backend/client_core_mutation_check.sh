@@ -22,7 +22,8 @@ mutants=(
 
 # The check, metrics.cpp and platform_meter.cpp do not change between mutants (the header is the
 # original's): compiled once; each mutant compiles only its client_core.cpp.
-flags=(-std=c++20 -O1 -I"$root/engine/include" -I"$root/policies/include" -I"$root/backend/include")
+flags=(-std=c++20 -O1 -I"$root/engine/include" -I"$root/policies/include" -I"$root/backend/include"
+       -I"$root/format/include")
 g++ "${flags[@]}" -c "$root/tests/backend/client_core_check.cpp" -o "$work/check.o"
 g++ "${flags[@]}" -c "$root/backend/src/metrics.cpp" -o "$work/metrics.o"
 g++ "${flags[@]}" -c "$root/backend/src/platform_meter.cpp" -o "$work/platform_meter.o"

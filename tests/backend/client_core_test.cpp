@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "core_driver.h"
+#include "../../backend/src/platform_meter.h"
+#include "demandflight/format/defaults.h"
+#include "demandflight/format/tcp.h"
 
 namespace dfl::backend {
 namespace {
@@ -234,6 +237,114 @@ TEST(ClientCoreTest, ASetThrottleThatChangesNothingMakesNoJob) {
   EXPECT_TRUE(std::holds_alternative<ThrottleJob>(jobs[0]));
   t.overall_Bps = -1;
   EXPECT_THROW(d.core.set_throttle(t), std::invalid_argument);
+}
+
+// The measured path rate: the link rate at which the simulator's tcp model
+// takes a lone transfer's time on a new connection. A transfer over 90 ms of
+// round trip spends much of its time in slow start: its plain rate is far
+// below the link's, and the fit gives the link back.
+TEST(PlatformMeterTest, APathRateIsTheLinkRateTheTcpModelFitsToALoneTransfer) {
+  const double window = format::defaults::tcp_segment_bytes *
+                        format::defaults::tcp_initial_window_segments;
+  for (const double bytes : {1.2e6, 4e6, 8e6}) {
+    const double link = 25e6, rtt = 0.09;
+    const double body_s = bytes / link + format::slow_start(bytes, window, rtt, link).delay_s;
+    EXPECT_LT(bytes / body_s, 0.85 * link) << bytes;  // Slow start cost more than 15%.
+    const std::optional<double> fit = PlatformMeter::path_rate(bytes, body_s, rtt);
+    ASSERT_TRUE(fit) << bytes;
+    EXPECT_NEAR(*fit, link, 1e-3 * link) << bytes;
+  }
+  // On loopback the fit is the plain rate.
+  EXPECT_NEAR(*PlatformMeter::path_rate(8e6, 1.0, 5e-5), 8e6, 0.01 * 8e6);
+  // Faster than slow start from ten segments allows: no fit.
+  EXPECT_FALSE(PlatformMeter::path_rate(8e6, 0.05, 0.09));
+}
+
+// The meter's figure is the median fit of the lone attempts on new
+// connections; attempts that shared the link, or that were short, say
+// nothing; with no lone attempt on a new connection, the best plain rate.
+TEST(PlatformMeterTest, TheLoneFigureIsTheMedianFitOfLoneAttemptsOnNewConnections) {
+  const double window = format::defaults::tcp_segment_bytes *
+                        format::defaults::tcp_initial_window_segments;
+  const double rtt = 0.05, bytes = 4e6;
+  auto plain_rate = [&](double link) {
+    return bytes / (bytes / link + format::slow_start(bytes, window, rtt, link).delay_s);
+  };
+  PlatformMeter meter;
+  std::uint64_t id = 0;
+  // Kept connections only: the best plain rate, not a fit.
+  for (const double rate : {5e6, 7e6}) {
+    meter.transfer_started(++id, 0);
+    meter.transfer_ended(id, 4'000'000, rate, std::nullopt);
+  }
+  MeasuredPlatform m = meter.measured();
+  ASSERT_EQ(m.origins.size(), 1u);
+  EXPECT_FALSE(m.origins[0].lone_fit);
+  EXPECT_DOUBLE_EQ(m.origins[0].lone_Bps, 7e6);
+  EXPECT_EQ(m.origins[0].lone_samples, 2u);
+  // Three on new connections, of links 10, 12 and 30 MB/s: the median, 12.
+  for (const double link : {10e6, 30e6, 12e6}) {
+    meter.transfer_started(++id, 0);
+    meter.transfer_ended(id, 4'000'000, plain_rate(link), rtt);
+  }
+  // Two that overlapped, and a short one: not lone figures.
+  meter.transfer_started(++id, 0);
+  meter.transfer_started(++id, 0);
+  meter.transfer_ended(id - 1, 4'000'000, 1e9, rtt);
+  meter.transfer_ended(id, 4'000'000, 1e9, rtt);
+  meter.transfer_started(++id, 0);
+  meter.transfer_ended(id, 100'000, 1e9, rtt);
+  m = meter.measured();
+  EXPECT_TRUE(m.origins[0].lone_fit);
+  EXPECT_NEAR(m.origins[0].lone_Bps, 12e6, 1e-3 * 12e6);
+  EXPECT_EQ(m.origins[0].lone_samples, 3u);
+  EXPECT_EQ(m.origins[0].rtt_samples, 6u);
+  EXPECT_DOUBLE_EQ(m.origins[0].rtt_s, rtt);
+}
+
+// Each origin's busiest window: the bytes its own transfers received
+// together, in flight or ended, a lower bound of its path; the platform's
+// bandwidth is the larger of that and the lone figure.
+TEST(PlatformMeterTest, EachOriginsBusiestWindowCountsItsOwnTransfersTogether) {
+  PlatformMeter meter;
+  meter.transfer_started(1, 0);
+  meter.transfer_started(2, 0);
+  meter.transfer_started(3, 1);
+  auto snapshot = [](std::uint64_t id, std::uint64_t received) {
+    TransferSnapshot s;
+    s.transfer = TransferId{id};
+    s.received = received;
+    return s;
+  };
+  // Origin 0: two transfers at 4 MB/s each; origin 1: one at 1 MB/s; for a
+  // second, ticks every 0.1 s. Transfer 2 ends half-way: its bytes still count.
+  for (int tick = 0; tick <= 10; ++tick) {
+    const double t = 0.1 * tick;
+    const auto at = [t](double rate) { return static_cast<std::uint64_t>(rate * t); };
+    std::vector<TransferSnapshot> in_flight = {snapshot(1, at(4e6)), snapshot(3, at(1e6))};
+    std::uint64_t ended = 0;
+    if (tick < 5) {
+      in_flight.push_back(snapshot(2, at(4e6)));
+    } else {
+      ended = 2'000'000;
+      if (tick == 5) meter.transfer_ended(2, ended, 4e6, std::nullopt);
+      in_flight.push_back(snapshot(4, 0));  // Not started here: no origin.
+    }
+    std::uint64_t total = ended;
+    for (const auto& s : in_flight)
+      total += s.received;
+    meter.received(t, total, in_flight);
+  }
+  const MeasuredPlatform m = meter.measured();
+  ASSERT_EQ(m.origins.size(), 2u);
+  // Origin 0 ran at 8 MB/s for the first half, then 4 MB/s.
+  EXPECT_NEAR(m.origins[0].busiest_Bps, 8e6, 1e3);
+  EXPECT_NEAR(m.origins[1].busiest_Bps, 1e6, 1e3);
+  EXPECT_EQ(m.origins[0].windows, 2u);
+  EXPECT_NEAR(m.client_Bps, 9e6, 1e3);
+  // Transfer 2 shared the link: no lone figure; the bandwidth is the window's.
+  EXPECT_EQ(m.origins[0].lone_samples, 0u);
+  EXPECT_DOUBLE_EQ(m.origins[0].bandwidth_Bps(), m.origins[0].busiest_Bps);
 }
 
 }  // namespace

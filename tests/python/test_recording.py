@@ -87,6 +87,9 @@ def test_loading_parts_names_the_bad_argument(tmp_path, recording):
 
 
 SPEED = 100  # The scenarios run for minutes on their own clock.
+# The replay's lateness bound: it sleeps until each call's time; unloaded, the
+# latest of 8,146 calls is 4 ms late, and CI runs two tests at once.
+LATE_S = 0.1
 
 
 def timed_records(path: Path):
@@ -104,7 +107,7 @@ def test_replay_record_of_each_bundled_scenario_gives_back_its_stream(tmp_path, 
     """Each bundled scenario replayed (at SPEED, against a refused origin: the calls are
     what is recorded) and recorded: the same calls in the same order with the same
     arguments, demands, owners and artifacts mapped one to one, each at its trace time
-    (divided by SPEED) within 50 ms."""
+    (divided by SPEED) within LATE_S."""
     scenario = scenarios / f"{name}.jsonl"
     run = subprocess.run(
         [cli, "replay", str(scenario), "--base-url", f"http://127.0.0.1:{dead_port()}/{{resource}}",
@@ -122,7 +125,7 @@ def test_replay_record_of_each_bundled_scenario_gives_back_its_stream(tmp_path, 
     offset = recorded[0]["t"] - given[0]["t"] / SPEED
     late = []
     for g, r in zip(given, recorded):
-        if abs(r["t"] - offset - g["t"] / SPEED) > 0.05:
+        if abs(r["t"] - offset - g["t"] / SPEED) > LATE_S:
             late.append((g, r["t"] - offset))
         if "demand" in g:
             same(demand_of, g["demand"], r["demand"], "demand")
@@ -133,17 +136,20 @@ def test_replay_record_of_each_bundled_scenario_gives_back_its_stream(tmp_path, 
         if g["op"] == "subscribe":
             same(artifact_of, g["artifact"], r["artifact"], "artifact")
             assert r["priority"] == g.get("priority", 0), (g, r)
-            # A deadline is the replay's (the trace's over SPEED), less the call's delay.
+            # The replay sets the deadline at the trace's timeout (over SPEED) from
+            # its own reading of the clock; the recording's is from the core's, which
+            # comes after it (the client's lock between them).
             assert ("timeout_s" in r) == ("timeout_s" in g), (g, r)
             if "timeout_s" in g:
-                assert r["timeout_s"] == pytest.approx(g["timeout_s"] / SPEED, abs=1e-3), (g, r)
+                assert g["timeout_s"] / SPEED - LATE_S <= r["timeout_s"] <= \
+                    g["timeout_s"] / SPEED + 1e-6, (g, r)
             given_artifact = given_artifacts[g["artifact"]]
             recorded_artifact = recorded_artifacts[r["artifact"]]
             for field in ("resource", "revision", "target", "size"):
                 assert recorded_artifact.get(field) == given_artifact.get(field), (field, g, r)
         if g["op"] == "set_priority":
             assert r["priority"] == g["priority"], (g, r)
-    assert not late, f"{len(late)} calls more than 50 ms off their time, first {late[0]}"
+    assert not late, f"{len(late)} calls more than {LATE_S} s off their time, first {late[0]}"
     # One to one: two of the trace's demands or owners are never one recorded.
     assert len(set(demand_of.values())) == len(demand_of)
     assert len(set(owner_of.values())) == len(owner_of)

@@ -125,6 +125,7 @@ class Trace:
         for origin, o in sorted((x.get("origins") or {}).items()):
             rows.append(("rtt_s", origin, o.get("rtt_s"), o.get("rtt_samples")))
             rows.append(("lone_Bps", origin, o.get("lone_Bps"), o.get("lone_samples")))
+            rows.append(("busiest_Bps", origin, o.get("busiest_Bps"), o.get("windows")))
         if "client" in x:
             rows.append(("client_busiest_Bps", None, x["client"].get("busiest_Bps"),
                          x["client"].get("windows")))

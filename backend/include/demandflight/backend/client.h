@@ -35,6 +35,7 @@
 // returns).
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -228,8 +229,19 @@ struct MeasuredPlatform {
     OriginId origin = 0;
     double rtt_s = 0;               // Least TCP connect time of new connections.
     std::uint64_t rtt_samples = 0;  // Connections opened.
-    double lone_Bps = 0;            // Best body rate of a lone complete attempt of 1 MiB or more.
+    // The path's rate from lone complete attempts of 1 MiB or more: with
+    // lone_fit, the median of the link rates at which the simulator's tcp
+    // model (its slow start) takes each one's time on a new connection;
+    // else the best body rate of any (a lower bound).
+    double lone_Bps = 0;
     std::uint64_t lone_samples = 0;
+    bool lone_fit = false;
+    // Its transfers together: the busiest window of half a second or more
+    // (a lower bound of its path).
+    double busiest_Bps = 0;
+    std::uint64_t windows = 0;
+    // The path's bandwidth the platform takes: the larger of the two.
+    double bandwidth_Bps() const { return std::max(lone_Bps, busiest_Bps); }
   };
   std::vector<Origin> origins;  // By OriginId; those some attempt went to.
   double client_Bps = 0;        // Busiest window of half a second or more, all transfers together.
