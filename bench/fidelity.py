@@ -556,6 +556,7 @@ def load_scorer(cli, weights):
     sys.path.insert(0, str(Path(cli).resolve().parents[1] / "python"))
     try:
         import demandflight
+        from demandflight import _core  # Not among the names the package loads lazily.
     except ImportError as error:
         raise SystemExit(f"fidelity: --policies scores results with the Python package of the "
                          f"CLI's build tree (dfl_python_core): {error}")
@@ -563,7 +564,7 @@ def load_scorer(cli, weights):
     for item in filter(None, (weights or "").split(",")):
         key, _, value = item.partition("=")
         w[key] = float(value)
-    demandflight._core.check_weights(w)  # ValueError naming a bad weight, before any run.
+    _core.check_weights(w)  # ValueError naming a bad weight, before any run.
     return lambda result: demandflight.metrics(result, w)["score"]
 
 

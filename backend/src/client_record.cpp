@@ -225,6 +225,7 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
   Json platform = Json::object();
   Json x_origins = Json::object(), p_origins = Json::object();
   bool any_rtt = false;
+  double client_Bps = m.client_windows > 0 ? m.client_Bps : 0;
   for (const auto& o : origins) {
     x_origins[name(o.origin)] = Json{{"rtt_s", o.rtt_s},
                                      {"rtt_samples", o.rtt_samples},
@@ -236,8 +237,10 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
     Json p = Json::object();
     // The path: its lone figure, or what its transfers together reached, if
     // more (a lower bound).
-    if ((o.lone_samples > 0 || o.windows > 0) && o.bandwidth_Bps() > 0)
+    if ((o.lone_samples > 0 || o.windows > 0) && o.bandwidth_Bps() > 0) {
       p["bandwidth_Bps"] = o.bandwidth_Bps();
+      client_Bps = std::max(client_Bps, o.bandwidth_Bps());  // The client link carried it.
+    }
     if (o.rtt_samples > 0) {
       p["latency_s"] = o.rtt_s / 2;  // A round trip is 2 x (client's + origin's latency).
       any_rtt = true;
@@ -252,7 +255,9 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
                        {"bytes", m.finalize_bytes},
                        {"busy_s", m.finalize_busy_s},
                        {"count", m.finalizes}};
-  if (m.client_windows > 0 && m.client_Bps > 0) platform["client_bandwidth_Bps"] = m.client_Bps;
+  // The client link: its busiest window, or the fastest origin's path if more
+  // (a run too short for a window, one transfer at a time).
+  if (client_Bps > 0) platform["client_bandwidth_Bps"] = client_Bps;
   if (any_rtt) platform["client_latency_s"] = 0.0;  // The origins' latencies hold it all.
   if (!p_origins.empty()) platform["origins"] = std::move(p_origins);
   if (finalize_Bps > 0) {

@@ -527,6 +527,49 @@ TEST_F(CliTest, FidelitySimulatesARecordingOnItsMeasuredPlatformBesideWhatHappen
   EXPECT_NE(missing.err.find("--record-outcomes"), std::string::npos) << missing.err;
 }
 
+// Policies both ways: a learned policy trained on a recording runs in the
+// client by its spec string and model file, answers the orphans of the next
+// recorded run (its task rows hold the answers), and the simulation of that
+// recording, under the policy it names, gives back its outcomes.
+TEST_F(CliTest, ALearnedPolicyTrainedOnARecordingRunsInTheClientByItsModelFile) {
+  const std::string trace = serve_replay_world(*this);
+  const CliRun first = run_cli(trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
+                                       cache(), "--record", "DIR/rec.jsonl", "--quiet"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  server().release("/y.bin");
+  server().release("/z.bin");
+  const fs::path model = dir_ / "model.json";
+  const CliRun train = run_cli("", {"train", (fs::path(first.dir) / "rec.jsonl").string(), "--out",
+                                    model.string(), "--jobs", "1"});
+  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+
+  serve_replay_world(*this);
+  const std::string policy = "learned:model=" + model.string();
+  const CliRun second = run_cli(
+      trace, {"replay", "TRACE", "--base-url", server().base(), "--cache",
+              (dir_ / "cache2").string(), "--policy", policy, "--record", "DIR/rec.jsonl",
+              "--record-outcomes", "--quiet"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  server().release("/y.bin");
+  server().release("/z.bin");
+  const fs::path rec = fs::path(second.dir) / "rec.jsonl";
+  std::ifstream in(rec);
+  std::string header;
+  std::getline(in, header);
+  EXPECT_EQ(json::parse(header)["x-recording"]["orphan_policy"], policy);
+  // y's and z's demands ended while they were in flight: the policy answered.
+  int answered = 0;
+  std::ifstream tasks(backend::record_outcome_path(rec, true));
+  for (std::string line; std::getline(tasks, line);) {
+    if (line.find("\"decision\"") != std::string::npos) ++answered;
+  }
+  EXPECT_EQ(answered, 2);
+  const CliRun fidelity = run_cli("", {"fidelity", rec.string()});
+  ASSERT_EQ(fidelity.exit_code, 0) << fidelity.out << fidelity.err;
+  EXPECT_NE(fidelity.out.find("--policy " + policy), std::string::npos) << fidelity.out;
+  EXPECT_NE(fidelity.out.find("outcomes identical  6 of 6"), std::string::npos) << fidelity.out;
+}
+
 // Mirrors in both worlds: the first origin is down (a fault in the
 // simulator, a port nothing listens on for replay); every artifact arrives
 // from the second, and the breaker (2 failures) sends the later tasks there

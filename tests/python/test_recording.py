@@ -1,9 +1,12 @@
-"""A client's recording from Python (docs/backend.md, *Recording*): a rotated set read
-as one trace, described and compared like any other, and what it measured as a
-DataFrame. The recording is made by `demandflight replay --record` against a port
-nothing listens on (every attempt is refused: the calls are what is recorded)."""
+"""A client's recording (docs/backend.md, *Recording*): from Python, a rotated set read
+as one trace, described, compared and reported like any other, and what it measured as
+a DataFrame; `replay --record` of each bundled scenario gives back its calls; the
+docs' loop (record, check, choose, deploy, check) word for word. Recordings of the
+scenarios are made against a port nothing listens on (every attempt is refused: the
+calls are what is recorded, and they do not depend on what an origin answers)."""
 
 import json
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -60,13 +63,15 @@ def test_a_rotated_recording_reads_as_one_trace(recording):
     assert trace.header()["x-recording"]["part"] == 0
 
 
-def test_a_recording_is_described_and_compared_like_any_trace(recording):
+def test_a_recording_is_described_compared_and_reported_like_any_trace(recording, tmp_path):
     trace = dfl.Trace.load_recording(recording)
     description = dfl.describe(trace)
     assert description.raw["counts"]["requests"] == 60
     assert description.raw["counts"]["cancels"] == len([d for d in range(60) if d % 7 == 3])
     table = dfl.compare([trace], policies=["always-abort", "always-complete"], seeds=1)
     assert {"always-abort", "always-complete"} <= set(table["policy"])
+    page = dfl.report([dfl.simulate(trace), table], tmp_path / "report.html").read_text()
+    assert "Run: workload" in page and "Comparison: " in page
 
 
 def test_what_a_recording_measured_is_a_data_frame(recording):
@@ -153,3 +158,42 @@ def test_replay_record_of_each_bundled_scenario_gives_back_its_stream(tmp_path, 
     # One to one: two of the trace's demands or owners are never one recorded.
     assert len(set(demand_of.values())) == len(demand_of)
     assert len(set(owner_of.values())) == len(owner_of)
+
+
+def test_the_loop_of_the_docs_runs_word_for_word(tmp_path, cli, scenarios):
+    """docs/backend.md's loop (record, check the simulator on that run, choose a policy on
+    the recording, deploy it, record and check again), its block run word for word but for
+    the paths, against a loopback origin serving the scenario's artifacts."""
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "backend.md").read_text()
+    section = docs.split("## The loop: record, choose, deploy, check\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = block.replace("build/release/cli/demandflight", cli).replace(
+        "scenarios/", str(scenarios) + "/")
+    www = tmp_path / "www"
+    for line in (scenarios / "three_callers.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("op") == "artifact":
+            path = www / record["resource"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(record["size"])
+    server = subprocess.Popen(["/usr/bin/python3", str(root / "tests" / "backend" /
+                                                      "loopback_server.py"), "--root", str(www)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "ORIGIN": f"http://127.0.0.1:{port}"})
+    finally:
+        server.kill()
+        server.wait()
+    assert proc.returncode == 0, proc.stderr
+    # Both runs recorded, each with its rows, each checked: every outcome as simulated.
+    for rec in ("rec", "rec2"):
+        assert (tmp_path / f"{rec}.demands.csv").exists()
+    assert proc.stdout.count("outcomes identical  5 of 5 (100.0%)") == 2, proc.stdout
+    assert "keep-partial" in proc.stdout and "d_score" in proc.stdout
+    assert json.loads((tmp_path / "rec2.jsonl").open().readline())["x-recording"][
+        "orphan_policy"] == "keep-partial"
