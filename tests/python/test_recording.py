@@ -5,6 +5,7 @@ docs' loop (record, check, choose, deploy, check) word for word. Recordings of t
 scenarios are made against a port nothing listens on (every attempt is refused: the
 calls are what is recorded, and they do not depend on what an origin answers)."""
 
+import contextlib
 import json
 import os
 import socket
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import demandflight as dfl
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def dead_port() -> int:
@@ -91,6 +94,27 @@ def test_loading_parts_names_the_bad_argument(tmp_path, recording):
         dfl.Trace.load_recording(tmp_path / "missing.jsonl")
 
 
+@contextlib.contextmanager
+def loopback_origin(trace: Path, www: Path):
+    """The backend tests' loopback server serving a sparse file for each artifact of
+    `trace`; yields its URL."""
+    for line in trace.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("op") == "artifact":
+            path = www / record["resource"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(record["size"])
+    server = subprocess.Popen(["/usr/bin/python3", str(ROOT / "tests" / "backend" /
+                                                      "loopback_server.py"), "--root", str(www)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    finally:
+        server.kill()
+        server.wait()
+
+
 SPEED = 100  # The scenarios run for minutes on their own clock.
 # The replay's lateness bound: it sleeps until each call's time; unloaded, the
 # latest of 8,146 calls is 4 ms late, and CI runs two tests at once.
@@ -109,16 +133,25 @@ def timed_records(path: Path):
                                   "cache_pressure", "flaky_network"])
 def test_replay_record_of_each_bundled_scenario_gives_back_its_stream(tmp_path, cli, scenarios,
                                                                       name):
-    """Each bundled scenario replayed (at SPEED, against a refused origin: the calls are
-    what is recorded) and recorded: the same calls in the same order with the same
-    arguments, demands, owners and artifacts mapped one to one, each at its trace time
-    (divided by SPEED) within LATE_S."""
+    """Each bundled scenario replayed at SPEED and recorded: the same calls in the same
+    order with the same arguments, demands, owners and artifacts mapped one to one, each
+    at its trace time (divided by SPEED) within LATE_S. three_callers is served by the
+    loopback server (its 75 MB are fetched, verified and installed while it records);
+    the others, 1.9 to 4.3 GB each, by a refused origin (the calls are what is recorded,
+    and they do not depend on what an origin answers)."""
     scenario = scenarios / f"{name}.jsonl"
-    run = subprocess.run(
-        [cli, "replay", str(scenario), "--base-url", f"http://127.0.0.1:{dead_port()}/{{resource}}",
-         "--cache", str(tmp_path / "cache"), "--speed", str(SPEED), "--record",
-         str(tmp_path / "rec.jsonl"), "--quiet"], capture_output=True, text=True, timeout=300)
+    with contextlib.ExitStack() as stack:
+        origin = (stack.enter_context(loopback_origin(scenario, tmp_path / "www"))
+                  if name == "three_callers" else f"http://127.0.0.1:{dead_port()}")
+        run = subprocess.run(
+            [cli, "replay", str(scenario), "--base-url", f"{origin}/{{resource}}", "--cache",
+             str(tmp_path / "cache"), "--speed", str(SPEED), "--record",
+             str(tmp_path / "rec.jsonl"), "--record-outcomes", "--quiet"],
+            capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
+    if name == "three_callers":  # Served: every demand got its bytes or was let go.
+        rows = (tmp_path / "rec.demands.csv").read_text().splitlines()[1:]
+        assert len(rows) == 5 and not any(",failed," in r for r in rows), rows
     _, given, given_artifacts = timed_records(scenario)
     _, recorded, recorded_artifacts = timed_records(tmp_path / "rec.jsonl")
     assert [r["op"] for r in recorded] == [g["op"] for g in given]
@@ -164,31 +197,15 @@ def test_the_loop_of_the_docs_runs_word_for_word(tmp_path, cli, scenarios):
     """docs/backend.md's loop (record, check the simulator on that run, choose a policy on
     the recording, deploy it, record and check again), its block run word for word but for
     the paths, against a loopback origin serving the scenario's artifacts."""
-    root = Path(__file__).resolve().parents[2]
-    docs = (root / "docs" / "backend.md").read_text()
+    docs = (ROOT / "docs" / "backend.md").read_text()
     section = docs.split("## The loop: record, choose, deploy, check\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     script = block.replace("build/release/cli/demandflight", cli).replace(
         "scenarios/", str(scenarios) + "/")
-    www = tmp_path / "www"
-    for line in (scenarios / "three_callers.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record.get("op") == "artifact":
-            path = www / record["resource"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as f:
-                f.truncate(record["size"])
-    server = subprocess.Popen(["/usr/bin/python3", str(root / "tests" / "backend" /
-                                                      "loopback_server.py"), "--root", str(www)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline().split()[1])
+    with loopback_origin(scenarios / "three_callers.jsonl", tmp_path / "www") as origin:
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
                               capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "ORIGIN": f"http://127.0.0.1:{port}"})
-    finally:
-        server.kill()
-        server.wait()
+                              env={**os.environ, "ORIGIN": origin})
     assert proc.returncode == 0, proc.stderr
     # Both runs recorded, each with its rows, each checked: every outcome as simulated.
     for rec in ("rec", "rec2"):
