@@ -7,7 +7,8 @@
 // of what happened (FILE's stem .demands.csv and .tasks.csv): outcomes
 // identical, the median and p95 latency of the demands that succeeded in
 // both, and the rate of each transfer that was installed after one attempt
-// in both (the measures of bench/fidelity.py).
+// in both (the measures of bench/fidelity.py). A rotated recording is
+// simulated whole, its parts joined.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -129,15 +131,52 @@ json recording_header(const fs::path& path) {
   }
 }
 
+// A rotated recording's parts as one trace in `dir` (the first part's
+// header, every part's records, an artifact that a later part declares again
+// left out), and how many parts; the first part itself when it is alone.
+std::pair<fs::path, std::uint32_t> whole_recording(const fs::path& first, const fs::path& dir) {
+  if (!fs::exists(backend::record_part_path(first, 1))) return {first, 1};
+  const fs::path out = dir / "recording.jsonl";
+  std::ofstream whole(out, std::ios::binary);
+  std::set<std::string> declared;
+  std::uint32_t part = 0;
+  for (;; ++part) {
+    const fs::path path = backend::record_part_path(first, part);
+    if (part > 0 && !fs::exists(path)) break;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path.string() + ": " + std::strerror(errno));
+    std::string line;
+    for (bool header = true; std::getline(in, line); header = false) {
+      if (header) {
+        if (part == 0) whole << line << '\n';
+        continue;
+      }
+      if (line.find_first_not_of(' ') == std::string::npos) continue;  // A page's filler.
+      if (line.find(R"("op":"artifact")") != std::string::npos) {
+        const json record = json::parse(line, nullptr, false);
+        if (!record.is_discarded() && record.value("op", "") == "artifact" &&
+            !declared.insert(record.value("id", "")).second) {
+          continue;
+        }
+      }
+      whole << line << '\n';
+    }
+  }
+  if (!whole.flush()) throw std::runtime_error("cannot write " + out.string());
+  return {out, part};
+}
+
 // Runs `demandflight sim` on the recording in a child; its result.
-json simulate(const FidelityArgs& args, const std::string& model, const std::string& policy) {
+json simulate(const FidelityArgs& args, const fs::path& recording, const std::string& model,
+              const std::string& policy) {
   TempDir scratch("demandflight-fidelity");
   const fs::path out = scratch.path() / "result.json", err = scratch.path() / "stderr.txt";
   std::error_code ec;
   const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
   if (ec) throw std::runtime_error("cannot find this program (/proc/self/exe): " + ec.message());
-  std::vector<std::string> words = {exe,     "sim",    args.recording, "--model", model,
-                                    "--policy", policy, "--out",        out.string(), "--quiet"};
+  std::vector<std::string> words = {exe,      "sim",  recording.string(), "--model",
+                                    model,    "--policy", policy,       "--out",
+                                    out.string(), "--quiet"};
   if (!args.network_model.empty()) {
     words.push_back("--network-model");
     words.push_back(args.network_model);
@@ -177,7 +216,9 @@ int run_fidelity(const FidelityArgs& args) {
   const fs::path tasks_path = backend::record_outcome_path(recording, true);
   const auto real_demands = read_rows(demands_path);
   const auto real_tasks = read_rows(tasks_path);
-  const json sim = simulate(args, model, policy);
+  TempDir scratch("demandflight-fidelity-parts");
+  const auto [whole, parts] = whole_recording(recording, scratch.path());
+  const json sim = simulate(args, whole, model, policy);
 
   // Outcomes, demand by demand.
   std::map<std::string, const json*> simulated;
@@ -239,6 +280,7 @@ int run_fidelity(const FidelityArgs& args) {
   const double real_p95 = percentile(real_latency, 0.95), sim_p95 = percentile(sim_latency, 0.95);
   const json figures{
       {"recording", args.recording},
+      {"parts", parts},
       {"model", model},
       {"policy", policy},
       {"demands", compared},
@@ -252,8 +294,14 @@ int run_fidelity(const FidelityArgs& args) {
       {"latency_median_abs_ln", percentile(latency_log, 0.5)},
       {"rate_tasks", rate_log.size()},
       {"rate_median_abs_ln", percentile(rate_log, 0.5)}};
-  std::printf("fidelity: %s simulated with --model %s --policy %s, beside what happened\n",
-              args.recording.c_str(), model.c_str(), policy.c_str());
+  std::string of_parts;
+  if (parts > 1) {
+    of_parts = " (";
+    of_parts += std::to_string(parts);
+    of_parts += " parts)";
+  }
+  std::printf("fidelity: %s%s simulated with --model %s --policy %s, beside what happened\n",
+              args.recording.c_str(), of_parts.c_str(), model.c_str(), policy.c_str());
   std::printf("  outcomes identical  %zu of %zu (%.1f%%)", same, compared,
               compared ? 100.0 * static_cast<double>(same) / static_cast<double>(compared) : 100.0);
   for (const std::string& d : differ)

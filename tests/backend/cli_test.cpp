@@ -360,7 +360,8 @@ TEST_F(CliTest, ReplayRecordGivesBackTheTracesDemandStreamAndTheSimulatorReadsIt
 
 // `fetch --record` with parts and hashed names: each part is a trace the
 // simulator runs on its own (a fetch only subscribes), together they hold
-// every demand, and no resource name is in them.
+// every demand, and no resource name is in them; `fidelity` simulates them
+// joined, each demand beside its row.
 TEST_F(CliTest, FetchRecordWritesPartsTheSimulatorRunsWithoutTheNames) {
   std::string manifest;
   for (int i = 0; i < 6; ++i)
@@ -369,7 +370,7 @@ TEST_F(CliTest, FetchRecordWritesPartsTheSimulatorRunsWithoutTheNames) {
   const CliRun run = run_cli(
       manifest, {"fetch", "--base-url", server().base(), "--cache", cache(), "--copies", "2",
                  "--progress", "none", "--record", "DIR/rec.jsonl", "--record-rotate", "5000",
-                 "--record-hash-key", (dir_ / "key").string(), "TRACE"});
+                 "--record-hash-key", (dir_ / "key").string(), "--record-outcomes", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   std::size_t demands = 0;
   int parts = 0;
@@ -388,6 +389,12 @@ TEST_F(CliTest, FetchRecordWritesPartsTheSimulatorRunsWithoutTheNames) {
   }
   EXPECT_GE(parts, 2);
   EXPECT_EQ(demands, 12u);
+  // fidelity simulates the parts joined: every demand beside its row.
+  const CliRun fidelity = run_cli("", {"fidelity", (fs::path(run.dir) / "rec.jsonl").string()});
+  ASSERT_EQ(fidelity.exit_code, 0) << fidelity.out << fidelity.err;
+  EXPECT_NE(fidelity.out.find("(" + std::to_string(parts) + " parts)"), std::string::npos)
+      << fidelity.out;
+  EXPECT_NE(fidelity.out.find("outcomes identical  12 of 12"), std::string::npos) << fidelity.out;
   // A key file that cannot be read is named.
   const CliRun bad = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
                                         "--record", "DIR/r2.jsonl", "--record-hash-key",
