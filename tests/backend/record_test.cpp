@@ -62,11 +62,6 @@ std::pair<bool, int> pages_of(const std::string& text) {
   return {straddles, fillers};
 }
 
-std::string text_of(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 // An outcome file's rows, each split into its fields (RFC 4180 quotes).
 std::vector<std::vector<std::string>> csv_rows(const fs::path& path) {
   std::vector<std::vector<std::string>> out;
@@ -168,7 +163,7 @@ TEST_F(RecordTest, EveryCallOfTheCallersIsARecordInTheOrderAndAtTheTimeTheCoreSa
   }
   EXPECT_EQ(status.error, "");
   EXPECT_EQ(status.parts, 1u);
-  const std::string text = text_of(path);
+  const std::string text = read_bytes(path);
   EXPECT_EQ(status.bytes_written, text.size());
   const std::vector<json> lines = lines_of(path);
   ASSERT_EQ(status.records, lines.size());
@@ -291,7 +286,7 @@ TEST_F(RecordTest, HashedNamesAreStableUnderOneKeyAndNoNameOrDigestIsWritten) {
   EXPECT_EQ(one[1]["resource"].get<std::string>().size(), 32u);
   EXPECT_EQ(one[1]["size"], kSize);  // Sizes kept.
   for (const char* file : {"one.jsonl", "two.jsonl", "three.jsonl"}) {
-    const std::string text = text_of(dir_ / file);
+    const std::string text = read_bytes(dir_ / file);
     EXPECT_EQ(text.find("a.bin"), std::string::npos) << file;
     EXPECT_EQ(text.find("b.bin"), std::string::npos) << file;
     EXPECT_EQ(text.find("sha256"), std::string::npos) << file;
@@ -318,7 +313,7 @@ TEST_F(RecordTest, AFullBufferMakesTheCallersWaitAndLosesNoRecord) {
   EXPECT_EQ(lines.size(), 1u + 1u + 200u * 2u + 1u);  // Header, artifact, the calls, end_owner.
   EXPECT_EQ(lines.back()["op"], "end_owner");
   // 30 KB of lines, none across a page: blank lines fill each page's end.
-  const auto [straddles, fillers] = pages_of(text_of(r.path));
+  const auto [straddles, fillers] = pages_of(read_bytes(r.path));
   EXPECT_FALSE(straddles);
   EXPECT_GE(fillers, 5);
 }
@@ -377,7 +372,7 @@ TEST_F(RecordTest, TheHeaderHoldsThePlatformMeasuredFromTheRunsOwnTransfers) {
   EXPECT_EQ(measured.finalize_bytes, 2 * kBig);
   EXPECT_GT(measured.finalize_busy_s, 0);
 
-  const std::string text = text_of(dir_ / "rec.jsonl");
+  const std::string text = read_bytes(dir_ / "rec.jsonl");
   ASSERT_GT(text.size(), 4096u);
   EXPECT_EQ(text.find('\n'), 4095u) << "the header is one page";
   const json header = json::parse(text.substr(0, 4096));
