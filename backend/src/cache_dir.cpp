@@ -35,8 +35,25 @@ using cache_detail::write_digest_attribute;
 
 // --- CacheDir --------------------------------------------------------------------
 
+namespace {
+// The cache's directory, absolute: a relative one is taken from the current
+// directory now, so that a later chdir moves nothing; an empty one is refused
+// (it would have made the cache in whatever the current directory is).
+fs::path cache_root(const fs::path& root) {
+  if (root.empty()) {
+    throw std::invalid_argument(
+        "the cache directory is empty (ClientOptions.cache_dir, or CacheDir's root): give the "
+        "directory the cache lives in");
+  }
+  std::error_code ec;
+  fs::path absolute = fs::absolute(root, ec);
+  if (ec) throw std::runtime_error("cannot resolve " + root.string() + ": " + ec.message());
+  return absolute;
+}
+}  // namespace
+
 CacheDir::CacheDir(fs::path root, CacheOptions options)
-    : root_(std::move(root)),
+    : root_(cache_root(root)),
       objects_(root_ / "objects"),
       staging_(root_ / "staging"),
       locks_(root_ / "locks"),

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,6 +156,49 @@ TEST_F(ClientOptionsTest, ABodyShorterThanTheSizeGivenFailsWithTheCountsThenTheS
                           std::to_string(kSize) + ") from " + server_->base() + "/b.bin");
   EXPECT_EQ(server_->stats()["/b.bin"]["requests"], 2) << "the 416 is not tried again";
   EXPECT_FALSE(fs::exists(client.path_of(ref("b.bin").key)));
+}
+
+// No cache directory given: refused, naming the option, rather than a cache
+// made in whatever the current directory is.
+TEST_F(ClientOptionsTest, AnEmptyCacheDirIsRefusedNamingTheOption) {
+  ClientOptions o = options();
+  o.cache_dir.clear();
+  try {
+    Client client(std::move(o));
+    FAIL() << "a client was made without a cache directory";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ClientOptions.cache_dir"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists("objects")) << "a cache was made in the current directory";
+}
+
+// A relative cache directory is the current directory's as the client is
+// made: a chdir afterwards does not move where it installs.
+TEST_F(ClientOptionsTest, ARelativeCacheDirStaysWhereItWasWhenTheClientWasMade) {
+  const fs::path before = fs::current_path();
+  fs::create_directories(dir_ / "here");
+  fs::create_directories(dir_ / "elsewhere");
+  fs::current_path(dir_ / "here");
+  ClientOptions o = options();
+  o.cache_dir = "cache";
+  std::unique_ptr<Client> client;
+  try {
+    client = std::make_unique<Client>(std::move(o));
+    fs::current_path(dir_ / "elsewhere");
+  } catch (...) {
+    fs::current_path(before);
+    throw;
+  }
+  const auto r = client->fetch(ref("a.bin"), opts()).get();
+  const fs::path installed = client->path_of(ref("a.bin").key);
+  client.reset();
+  fs::current_path(before);
+  EXPECT_EQ(r.outcome, DemandOutcome::succeeded) << r.reason;
+  EXPECT_TRUE(installed.is_absolute()) << installed;
+  EXPECT_EQ(installed.string().rfind((dir_ / "here" / "cache").string(), 0), 0u) << installed;
+  EXPECT_TRUE(fs::exists(installed));
+  EXPECT_FALSE(fs::exists(dir_ / "elsewhere" / "cache"));
 }
 
 // More bytes than the caller said the artifact has: the server serves

@@ -255,8 +255,10 @@ class CacheDir {
   // a smaller one by an fdatasync each.
   static constexpr std::size_t kSyncfsMinBatch = 4;
 
-  // Opens or creates the cache at `root`; throws std::runtime_error if the
-  // directories cannot be created or read (a configuration error at start-up).
+  // Opens or creates the cache at `root`; throws std::invalid_argument if
+  // `root` is empty, std::runtime_error if the directories cannot be created
+  // or read (a configuration error at start-up). A relative `root` is taken
+  // from the current directory now: a later chdir does not move the cache.
   explicit CacheDir(std::filesystem::path root, CacheOptions options = {});
   ~CacheDir();
   CacheDir(const CacheDir&) = delete;

@@ -277,6 +277,9 @@ struct ClientOptions {
   // keep it quick and never call into the client from it. A policy chosen
   // in the simulator runs here by the same spec string (the name above).
   std::shared_ptr<OrphanPolicy> orphan_policy_object;
+  // Required: the client throws std::invalid_argument when it is empty. A
+  // relative path is taken from the current directory when the client is
+  // made (a later chdir does not move the cache).
   std::filesystem::path cache_dir;
   UrlResolver resolver;
   // Verification and install threads; 0 chooses by install_sync. With
