@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <span>
+#include <string>
 #include <stdexcept>
 
 #include "demandflight/policies/registry.h"
@@ -17,8 +19,32 @@ std::uint64_t pack(DemandHandle h) {
   return (static_cast<std::uint64_t>(h.slot) << 32) | h.generation;
 }
 
-// Origins the engine takes (it stops the process on others: a runtime's bug).
-void check_origins(const ArtifactRef& artifact, std::uint32_t max_origins) {
+// What a subscribe may be given: the artifact's origins within those the
+// engine takes (it stops the process on others: a runtime's bug), and
+// DemandOptions' copies of ArtifactRef's fields (the engine's origin,
+// mirrors and size_bytes, which the client fills from the artifact) left at
+// their defaults or the same.
+void check_subscribe(const ArtifactRef& artifact, const DemandOptions& options,
+                     std::uint32_t max_origins) {
+  auto differs = [](const char* field, const std::string& given, const std::string& theirs) {
+    throw std::invalid_argument(std::string("DemandOptions.") + field + " " + given +
+                                " contradicts ArtifactRef." + field + " " + theirs +
+                                ": the client takes the artifact's from ArtifactRef");
+  };
+  auto list = [](std::span<const OriginId> origins) {
+    std::string out = "[";
+    for (OriginId o : origins) {
+      if (out.size() > 1) out += ',';
+      out += std::to_string(o);
+    }
+    return out + "]";
+  };
+  if (options.origin != 0 && options.origin != artifact.origin)
+    differs("origin", std::to_string(options.origin), std::to_string(artifact.origin));
+  if (!options.mirrors.empty() && !std::ranges::equal(options.mirrors, artifact.mirrors))
+    differs("mirrors", list(options.mirrors), list(artifact.mirrors));
+  if (options.size_bytes != 0 && options.size_bytes != artifact.size_bytes)
+    differs("size_bytes", std::to_string(options.size_bytes), std::to_string(artifact.size_bytes));
   if (artifact.mirrors.size() >= kMaxOriginsPerArtifact) {
     throw std::invalid_argument("ArtifactRef.mirrors: at most " +
                                 std::to_string(kMaxOriginsPerArtifact - 1) + " mirrors, got " +
@@ -168,7 +194,7 @@ DemandHandle ClientCore::subscribe(double now, const ArtifactRef& artifact,
                                    std::optional<ObjectFacts> on_disk,
                                    std::unique_ptr<ObjectHold> hit_hold) {
   const Expect expect = expect_of(artifact);
-  check_origins(artifact, options_.scheduler.max_origins);
+  check_subscribe(artifact, options, options_.scheduler.max_origins);
   DemandOptions o = options;
   o.origin = artifact.origin;
   o.mirrors = artifact.mirrors;

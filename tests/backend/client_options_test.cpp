@@ -201,6 +201,41 @@ TEST_F(ClientOptionsTest, ARelativeCacheDirStaysWhereItWasWhenTheClientWasMade) 
   EXPECT_FALSE(fs::exists(dir_ / "elsewhere" / "cache"));
 }
 
+// The engine's DemandOptions has origin, mirrors and size_bytes too; the
+// client takes them from ArtifactRef. Given there as well, they must agree:
+// one that contradicts the artifact is refused, naming both (it was ignored).
+TEST_F(ClientOptionsTest, DemandOptionsThatContradictTheArtifactAreRefusedNamingBoth) {
+  Client client(options());
+  ArtifactRef a = ref("a.bin");
+  a.mirrors = {0};
+  const std::vector<OriginId> other_mirrors{0, 0};
+  auto refused = [&](DemandOptions o, const std::string& field) {
+    try {
+      client.subscribe(a, o, [](backend::DemandResult) {});
+      ADD_FAILURE() << field << ": accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("DemandOptions." + field), std::string::npos) << what;
+      EXPECT_NE(what.find("ArtifactRef." + field), std::string::npos) << what;
+    }
+  };
+  DemandOptions o = opts();
+  o.size_bytes = kSize + 1;
+  refused(o, "size_bytes");
+  o = opts();
+  o.origin = 1;
+  refused(o, "origin");
+  o = opts();
+  o.mirrors = other_mirrors;
+  refused(o, "mirrors");
+  // The same values, or the defaults, are fine.
+  o = opts();
+  o.size_bytes = kSize;
+  o.mirrors = a.mirrors;
+  EXPECT_EQ(client.fetch(a, o).get().outcome, DemandOutcome::succeeded);
+  EXPECT_EQ(server_->stats()["/a.bin"]["requests"], 1) << "a refused subscribe fetched";
+}
+
 // More bytes than the caller said the artifact has: the server serves
 // something else, which another attempt would not change.
 TEST_F(ClientOptionsTest, ABodyLongerThanTheSizeGivenFailsAtOnceNamingTheSize) {

@@ -310,7 +310,10 @@ struct ClientOptions {
   // Each attempt's stall rule and deadline (transfer_bounds.h): with the
   // defaults a server that drips a byte a second is cut off after 30 s.
   TransferBounds bounds;
-  // Where terminal callbacks run; by default a delivery thread of the client.
+  // Where terminal callbacks run; by default a delivery thread of the client,
+  // one for all, which runs them one after another: a slow callback delays
+  // every other demand's terminal. An executor that hands each to a pool of
+  // your own (or your main loop) is the way out.
   std::function<void(std::function<void()>)> executor;
   // Optional; must outlive the client.
   ClientObserver* observer = nullptr;
@@ -344,8 +347,13 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // The artifact (origins, size, digest) is `artifact`'s; `options` says
+  // who waits and how (owner, generation, priority, deadline). The engine's
+  // DemandOptions also has origin, mirrors and size_bytes, which the client
+  // fills from `artifact`: given there too, they must be the same.
   // Throws std::invalid_argument naming the field for a malformed
-  // expectation (a sha256 that is not 64 hex digits).
+  // expectation (a sha256 that is not 64 hex digits), an origin beyond
+  // max_origins, or a DemandOptions field that contradicts `artifact`.
   DemandHandle subscribe(const ArtifactRef& artifact, const DemandOptions& options,
                          Callback on_terminal);
   // The future-style form of subscribe.
