@@ -2,12 +2,13 @@
 //
 // Fetches every artifact of a manifest (a trace's artifact lines) into a
 // cache directory through the production Client: shared transfers, Range
-// resume, SHA-256 verification, atomic installs. Progress bars per transfer
-// and in total on a terminal, one plain line per artifact otherwise; a final
+// resume, SHA-256 verification, atomic installs. Progress bars per file (its
+// stage and bytes) and in total on a terminal, one plain line per artifact otherwise; a final
 // summary; exit code 1 if any artifact failed.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -46,6 +47,52 @@ std::string bar(double fraction, int width) {
   const int full = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * width);
   return std::string(static_cast<std::size_t>(full), '#') +
          std::string(static_cast<std::size_t>(width - full), '.');
+}
+
+// One frame of the terminal display: a line per file in flight, its demand's
+// stage and bytes (Client::progress), how many more are in flight or wait,
+// and the total. `names`: the demands to show (one caller's), by handle.
+std::string progress_frame(const backend::Client& client,
+                           const std::map<DemandHandle, std::string>& names,
+                           std::size_t finished, std::size_t demands, std::uint64_t total_bytes,
+                           double elapsed_s) {
+  constexpr std::size_t kShown = 10;
+  std::string frame;
+  std::size_t shown = 0, more = 0, queued = 0;
+  for (const backend::DemandProgress& p : client.progress()) {
+    auto name = names.find(p.demand);
+    if (name == names.end()) continue;
+    if (p.stage == backend::Stage::queued) {
+      ++queued;
+      continue;
+    }
+    if (shown == kShown) {
+      ++more;
+      continue;
+    }
+    const auto done = static_cast<double>(p.received);
+    const auto size = static_cast<double>(p.expected);
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-24.24s [%s] %5.1f%% %-10s %s\n", name->second.c_str(),
+                  bar(size > 0 ? done / size : 0, 30).c_str(), size > 0 ? 100 * done / size : 0.0,
+                  human_bytes(done).c_str(), std::string(to_string(p.stage)).c_str());
+    frame += line;
+    ++shown;
+  }
+  if (more + queued > 0) {
+    char line[128];
+    std::snprintf(line, sizeof line, "  ... %zu more in flight, %zu queued\n", more, queued);
+    frame += line;
+  }
+  std::uint64_t in_flight = 0;
+  for (const backend::TransferSnapshot& s : client.transfers()) in_flight += s.received;
+  const auto received = static_cast<double>(client.metrics().bytes_received + in_flight);
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-24s [%s] %zu/%zu demands, %s, %s/s\n", "total",
+                bar(total_bytes > 0 ? received / static_cast<double>(total_bytes) : 0, 30).c_str(),
+                finished, demands, human_bytes(received).c_str(),
+                human_bytes(elapsed_s > 0 ? received / elapsed_s : 0).c_str());
+  return frame + line;
 }
 
 // Why each key's last attempt failed; called under the client's engine lock.
@@ -159,12 +206,13 @@ int run_fetch(const FetchArgs& args) {
   auto elapsed = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   {
     backend::Client client(options);
+    std::map<DemandHandle, std::string> shown;  // The first caller's demands: the display's.
     for (std::uint32_t copy = 0; copy < args.copies; ++copy) {
       for (const format::Artifact& a : manifest.artifacts) {
         DemandOptions o;
         o.owner = copy;  // Each copy is another caller.
         o.priority = args.priority;
-        client.subscribe(
+        const DemandHandle h = client.subscribe(
             artifact_ref(a), o,
             [&, id = a.id, size = a.size_bytes, copy](backend::DemandResult result) {
               const DemandOutcome outcome = result.outcome;
@@ -185,6 +233,7 @@ int run_fetch(const FetchArgs& args) {
               }
               if (--outstanding == 0) done_cv.notify_all();
             });
+        if (copy == 0) shown.emplace(h, a.id);
       }
     }
 
@@ -201,37 +250,14 @@ int run_fetch(const FetchArgs& args) {
       } else if (mode == "bars") {
         const std::size_t finished = manifest.artifacts.size() * args.copies - outstanding;
         lock.unlock();
-        const auto transfers = client.transfers();
-        std::uint64_t in_flight = 0;
         std::string frame;
         for (std::size_t i = 0; i < drawn; ++i)
           frame += "\x1b[1A\x1b[2K";  // Up one line and clear it.
-        drawn = 0;
-        for (const backend::TransferSnapshot& s : transfers) {
-          in_flight += s.received;
-          const double done = static_cast<double>(s.offset + s.received);
-          const double size = static_cast<double>(s.size);
-          auto it = name_of_key.find(s.key);
-          char line[256];
-          std::snprintf(line, sizeof line, "  %-24.24s [%s] %5.1f%% %s\n",
-                        it != name_of_key.end() ? it->second.c_str() : s.key.resource.c_str(),
-                        bar(size > 0 ? done / size : 0, 30).c_str(),
-                        size > 0 ? 100 * done / size : 0.0, human_bytes(done).c_str());
-          frame += line;
-          ++drawn;
-        }
-        const double t = elapsed();
-        const double received =
-            static_cast<double>(client.metrics().bytes_received + in_flight);
-        char line[256];
-        std::snprintf(
-            line, sizeof line, "  %-24s [%s] %zu/%zu demands, %s, %s/s\n", "total",
-            bar(total_bytes > 0 ? received / static_cast<double>(total_bytes) : 0, 30).c_str(),
-            finished, manifest.artifacts.size() * args.copies, human_bytes(received).c_str(),
-            human_bytes(t > 0 ? received / t : 0).c_str());
-        frame += line;
-        ++drawn;
-        std::fputs(frame.c_str(), stdout);
+        const std::string lines_now =
+            progress_frame(client, shown, finished, manifest.artifacts.size() * args.copies,
+                           total_bytes, elapsed());
+        drawn = static_cast<std::size_t>(std::count(lines_now.begin(), lines_now.end(), '\n'));
+        std::fputs((frame + lines_now).c_str(), stdout);
         std::fflush(stdout);
         lock.lock();
       }

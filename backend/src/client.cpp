@@ -247,6 +247,19 @@ std::vector<TransferSnapshot> Client::Impl::transfers() const {
   return snapshot_;
 }
 
+std::optional<DemandProgress> Client::Impl::progress(DemandHandle h) const {
+  std::lock_guard lock(mutex_);
+  return core_.progress_of(h);
+}
+std::vector<DemandProgress> Client::Impl::progress() const {
+  std::lock_guard lock(mutex_);
+  return core_.progress_all();
+}
+OwnerProgress Client::Impl::owner_progress(OwnerId owner) const {
+  std::lock_guard lock(mutex_);
+  return core_.owner_progress(owner);
+}
+
 void Client::Impl::set_throttle(const ThrottleConfig& config) {
   CoreLock core(*this);
   if (core_.set_throttle(config)) {
@@ -426,5 +439,10 @@ bool Client::idle() const {
 std::vector<TransferSnapshot> Client::transfers() const {
   return impl_->transfers();
 }
+std::optional<DemandProgress> Client::progress(DemandHandle demand) const {
+  return impl_->progress(demand);
+}
+std::vector<DemandProgress> Client::progress() const { return impl_->progress(); }
+OwnerProgress Client::owner_progress(OwnerId owner) const { return impl_->owner_progress(owner); }
 
 }  // namespace dfl::backend

@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <stdexcept>
 
 #include "demandflight/policies/registry.h"
@@ -17,6 +18,10 @@ namespace {
 
 std::uint64_t pack(DemandHandle h) {
   return (static_cast<std::uint64_t>(h.slot) << 32) | h.generation;
+}
+DemandHandle unpack(std::uint64_t packed) {
+  return DemandHandle{static_cast<std::uint32_t>(packed >> 32),
+                      static_cast<std::uint32_t>(packed & 0xffffffffu)};
 }
 
 // What a subscribe may be given: the artifact's origins within those the
@@ -281,13 +286,25 @@ void ClientCore::on_timer(double now) {
   route(now);
 }
 
-void ClientCore::progress(double now, const std::vector<TransferSnapshot>& transfers) {
+void ClientCore::progress(double now, const std::vector<TransferSnapshot>& transfers,
+                          const std::vector<TaskId>& waiting_elsewhere) {
   std::uint64_t in_flight = 0;
   for (const TransferSnapshot& s : transfers) {
     engine_.on_transfer_progress(now, s.transfer, s.received);
     in_flight += s.received;
+    if (auto it = tasks_.find(s.task.value); it != tasks_.end()) {
+      it->second.have = s.offset + s.received;
+      if (s.size > 0) it->second.size_seen = s.size;
+    }
   }
-  meter_.received(now, metrics_.bytes_received + in_flight, transfers);
+  for (TaskId task : waiting_elsewhere_) {
+    if (auto it = tasks_.find(task.value); it != tasks_.end()) it->second.waiting_elsewhere = false;
+  }
+  waiting_elsewhere_ = waiting_elsewhere;
+  for (TaskId task : waiting_elsewhere_) {
+    if (auto it = tasks_.find(task.value); it != tasks_.end()) it->second.waiting_elsewhere = true;
+  }
+  if (!transfers.empty()) meter_.received(now, metrics_.bytes_received + in_flight, transfers);
   route(now);
 }
 
@@ -295,6 +312,7 @@ void ClientCore::transfer_ended(double now, const TransferEnd& end) {
   auto task = tasks_.find(end.task.value);
   if (!end.url.empty() && task != tasks_.end()) task->second.last_url = end.url;
   metrics_.bytes_received += end.bytes;
+  if (task != tasks_.end()) task->second.have = task->second.attempt_offset + end.bytes;
   meter_.transfer_ended(end.transfer.value, end.bytes,
                         end.status == TransferStatus::ok ? end.rate_Bps : std::nullopt,
                         end.connect_s);
@@ -548,7 +566,7 @@ void ClientCore::route(double now) {
     if (it == demands_.end()) continue;
     DemandRecord demand = std::move(it->second);
     demands_.erase(it);
-    DeliverJob out{std::move(demand.callback), verdict(*d, demand)};
+    DeliverJob out{std::move(demand.callback), verdict(*d, demand), {}};
     if (demand.hit_hold) demand.hit_hold->release();  // Not taken by a pin.
     count_demand(now, demand, out.result.outcome);
     d->outcome = out.result.outcome;
@@ -570,6 +588,7 @@ void ClientCore::route(double now) {
       StartJob job{std::move(*c), {}};
       if (auto it = tasks_.find(job.start.task.value); it != tasks_.end()) {
         job.limits = limits_of(it->second.expects);
+        it->second.attempt_offset = it->second.have = job.start.resume_offset_bytes;
       } else if (job.start.size_bytes > 0) {
         job.limits.exact = job.start.size_bytes;
       }
@@ -596,6 +615,112 @@ void ClientCore::route(double now) {
     jobs_.push_back(std::move(job));
   if (throttle_changed && throttle_rule_.config().background_at_or_below)
     jobs_.push_back(ThrottleJob{});
+}
+
+}  // namespace dfl::backend
+
+namespace dfl::backend {
+
+std::string_view to_string(Stage stage) {
+  switch (stage) {
+    case Stage::queued:
+      return "queued";
+    case Stage::transferring:
+      return "transferring";
+    case Stage::retrying:
+      return "retrying";
+    case Stage::waiting_elsewhere:
+      return "waiting_elsewhere";
+    case Stage::finalizing:
+      return "finalizing";
+  }
+  return "?";
+}
+
+DemandProgress ClientCore::progress_of(DemandHandle h, const DemandRecord& demand,
+                                       const TaskInfo& task) const {
+  DemandProgress p;
+  p.demand = h;
+  p.owner = demand.owner;
+  p.task = task.id;
+  const auto record = tasks_.find(task.id.value);
+  const TaskRecord* r = record == tasks_.end() ? nullptr : &record->second;
+  switch (task.state) {
+    case TaskState::queued:
+      p.stage = Stage::queued;
+      break;
+    case TaskState::backoff:
+      p.stage = Stage::retrying;
+      break;
+    case TaskState::finalizing:
+      p.stage = Stage::finalizing;
+      break;
+    case TaskState::transferring:
+      p.stage = r != nullptr && r->waiting_elsewhere ? Stage::waiting_elsewhere
+                                                     : Stage::transferring;
+      break;
+  }
+  if (r != nullptr) {
+    p.received = r->have;
+    p.expected = limits_of(r->expects).exact.value_or(r->size_seen);
+  }
+  if (demand.expect.size > 0) p.expected = demand.expect.size;
+  if (p.stage == Stage::finalizing && p.expected > 0) p.received = p.expected;  // Whole.
+  return p;
+}
+
+std::optional<DemandProgress> ClientCore::progress_of(DemandHandle h) const {
+  const auto demand = demands_.find(pack(h));
+  if (demand == demands_.end()) return std::nullopt;
+  const std::optional<TaskInfo> task = engine_.task_of(h);
+  if (!task) return std::nullopt;
+  return progress_of(h, demand->second, *task);
+}
+
+std::vector<DemandProgress> ClientCore::progress_all() const {
+  std::vector<std::pair<std::pair<double, std::uint64_t>, DemandProgress>> found;
+  for (const auto& [packed, demand] : demands_) {
+    const DemandHandle h = unpack(packed);
+    if (const std::optional<TaskInfo> task = engine_.task_of(h))
+      found.push_back({{demand.subscribed_s, packed}, progress_of(h, demand, *task)});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<DemandProgress> out;
+  out.reserve(found.size());
+  for (auto& [order, p] : found) out.push_back(p);
+  return out;
+}
+
+void ClientCore::report_progress(
+    const std::function<void(const std::vector<DemandProgress>&)>& to) {
+  std::vector<DemandProgress> all = progress_all();
+  if (all.empty()) return;
+  DeliverJob job;
+  job.report = [to, all = std::move(all)] { to(all); };
+  jobs_.push_back(std::move(job));
+}
+
+OwnerProgress ClientCore::owner_progress(OwnerId owner) const {
+  OwnerProgress out;
+  std::unordered_set<std::uint64_t> counted;  // Tasks already in the bytes.
+  for (const auto& [packed, demand] : demands_) {
+    if (demand.owner != owner) continue;
+    const DemandHandle h = unpack(packed);
+    const std::optional<TaskInfo> task = engine_.task_of(h);
+    if (!task) continue;
+    const DemandProgress p = progress_of(h, demand, *task);
+    ++out.demands;
+    ++out.by_stage[static_cast<std::size_t>(p.stage)];
+    if (!counted.insert(p.task.value).second) continue;
+    out.received += p.received;
+    if (p.expected > 0) {
+      out.expected += p.expected;
+    } else {
+      ++out.unknown_size;
+    }
+  }
+  return out;
 }
 
 }  // namespace dfl::backend

@@ -130,6 +130,9 @@ struct FinalizeJob {  // Finalize pool: verify and install the staged body.
 struct DeliverJob {  // Delivery: the demand's one terminal.
   Client::Callback callback;
   DemandResult result;
+  // Instead, a progress report (ClientOptions::on_progress), in order with
+  // the terminals.
+  std::function<void()> report;
 };
 struct EvictJob {  // Remove the object now.
   ArtifactKey key;
@@ -195,7 +198,10 @@ class ClientCore {
   // --- Shells' events --------------------------------------------------------
   std::optional<double> next_wakeup_s() const { return engine_.next_wakeup_s(); }
   void on_timer(double now);
-  void progress(double now, const std::vector<TransferSnapshot>& transfers);
+  // What the transfers in flight received, and the tasks whose start waits
+  // for another fetch of their key (the I/O thread's view).
+  void progress(double now, const std::vector<TransferSnapshot>& transfers,
+                const std::vector<TaskId>& waiting_elsewhere = {});
   void transfer_ended(double now, const TransferEnd& end);
   // The engine aborted it; what it received and its time to first byte (< 0: none).
   void transfer_aborted(double now, TaskId task, TransferId transfer, std::uint64_t received,
@@ -220,6 +226,13 @@ class ClientCore {
   ClientMetrics metrics() const;  // Without the cache's figures.
   MeasuredPlatform measured() const { return meter_.measured(); }
   const ThrottleRule& throttle_rule() const { return throttle_rule_; }
+  // Client::progress: nullopt once the demand has ended.
+  std::optional<DemandProgress> progress_of(DemandHandle h) const;
+  std::vector<DemandProgress> progress_all() const;  // In subscribe order.
+  OwnerProgress owner_progress(OwnerId owner) const;
+  // A DeliverJob that hands `to` every live demand's progress (none when no
+  // demand lives).
+  void report_progress(const std::function<void(const std::vector<DemandProgress>&)>& to);
 
  private:
   struct DemandRecord {
@@ -243,6 +256,13 @@ class ClientCore {
     std::string provenance() const;
     std::optional<ObjectFacts> installed;  // Once installed: what.
     std::unique_ptr<ObjectHold> held;      // The install's (or adoption's) hold, until a pin takes it.
+    // Progress: the current attempt's first byte, the body's bytes in hand,
+    // the size a response announced, and whether its start waits for
+    // another fetch of the key.
+    std::uint64_t attempt_offset = 0;
+    std::uint64_t have = 0;
+    std::uint64_t size_seen = 0;
+    bool waiting_elsewhere = false;
   };
 
   void attach_expectation(TaskId task, const ArtifactKey& key, const Expect& expect);
@@ -251,6 +271,8 @@ class ClientCore {
                const DemandRecord& demand, std::uint64_t bytes);
   void count_demand(double now, const DemandRecord& demand, DemandOutcome outcome);
   void route(double now);  // The engine's commands, as jobs.
+  DemandProgress progress_of(DemandHandle h, const DemandRecord& demand,
+                             const TaskInfo& task) const;
 
   Options options_;
   ObjectStore& objects_;
@@ -264,6 +286,7 @@ class ClientCore {
   PlatformMeter meter_;
   std::unordered_multimap<OwnerId, std::weak_ptr<Pin::State>> pins_;  // Pins given, by owner.
   std::size_t pins_live_ = 0;  // pins_'s size when it was last pruned.
+  std::vector<TaskId> waiting_elsewhere_;  // As the I/O thread last said.
 };
 
 }  // namespace dfl::backend

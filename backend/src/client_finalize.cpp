@@ -169,7 +169,13 @@ void Client::Impl::delivery_loop() {
       batch.swap(deliveries_);
     }
     for (DeliverJob& d : batch) {
-      if (options_.executor) {
+      if (d.report) {  // A progress report (ClientOptions::on_progress).
+        if (options_.executor) {
+          options_.executor(std::move(d.report));
+        } else {
+          d.report();
+        }
+      } else if (options_.executor) {
         // An executor's task is copyable; the result (with its pin) is not.
         auto result = std::make_shared<DemandResult>(std::move(d.result));
         options_.executor([cb = std::move(d.callback), result] {

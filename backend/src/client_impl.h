@@ -93,6 +93,9 @@ class Client::Impl {
 
   bool idle() const;
   std::vector<TransferSnapshot> transfers() const;
+  std::optional<DemandProgress> progress(DemandHandle h) const;
+  std::vector<DemandProgress> progress() const;
+  OwnerProgress owner_progress(OwnerId owner) const;
   void set_throttle(const ThrottleConfig& config);
   ThrottleConfig throttle() const;
   ClientMetrics metrics();
@@ -316,6 +319,7 @@ class Client::Impl {
 
   mutable std::mutex progress_mutex_;
   std::vector<TransferSnapshot> snapshot_;
+  bool told_waiting_ = false;  // The core last heard of tasks waiting elsewhere (I/O thread).
 
   std::mutex ready_mutex_;
   std::unordered_map<std::uint64_t, Ready> ready_;

@@ -148,9 +148,15 @@ void Client::Impl::publish_progress() {
   });
   std::sort(snapshot.begin(), snapshot.end(),
             [](const auto& a, const auto& b) { return a.transfer.value < b.transfer.value; });
-  if (!snapshot.empty()) {
+  std::vector<TaskId> waiting;
+  for (const auto& [task, io] : io_tasks_) {
+    if (io.state == TaskIo::State::waiting) waiting.push_back(TaskId{task});
+  }
+  if (!snapshot.empty() || !waiting.empty() || told_waiting_ || options_.on_progress) {
+    told_waiting_ = !waiting.empty();
     CoreLock core(*this);
-    core_.progress(now(), snapshot);  // Read under the lock: time never goes backwards.
+    core_.progress(now(), snapshot, waiting);  // Read under the lock: time never goes backwards.
+    if (options_.on_progress) core_.report_progress(options_.on_progress);
     core.dispatch();
   }
   std::lock_guard lock(progress_mutex_);

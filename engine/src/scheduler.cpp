@@ -90,6 +90,9 @@ std::optional<TaskInfo> Scheduler::task_for(const ArtifactKey& key) const {
 std::optional<DemandInfo> Scheduler::demand(DemandHandle handle) const {
   return impl_->demand(handle);
 }
+std::optional<TaskInfo> Scheduler::task_of(DemandHandle handle) const {
+  return impl_->task_of(handle);
+}
 std::vector<TaskInfo> Scheduler::tasks() const {
   return impl_->tasks();
 }

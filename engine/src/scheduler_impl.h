@@ -329,6 +329,12 @@ class Scheduler::Impl {
                       demand.priority, demand.deadline_s};
   }
 
+  std::optional<TaskInfo> task_of(DemandHandle handle) const {
+    const std::uint32_t d = resolve(handle);
+    if (d == kNone || demands_[d].task == kNone) return std::nullopt;
+    return info(demands_[d].task);
+  }
+
   std::vector<TaskInfo> tasks() const {
     std::vector<TaskInfo> out;
     for (std::uint32_t t = 0; t < tasks_.capacity(); ++t) {

@@ -46,17 +46,21 @@ TEST_F(CliTest, FetchInstallsEveryArtifactVerifiedAndPrintsALinePerArtifact) {
   EXPECT_EQ(run.out.find("\x1b["), std::string::npos) << "no terminal escapes in plain output";
 }
 
-TEST_F(CliTest, FetchWithProgressBarsRedrawsInPlace) {
-  const std::string manifest = serve("a.bin", 400'000);
-  // A second's pause mid-body: several frames, however slow the machine.
+TEST_F(CliTest, FetchWithProgressBarsRedrawsInPlaceAFileAndItsStage) {
+  const std::string manifest = serve("a.bin", 400'000) + serve("b.bin", 400'000);
+  // A second's pause mid-body: several frames, however slow the machine;
+  // one transfer at a time, so the other file waits meanwhile.
   server().faults(
       {{{"path", "/a.bin"}, {"kind", "stall"}, {"after_bytes", 100'000}, {"stall_s", 1.0}}});
   const CliRun run = run_cli(manifest, {"fetch", "--base-url", server().base(), "--cache", cache(),
-                                        "--progress", "bars", "TRACE"});
+                                        "--max-transfers", "1", "--progress", "bars", "TRACE"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("\x1b[1A\x1b[2K"), std::string::npos) << "frames are redrawn";
   EXPECT_NE(run.out.find("total"), std::string::npos);
-  EXPECT_NE(run.out.find("a.bin"), std::string::npos) << "a bar per transfer";
+  // a.bin's line while it stalls: 100,000 of 400,000 bytes, transferring.
+  EXPECT_NE(run.out.find("a.bin"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(" 25.0% 97.7 KiB   transferring"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("0 more in flight, 1 queued"), std::string::npos) << run.out;
 }
 
 TEST_F(CliTest, FetchDuplicateCallersShareOneTransferPerArtifact) {

@@ -36,6 +36,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -168,6 +171,39 @@ struct TransferSnapshot {
   std::uint64_t offset = 0;    // Resumed from this byte.
   std::uint64_t received = 0;  // Bytes of body received by this attempt.
   std::uint64_t size = 0;      // Expected size; 0 when unknown.
+};
+
+// Where a demand stands before its terminal (Client::progress).
+enum class Stage : std::uint8_t {
+  queued,             // Its task waits for a transfer slot.
+  transferring,       // Its task's attempt is receiving the body.
+  retrying,           // Between attempts: a retryable failure's backoff.
+  waiting_elsewhere,  // Another fetch of the key (another process, or another
+                      // Client on the cache) has it: waiting for that install.
+  finalizing,         // The body is whole: being verified and installed.
+};
+inline constexpr std::size_t kStages = 5;
+std::string_view to_string(Stage stage);
+
+// One live demand's progress: its task's, as of the last progress interval
+// (ClientOptions::progress_interval_s). Demands that share a task share it.
+struct DemandProgress {
+  DemandHandle demand;
+  OwnerId owner = 0;
+  TaskId task;
+  Stage stage = Stage::queued;
+  std::uint64_t received = 0;  // Bytes of the body in hand, a resumed partial's included.
+  std::uint64_t expected = 0;  // The body's size; 0 while unknown.
+};
+
+// An owner's live demands together (a loading screen's bar): the bytes over
+// their distinct tasks, counted once however many of its demands share one.
+struct OwnerProgress {
+  std::uint32_t demands = 0;                   // Live demands.
+  std::array<std::uint32_t, kStages> by_stage{};  // Of them, by Stage.
+  std::uint64_t received = 0;
+  std::uint64_t expected = 0;      // Of the tasks whose size is known,
+  std::uint32_t unknown_size = 0;  // and how many tasks' is not yet.
 };
 
 // Which HTTP the requests speak (ClientOptions::http).
@@ -319,6 +355,10 @@ struct ClientOptions {
   ClientObserver* observer = nullptr;
   // How often the I/O thread tells the engine (and snapshots) what transfers received.
   double progress_interval_s = 0.1;
+  // Optional: every progress interval while some demand waits, every live
+  // demand's progress, on the delivery thread (or the executor) in order
+  // with the terminals (a demand's reports come before its terminal).
+  std::function<void(const std::vector<DemandProgress>&)> on_progress;
   // A successful demand's result carries a Pin on the artifact. Off for
   // callers that only download (`demandflight fetch` and `replay`).
   bool pin_on_success = true;
@@ -377,6 +417,13 @@ class Client {
   bool idle() const;
   // The transfers in flight, as of the last progress interval.
   std::vector<TransferSnapshot> transfers() const;
+  // A demand's progress; nullopt once it has ended (its terminal is on its
+  // way or delivered) or for a handle this client did not give.
+  std::optional<DemandProgress> progress(DemandHandle demand) const;
+  // Every live demand's, in subscribe order.
+  std::vector<DemandProgress> progress() const;
+  // An owner's live demands together.
+  OwnerProgress owner_progress(OwnerId owner) const;
   // What the client has done and holds (metrics.h); write_prometheus() writes it.
   ClientMetrics metrics() const;
   // The throttle caps, effective at once, transfers in flight included.

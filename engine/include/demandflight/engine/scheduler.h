@@ -208,6 +208,8 @@ class Scheduler {
 
   std::optional<TaskInfo> task_for(const ArtifactKey& key) const;
   std::optional<DemandInfo> demand(DemandHandle handle) const;  // nullopt once ended.
+  // The task serving a live demand; nullopt once the demand has ended.
+  std::optional<TaskInfo> task_of(DemandHandle handle) const;
   std::vector<TaskInfo> tasks() const;  // Every live task, in creation order.
   std::size_t live_tasks() const;
   std::size_t live_demands() const;
