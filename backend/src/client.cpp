@@ -268,6 +268,16 @@ void Client::Impl::set_throttle(const ThrottleConfig& config) {
   }
 }
 
+void Client::Impl::pause(std::optional<Priority> at_or_below) {
+  CoreLock core(*this);
+  if (core_.pause(now(), at_or_below)) core.dispatch();
+}
+
+void Client::Impl::resume() {
+  CoreLock core(*this);
+  if (core_.resume(now())) core.dispatch();
+}
+
 MeasuredPlatform Client::Impl::measured_platform() const {
   std::lock_guard lock(mutex_);
   return core_.measured();
@@ -405,6 +415,8 @@ void Client::cancel(DemandHandle demand) {
 void Client::set_throttle(const ThrottleConfig& config) {
   impl_->set_throttle(config);
 }
+void Client::pause(std::optional<Priority> at_or_below) { impl_->pause(at_or_below); }
+void Client::resume() { impl_->resume(); }
 RecordStatus Client::record_status() const { return impl_->record_status(); }
 MeasuredPlatform Client::measured_platform() const { return impl_->measured_platform(); }
 RecordStatus Client::end_recording() { return impl_->end_recording(); }

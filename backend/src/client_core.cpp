@@ -279,6 +279,29 @@ bool ClientCore::set_throttle(const ThrottleConfig& config) {
   return true;
 }
 
+// The engine starts no held task; the I/O thread holds the transfers in
+// flight (and a start made just before the pause) by pause_rule_.
+bool ClientCore::pause(double now, std::optional<Priority> at_or_below) {
+  ThrottleConfig level;
+  level.background_at_or_below = at_or_below.value_or(std::numeric_limits<Priority>::max());
+  const bool changed = pause_rule_.set(level) || !pausing_;
+  pausing_ = true;
+  if (!changed) return false;
+  engine_.hold_starts(now, level.background_at_or_below);
+  jobs_.push_back(ThrottleJob{});  // The I/O thread reads the holds again.
+  route(now);
+  return true;
+}
+
+bool ClientCore::resume(double now) {
+  if (!pausing_) return false;
+  pausing_ = false;
+  engine_.hold_starts(now, std::nullopt);
+  jobs_.push_back(ThrottleJob{});
+  route(now);
+  return true;
+}
+
 // --- Shells' events ----------------------------------------------------------
 
 void ClientCore::on_timer(double now) {
@@ -578,14 +601,16 @@ void ClientCore::route(double now) {
       options_.observer->on_command(now, command);
     options_.observer->on_settled(now);
   }
-  bool throttle_changed = false;
+  bool throttle_changed = false, pause_changed = false;
   for (Command& command : commands_) {
     throttle_changed = throttle_rule_.observe(command) || throttle_changed;
+    pause_changed = pause_rule_.observe(command) || pause_changed;
     if (auto* c = std::get_if<StartTransfer>(&command)) {
       ++metrics_.transfers_started;
       if (c->attempt > 1) ++metrics_.retries;
       meter_.transfer_started(c->transfer.value, c->origin);
-      StartJob job{std::move(*c), {}};
+      const bool hold = held(c->task);
+      StartJob job{std::move(*c), {}, hold};
       if (auto it = tasks_.find(job.start.task.value); it != tasks_.end()) {
         job.limits = limits_of(it->second.expects);
         it->second.attempt_offset = it->second.have = job.start.resume_offset_bytes;
@@ -613,7 +638,8 @@ void ClientCore::route(double now) {
   }
   for (DeliverJob& job : delivered)
     jobs_.push_back(std::move(job));
-  if (throttle_changed && throttle_rule_.config().background_at_or_below)
+  if ((throttle_changed && throttle_rule_.config().background_at_or_below) ||
+      (pause_changed && pausing_))
     jobs_.push_back(ThrottleJob{});
 }
 
@@ -631,6 +657,8 @@ std::string_view to_string(Stage stage) {
       return "retrying";
     case Stage::waiting_elsewhere:
       return "waiting_elsewhere";
+    case Stage::paused:
+      return "paused";
     case Stage::finalizing:
       return "finalizing";
   }
@@ -660,6 +688,8 @@ DemandProgress ClientCore::progress_of(DemandHandle h, const DemandRecord& deman
                                                      : Stage::transferring;
       break;
   }
+  if ((p.stage == Stage::queued || p.stage == Stage::transferring) && held(task.id))
+    p.stage = Stage::paused;
   if (r != nullptr) {
     p.received = r->have;
     p.expected = limits_of(r->expects).exact.value_or(r->size_seen);

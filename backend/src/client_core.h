@@ -106,6 +106,7 @@ struct ObjectFacts {
 struct StartJob {  // I/O: start a transfer.
   StartTransfer start;  // URL from its key and origin, range, effective priority.
   Limits limits;        // What the task's demands expect.
+  bool held = false;    // Paused (Client::pause): it waits for the resume.
 };
 struct AbortJob {  // I/O: abort a transfer.
   TransferId transfer;
@@ -194,6 +195,11 @@ class ClientCore {
   std::vector<DemandHandle> cancel_all(double now);
   // False when it changes nothing.
   bool set_throttle(const ThrottleConfig& config);
+  // Client::pause and resume; false when they change nothing.
+  bool pause(double now, std::optional<Priority> at_or_below);
+  bool resume(double now);
+  // Whether Client::pause holds `task` now.
+  bool held(TaskId task) const { return pausing_ && pause_rule_.is_background(task); }
 
   // --- Shells' events --------------------------------------------------------
   std::optional<double> next_wakeup_s() const { return engine_.next_wakeup_s(); }
@@ -278,6 +284,10 @@ class ClientCore {
   ObjectStore& objects_;
   Scheduler engine_;
   ThrottleRule throttle_rule_;
+  // Client::pause: the tasks at or below its level are held (the throttle's
+  // rule of background tasks, reused: it follows each task's priority).
+  ThrottleRule pause_rule_;
+  bool pausing_ = false;
   std::vector<Command> commands_;
   std::vector<Job> jobs_;
   std::unordered_map<std::uint64_t, DemandRecord> demands_;  // Live demands, by handle.

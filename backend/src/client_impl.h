@@ -97,6 +97,8 @@ class Client::Impl {
   std::vector<DemandProgress> progress() const;
   OwnerProgress owner_progress(OwnerId owner) const;
   void set_throttle(const ThrottleConfig& config);
+  void pause(std::optional<Priority> at_or_below);
+  void resume();
   ThrottleConfig throttle() const;
   ClientMetrics metrics();
 
@@ -154,6 +156,7 @@ class Client::Impl {
     OriginId origin = 0;
     bool background = false;  // Its task is in the throttled class (I/O thread's view).
     bool paused = false;      // Its write callback paused it for want of tokens.
+    bool held = false;        // Client::pause holds it: paused in libcurl until resume.
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
     std::string url;
@@ -187,7 +190,8 @@ class Client::Impl {
       // another Client on the cache): for that fetch's object, or its lock.
       waiting,
       transferring,     // An attempt is in flight: `transfer`.
-      between_attempts  // Backoff: the staged bytes kept, the key's lock given up.
+      between_attempts,  // Backoff: the staged bytes kept, the key's lock given up.
+      held               // Client::pause: its start waits for the resume.
     };
     State state = State::between_attempts;
     StartTransfer start;  // The last start (waiting: the one to make).
@@ -213,7 +217,7 @@ class Client::Impl {
   void publish_progress();
   void enforce_bounds();
   void handle(IoJob& job);
-  void handle(StartJob& job) { start(job.start, job.limits); }
+  void handle(StartJob& job) { start(job.start, job.limits, job.held); }
   void handle(LimitsJob& job);
   void handle(AbortJob& job);
   void handle(DropPartialJob& job) { partials_.erase(job.key); }
@@ -227,7 +231,8 @@ class Client::Impl {
     }
   }
   void installed_elsewhere(const StartTransfer& c);
-  void start(const StartTransfer& c, const Limits& limits);
+  void start(const StartTransfer& c, const Limits& limits, bool held = false);
+  void hold(Transfer& t, bool held);  // Client::pause's hold on a transfer in flight, or its end.
   static bool add_header(Transfer& t, const std::string& line);
   void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why,
                      TransferStatus status = TransferStatus::retryable_error);

@@ -78,12 +78,27 @@ void Client::Impl::refresh_throttle() {
   if (generation == throttle_seen_) return;
   throttle_seen_ = generation;
   ThrottleConfig config;
+  std::vector<std::pair<Transfer*, bool>> holds;  // Client::pause's, changed.
+  std::vector<std::uint64_t> go_on;               // Held starts let go.
   {
     std::lock_guard lock(mutex_);
     const ThrottleRule& rule = core_.throttle_rule();
     config = rule.config();
     background_limited_ = rule.background_limited();
-    for_each_transfer([&](Transfer& t) { t.background = rule.is_background(t.task); });
+    for_each_transfer([&](Transfer& t) {
+      t.background = rule.is_background(t.task);
+      if (const bool held = core_.held(t.task); held != t.held) holds.emplace_back(&t, held);
+    });
+    for (const auto& [task, io] : io_tasks_) {
+      if (io.state == TaskIo::State::held && !core_.held(TaskId{task})) go_on.push_back(task);
+    }
+  }
+  for (auto [t, held] : holds)
+    hold(*t, held);
+  std::sort(go_on.begin(), go_on.end());  // Oldest task first.
+  for (std::uint64_t task : go_on) {
+    auto it = io_tasks_.find(task);
+    if (it != io_tasks_.end()) start(StartTransfer(it->second.start), Limits(it->second.limits));
   }
   throttling_ = config.background_at_or_below.has_value() || config.overall_Bps > 0;
   const double t = now();
@@ -116,7 +131,7 @@ void Client::Impl::resume_paused() {
   overall_bucket_.refill(at);
   std::vector<std::pair<CURL*, CURLcode>> failed;
   for_each_transfer([&](Transfer& t) {
-    if (!t.paused) return;
+    if (!t.paused || t.held) return;  // Held by Client::pause: its resume goes on.
     const bool in_background = t.background && background_limited_;
     if ((in_background && !background_bucket_.ready()) || !overall_bucket_.ready()) return;
     t.paused = false;
@@ -127,6 +142,23 @@ void Client::Impl::resume_paused() {
   });
   for (auto [easy, code] : failed)
     finish(easy, code);
+}
+
+// Client::pause holds `t` (it stops reading; its watch stands still), or
+// lets it go on: unless the throttle paused it meanwhile, libcurl goes on at
+// once, from the byte it stopped at.
+void Client::Impl::hold(Transfer& t, bool held) {
+  t.held = held;
+  const double at = now();
+  if (held) {
+    t.watch.hold(at);
+    if (!t.paused) curl_easy_pause(t.easy, CURLPAUSE_RECV);
+    return;
+  }
+  if (t.paused) return;  // The throttle's: resume_paused() lets it go.
+  t.watch.release(at);
+  if (const CURLcode code = curl_easy_pause(t.easy, CURLPAUSE_CONT); code != CURLE_OK)
+    finish(t.easy, code);
 }
 
 int Client::Impl::throttle_wait_ms() const {
@@ -199,7 +231,8 @@ void Client::Impl::handle(AbortJob& job) {
   auto it = io_tasks_.find(job.task.value);
   if (it == io_tasks_.end()) return;
   TaskIo& io = it->second;
-  if (io.state == TaskIo::State::waiting && io.start.transfer.value == job.transfer.value) {
+  if ((io.state == TaskIo::State::waiting || io.state == TaskIo::State::held) &&
+      io.start.transfer.value == job.transfer.value) {
     std::lock_guard lock(mutex_);
     core_.transfer_aborted(now(), job.task, job.transfer, 0, -1.0);
   } else if (io.state == TaskIo::State::transferring &&

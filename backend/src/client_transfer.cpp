@@ -55,11 +55,15 @@ std::string header_value(std::string_view line, std::size_t name_length) {
 
 }  // namespace
 
-void Client::Impl::start(const StartTransfer& c, const Limits& limits) {
+void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held) {
   TaskIo& io = io_tasks_[c.task.value];
   io.start = c;
   io.limits = limits;
   io.state = TaskIo::State::between_attempts;
+  if (held) {  // Client::pause: no request until the resume (refresh_throttle).
+    io.state = TaskIo::State::held;
+    return;
+  }
   TaskFiles& files = io.files;
   if (!files.lock) {
     auto lock = cache_.try_lock_key(*c.key);
@@ -331,6 +335,7 @@ std::size_t Client::Impl::on_body(char* data, std::size_t size, std::size_t n, v
   self.judge(*t);
   if (t->verdict.plan == BodyPlan::reject || t->write_error) return 0;  // Nothing is kept.
   const std::size_t bytes = size * n;
+  if (t->held) return CURL_WRITEFUNC_PAUSE;  // Client::pause: kept by libcurl until resume.
   if (!self.admit(*t, bytes)) {
     // libcurl keeps the piece and hands it over again once unpaused.
     t->paused = true;

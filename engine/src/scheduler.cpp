@@ -43,6 +43,9 @@ void Scheduler::cancel(double now_s, DemandHandle demand) {
 void Scheduler::set_priority(double now_s, DemandHandle demand, Priority priority) {
   impl_->set_priority(now_s, demand, priority);
 }
+void Scheduler::hold_starts(double now_s, std::optional<Priority> at_or_below) {
+  impl_->hold_starts(now_s, at_or_below);
+}
 void Scheduler::end_owner(double now_s, OwnerId owner, std::optional<OwnerGeneration> generation) {
   impl_->end_owner(now_s, owner, generation);
 }

@@ -155,6 +155,12 @@ class Scheduler::Impl {
     settle();
   }
 
+  void hold_starts(double now, std::optional<Priority> at_or_below) {
+    advance(now);
+    hold_at_or_below_ = at_or_below ? std::optional<std::int64_t>(*at_or_below) : std::nullopt;
+    settle();
+  }
+
   void end_owner(double now, OwnerId owner_id, std::optional<OwnerGeneration> generation) {
     advance(now);
     auto it = owners_.find(owner_id);
@@ -1039,6 +1045,8 @@ class Scheduler::Impl {
       for (std::uint32_t o = 0; o < origins_.size(); ++o) {
         if (origins_[o].running >= config_.max_per_origin) continue;
         const auto head = queue_.head(o);
+        // The head is its lane's highest priority: held, the whole lane is.
+        if (head && hold_at_or_below_ && head->priority <= *hold_at_or_below_) continue;
         if (head && (!best || detail::TaskQueue::before(*head, *best))) best = head;
       }
       if (!best) return;  // Every origin with queued work is at its limit.
@@ -1110,6 +1118,7 @@ class Scheduler::Impl {
   std::size_t tasks_with_mirrors_ = 0;  // Live tasks with a list: breakers reroute them.
   detail::TaskQueue queue_;
   std::uint32_t running_ = 0;
+  std::optional<std::int64_t> hold_at_or_below_;  // hold_starts(): queued at or below wait.
   Timers timers_;
   std::vector<std::uint32_t> orphans_;  // Transferring orphans that the policy let complete.
   InstalledIndex installed_;

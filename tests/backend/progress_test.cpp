@@ -2,7 +2,10 @@
 // loopback server: a demand's stage and bytes as its task goes (queued,
 // transferring, retrying, waiting for another fetch of the key), shared by
 // the demands of one task, summed once per task for an owner, nothing once
-// it has ended, and reports that come before their demand's terminal.
+// it has ended, and reports that come before their demand's terminal; and
+// Client::pause / resume: a held transfer stops reading without a stall and
+// goes on from the same byte of the same request, a held start sends no
+// request, and a pause at a level holds only the tasks at or below it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -238,6 +241,79 @@ TEST_F(ProgressTest, ProgressReportsComeBeforeTheirDemandsTerminalAndNeverGoBack
       ++held_reports;
   }
   EXPECT_GE(held_reports, 2u) << "reports every interval while it waited";
+}
+
+// Paused in flight: no byte for a while (a stall rule of 0.3 s would have
+// cut it off), shown as paused; resumed, the same request goes on.
+TEST_F(ProgressTest, APausedTransferStopsReadingWithoutAStallAndResumesWhereItWas) {
+  constexpr std::size_t kBig = 1'000'000;
+  std::ofstream(dir_ / "www" / "big.bin") << content_of("big.bin", kBig);
+  server_->rate(1'000'000);  // About a second for the whole body.
+  ClientOptions o = options();
+  o.bounds.stall_window_s = 0.3;
+  o.bounds.stall_floor_Bps = 1000;
+  Client client(std::move(o));
+  ArtifactRef big = ref("big.bin");
+  big.size_bytes = kBig;
+  std::promise<backend::DemandResult> done;
+  const DemandHandle h = client.subscribe(
+      big, owner(1), [&](backend::DemandResult r) { done.set_value(std::move(r)); });
+  wait_for(client, h, [](const std::optional<DemandProgress>& p) {
+    return p && p->stage == Stage::transferring && p->received >= 100'000;
+  });
+  client.pause();
+  EXPECT_EQ(client.progress(h)->stage, Stage::paused);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // The hold reaches libcurl.
+  const std::uint64_t at_pause = client.progress(h)->received;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const auto still = client.progress(h);
+  ASSERT_TRUE(still) << "ended while paused";
+  EXPECT_EQ(still->received, at_pause) << "bytes came while paused";
+  EXPECT_LT(at_pause, kBig);
+  client.resume();
+  auto result = done.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const backend::DemandResult r = result.get();
+  EXPECT_EQ(r.outcome, DemandOutcome::succeeded) << r.reason;
+  const auto stats = server_->stats()["/big.bin"];
+  EXPECT_EQ(stats["requests"], 1) << "no stall, no second request: " << stats.dump();
+}
+
+// Paused before its start: no request until the resume.
+TEST_F(ProgressTest, APausedStartSendsNoRequestUntilTheResume) {
+  Client client(options());
+  client.pause();
+  Ends ends;
+  const DemandHandle h = client.subscribe(ref("a.bin"), owner(1), ends.callback());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(server_->stats().contains("/a.bin")) << "a request went out while paused";
+  ASSERT_TRUE(client.progress(h));
+  EXPECT_EQ(client.progress(h)->stage, Stage::paused);
+  client.resume();
+  ASSERT_TRUE(ends.wait(1));
+  EXPECT_EQ(ends.outcomes, std::vector<DemandOutcome>{DemandOutcome::succeeded});
+}
+
+// A pause at a level: the tasks at or below it wait, one above goes on, and
+// a held one raised above the level goes on too.
+TEST_F(ProgressTest, APauseAtALevelHoldsOnlyTasksAtOrBelowIt) {
+  ClientOptions o = options();
+  o.scheduler.max_transfers = 2;
+  Client client(std::move(o));
+  client.pause(Priority{0});
+  Ends ends;
+  DemandOptions low = owner(1);
+  DemandOptions high = owner(1);
+  high.priority = 5;
+  const DemandHandle prefetch = client.subscribe(ref("a.bin"), low, ends.callback());
+  client.subscribe(ref("b.bin"), high, ends.callback());
+  ASSERT_TRUE(ends.wait(1));
+  EXPECT_EQ(ends.outcomes, std::vector<DemandOutcome>{DemandOutcome::succeeded});
+  EXPECT_FALSE(server_->stats().contains("/a.bin")) << "the held prefetch was requested";
+  EXPECT_EQ(client.progress(prefetch)->stage, Stage::paused);
+  client.set_priority(prefetch, 1);  // Above the level: it goes on.
+  ASSERT_TRUE(ends.wait(2));
+  EXPECT_EQ(ends.outcomes[1], DemandOutcome::succeeded);
 }
 
 }  // namespace

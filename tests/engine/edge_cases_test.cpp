@@ -1,6 +1,8 @@
 // Edge cases of the user calls and runtime events (issue: scheduler core).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "driver.h"
 
 namespace dfl::testing {
@@ -350,6 +352,52 @@ TEST(EdgeCasesDeathTest, TimeGoingBackwardsIsAProgrammerError) {
         s.on_timer(1.0);
       },
       "time went backwards");
+}
+
+// hold_starts (a runtime's pause): queued tasks at or below the level start
+// nothing; one above it starts; lifting the hold, or raising a held task
+// above the level, starts them. A transfer already running is not touched.
+TEST(EdgeCases, HeldStartsWaitUntilTheHoldIsLifted) {
+  Driver drv;
+  drv.scheduler.hold_starts(drv.now, Priority{0});
+  drv.drain();
+  const DemandHandle low = drv.subscribe(key("rock"), opts(1, 0));
+  EXPECT_TRUE(drv.started.empty()) << "held at priority 0";
+  EXPECT_EQ(drv.state_of(key("rock")), TaskState::queued);
+  drv.subscribe(key("paper"), opts(1, 5));
+  ASSERT_EQ(drv.started.size(), 1u) << "above the level: starts";
+  EXPECT_EQ(*drv.started[0].key, key("paper"));
+  drv.scheduler.hold_starts(drv.now, std::nullopt);
+  drv.drain();
+  ASSERT_EQ(drv.started.size(), 2u);
+  EXPECT_EQ(*drv.started[1].key, key("rock"));
+  drv.complete(key("rock"));
+  EXPECT_EQ(drv.outcome(low), DemandOutcome::succeeded);
+}
+
+TEST(EdgeCases, AHeldTaskRaisedAboveTheLevelStarts) {
+  Driver drv;
+  drv.scheduler.hold_starts(drv.now, Priority{2});
+  drv.drain();
+  const DemandHandle low = drv.subscribe(key("rock"), opts(1, 1));
+  EXPECT_TRUE(drv.started.empty());
+  drv.set_priority(low, 3);
+  ASSERT_EQ(drv.started.size(), 1u);
+  EXPECT_EQ(*drv.started[0].key, key("rock"));
+}
+
+TEST(EdgeCases, HoldingEveryPriorityLeavesTheRunningTransferAlone) {
+  Driver drv(Driver::one_slot());
+  const DemandHandle running = drv.subscribe(key("rock"), opts(1, 9));
+  ASSERT_EQ(drv.started.size(), 1u);
+  drv.scheduler.hold_starts(drv.now, std::numeric_limits<Priority>::max());
+  drv.drain();
+  drv.subscribe(key("paper"), opts(1, 9));
+  EXPECT_TRUE(drv.aborted.empty()) << "a running transfer is the runtime's to hold";
+  drv.complete(key("rock"));  // Its slot frees: the held task still waits.
+  EXPECT_EQ(drv.outcome(running), DemandOutcome::succeeded);
+  EXPECT_EQ(drv.started.size(), 1u);
+  EXPECT_EQ(drv.state_of(key("paper")), TaskState::queued);
 }
 
 }  // namespace

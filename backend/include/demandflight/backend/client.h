@@ -180,9 +180,10 @@ enum class Stage : std::uint8_t {
   retrying,           // Between attempts: a retryable failure's backoff.
   waiting_elsewhere,  // Another fetch of the key (another process, or another
                       // Client on the cache) has it: waiting for that install.
+  paused,             // Client::pause holds its task (queued or in flight).
   finalizing,         // The body is whole: being verified and installed.
 };
-inline constexpr std::size_t kStages = 5;
+inline constexpr std::size_t kStages = 6;
 std::string_view to_string(Stage stage);
 
 // One live demand's progress: its task's, as of the last progress interval
@@ -426,6 +427,15 @@ class Client {
   OwnerProgress owner_progress(OwnerId owner) const;
   // What the client has done and holds (metrics.h); write_prometheus() writes it.
   ClientMetrics metrics() const;
+  // Pauses the tasks at or below `at_or_below` (every task, orphans
+  // included, when nullopt): a transfer in flight stops reading (held back
+  // by the client: not a stall, its attempt's deadline stands still), one
+  // about to start waits before its request; a task whose priority rises
+  // above the level goes on. Demands' deadlines still run. A later pause
+  // replaces the level. resume() lets every held task go on where it was:
+  // the same request, from the byte it stopped at.
+  void pause(std::optional<Priority> at_or_below = std::nullopt);
+  void resume();
   // The throttle caps, effective at once, transfers in flight included.
   // Throws std::invalid_argument naming the field for a negative rate.
   void set_throttle(const ThrottleConfig& config);

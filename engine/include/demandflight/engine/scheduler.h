@@ -156,6 +156,12 @@ class Scheduler {
   // Raises or lowers this demand's priority. A no-op on an ended handle.
   void set_priority(double now_s, DemandHandle demand, Priority priority);
 
+  // Queued tasks at or below this priority (orphans included) start no
+  // transfer until the hold is lifted (nullopt) or their priority rises
+  // above it: a runtime's pause (Client::pause). Transfers already running
+  // are the runtime's to hold; they keep their slots.
+  void hold_starts(double now_s, std::optional<Priority> at_or_below);
+
   // The owner is gone. With a generation: every active demand of `owner` whose
   // generation is <= `generation` ends owner_ended, and later subscribes with
   // such a generation are stale and end owner_ended at once. Without one:
