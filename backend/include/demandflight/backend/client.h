@@ -66,11 +66,12 @@ namespace dfl::backend {
 struct ArtifactRef {
   ArtifactKey key;
   OriginId origin = 0;
-  // Further origins, in order of preference after `origin` (mirrors): a
-  // failed attempt moves to the next (docs/backend.md, *Mirrors*).
-  std::vector<OriginId> mirrors;
   std::uint64_t size_bytes = 0;       // Expected size; 0 when unknown.
   std::optional<std::string> sha256;  // Expected digest (64 hex digits), when known.
+  // Further origins, in order of preference after `origin` (mirrors): a
+  // failed attempt moves to the next (docs/backend.md, *Mirrors*). Last, so
+  // that {key, origin, size, sha256} still names the others in order.
+  std::vector<OriginId> mirrors;
 };
 
 // Maps an artifact to its URL.
