@@ -85,7 +85,7 @@ asan: deps
 tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j$(JOBS) --target backend_tests install_crash_helper \
-	  client_core_tests client_core_check
+	  client_core_tests client_core_check c_api_test
 	ctest --preset tsan -j$(JOBS) -L backend -E backend_loopback_server
 
 fuzz: deps

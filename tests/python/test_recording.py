@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import demandflight as dfl
+from conftest import loopback_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,14 +107,8 @@ def loopback_origin(trace: Path, www: Path):
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "wb") as f:
                 f.truncate(record["size"])
-    server = subprocess.Popen(["/usr/bin/python3", str(ROOT / "tests" / "backend" /
-                                                      "loopback_server.py"), "--root", str(www)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        yield f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
-    finally:
-        server.kill()
-        server.wait()
+    with loopback_server(www) as url:
+        yield url
 
 
 SPEED = 100  # The scenarios run for minutes on their own clock.
