@@ -3,20 +3,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "../two_callers_trace.h"
 #include "demandflight/format/trace.h"
 #include "demandflight/sim/simulator.h"
 
 int main() {
-  std::istringstream text(
-      R"({"format": "demandflight-trace", "version": 1, "name": "two-callers"})"
-      "\n"
-      R"({"op": "artifact", "id": "rock", "resource": "props/rock.ktx2", "revision": "r1", )"
-      R"("target": "pc", "generation": 0, "size": 1000000, "origin": "cdn"})"
-      "\n"
-      R"({"op": "subscribe", "t": 0.0, "demand": "a", "owner": "x", "artifact": "rock", "priority": 1})"
-      "\n"
-      R"({"op": "subscribe", "t": 0.1, "demand": "b", "owner": "y", "artifact": "rock", "priority": 2})"
-      "\n");
+  std::istringstream text(kTwoCallersTrace);
   const dfl::format::Trace trace = dfl::format::read_trace(text, "two-callers");
   const dfl::format::Result result = dfl::sim::simulate(trace, dfl::sim::SimOptions{});
   const auto succeeded = result.summary.outcomes[0];
