@@ -643,9 +643,7 @@ void ClientCore::route(double now) {
     jobs_.push_back(ThrottleJob{});
 }
 
-}  // namespace dfl::backend
-
-namespace dfl::backend {
+// --- Progress (Client::progress) ---------------------------------------------
 
 std::string_view to_string(Stage stage) {
   switch (stage) {
