@@ -12,12 +12,13 @@
 # make fuzz   the libFuzzer targets (trace reader, engine sequences, importers), FUZZ_SECONDS each
 # make soak   the backend fault soak for SOAK_SECONDS (default 300)
 # make test-engine-only  the engine built and tested alone (C++ standard library only)
+# make test-portable  the backend's tests in the portable build (POSIX fallbacks, no io_uring)
 # make check-exhaustive  the core's exhaustive bounded check at its large scope, and
 #             the mutants it must catch (docs/testing.md)
 # make fidelity  bundled scenarios replayed twice over a shaped real network vs simulated (~50 min)
 
 JOBS ?= 2
-.PHONY: wheel deps demo demo-engine test test-engine-only bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
+.PHONY: wheel deps demo demo-engine test test-engine-only test-portable bench bench-fetch bench-scaling asan tsan fuzz soak check-exhaustive fidelity format clean
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 300
 FIDELITY_TRACES ?= scenarios/three_callers.jsonl scenarios/flaky_network.jsonl scenarios/open_world_streaming.jsonl \
@@ -51,6 +52,14 @@ test-engine-only: deps
 	cmake --preset engine-only >/dev/null
 	cmake --build --preset engine-only -j$(JOBS)
 	ctest --preset engine-only -j$(JOBS) -E "engine_model_based|engine_exhaustive_check|engine_mutation_check"
+
+# The portable build (DFL_PORTABLE: backend/src/platform.h's POSIX fallbacks,
+# no io_uring), optimised, with the backend's tests.
+test-portable: deps
+	cmake --preset portable >/dev/null
+	cmake --build --preset portable -j$(JOBS) --target backend_tests install_crash_helper \
+	  client_core_tests client_core_check c_api_test
+	ctest --preset portable -j$(JOBS) -L backend
 
 bench:
 	@bash scripts/install-deps --bench

@@ -3,7 +3,7 @@
 
     bench/fetch_bench.py DEMANDFLIGHT [--work DIR] [--runs N] [--sets small,medium,large]
                          [--baseline OTHER_DEMANDFLIGHT] [--drop-caches] [--seed N]
-                         [--protocols http,https1.1,h2]
+                         [--protocols http,https1.1,h2] [--baseline-name NAME]
 
 nginx (own config, pid, logs and temp paths, 127.0.0.1 only, sendfile on)
 serves three sets: 2,000 x 64 KiB, 200 x 4 MiB and 1 x 1 GiB. Each set is
@@ -320,6 +320,8 @@ def main():
     parser.add_argument("--baseline", default=None,
                         help="another demandflight binary, run interleaved with the first "
                              "(an A/B of two builds in the same conditions)")
+    parser.add_argument("--baseline-name", default="baseline binary",
+                        help="the baseline's rows are labelled so (e.g. 'portable build')")
     parser.add_argument("--seed", type=int, default=1,
                         help="seeds the order of the tools in each run")
     parser.add_argument("--protocols", default="http",
@@ -471,6 +473,7 @@ def main():
                     subprocess.run(["umount", line.split()[1]], check=False)
         shutil.rmtree(out_root, ignore_errors=True)
 
+    baseline_name = args.baseline_name
     print("| set | protocol | callers/artifact | demandflight | curl | curl + sync | aria2c | vs curl "
           "| vs curl + sync | vs aria2c | requests/artifact (demandflight) "
           "| connections (demandflight) |")
@@ -487,11 +490,11 @@ def main():
               f"{med['curl+sync'] / med['demandflight']:.2f}x | "
               f"{med['aria2c'] / med['demandflight']:.2f}x | {max_requests} | {connections} |")
         if "baseline" in med:
-            print(f"|   baseline binary | {protocol} | {copies} | {cell('baseline')} | | | | "
+            print(f"|   {baseline_name} | {protocol} | {copies} | {cell('baseline')} | | | | "
                   f"{med['curl'] / med['baseline']:.2f}x | "
                   f"{med['curl+sync'] / med['baseline']:.2f}x | "
                   f"{med['aria2c'] / med['baseline']:.2f}x | | |")
-    print_cpu_table(kinds)
+    print_cpu_table(kinds, args.baseline_name)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
@@ -501,7 +504,7 @@ def set_label(count, size):
     return f"{count} x {size // 1024} KiB" if size < 2**20 else f"{count} x {size // 2**20} MiB"
 
 
-def print_cpu_table(kinds):
+def print_cpu_table(kinds, baseline_name="baseline"):
     """Where the CPU goes, against the floor: curl's CPU-seconds plus the SHA-256
     of the same bytes. Medians of user and system time apart: on the development
     machine the system time of one tool doing the same work moves by up to 4x
@@ -536,7 +539,8 @@ def print_cpu_table(kinds):
             halves = " / ".join(
                 f"{statistics.median(r for r, f in ratios if f == want):.2f}x"
                 if any(f == want for _, f in ratios) else "-" for want in (True, False))
-            print(f"| {label} | {protocol} | {copies} | {tool} | {u.user:.2f} "
+            name = baseline_name if tool == "baseline" else tool
+            print(f"| {label} | {protocol} | {copies} | {name} | {u.user:.2f} "
                   f"| {u.system:.2f} ({least[tool]:.2f}) | {u.switches / count:.2f} "
                   f"| {u.cpu / floor_all:.2f}x | {u.user / floor_user:.2f}x | {halves} |")
 

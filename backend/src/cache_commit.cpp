@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cache_dir_detail.h"
+#include "platform.h"
 #include "cache_write_behind.h"
 
 namespace dfl::backend {
@@ -102,7 +103,7 @@ std::optional<IoError> CacheDir::commit_per_file(Staging staging,
   // Durable bytes first, then the name: a crash between the two leaves only a
   // staging file, which the next start removes.
   // fdatasync: the data and the size; the timestamps need not be durable.
-  if (::fdatasync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
+  if (platform::data_sync(core.fd) != 0) return IoError{errno_text("cannot fsync", core.path)};
   ++file_syncs_;
   // Its own descriptor holds it (a shared flock) from before its rename
   // until the caller has what it needs: no eviction, here or elsewhere, can
@@ -156,20 +157,20 @@ void CacheDir::commit_batch(std::vector<PendingCommit>& batch, std::vector<Commi
   std::vector<std::optional<IoError>> errors(batch.size());
   // Durable bytes first, then the names (see commit()).
   bool synced = false;
-  if (batch.size() >= kSyncfsMinBatch) {
+  if (batch.size() >= kSyncfsMinBatch && platform::capabilities().file_system_sync) {
     // One syncfs writes back every staged file of the batch. On ext4 without
     // a journal it flushes the disk's cache before its last step, which
     // writes (and waits for) inode table blocks: the fsync of objects/ after
     // it flushes again, so that sizes and extents are durable before any
     // name points at them. If either reports an error (which may be another
     // program's), each file is synced alone below, which says whose it was.
-    synced = ::syncfs(objects_fd_) == 0 && ::fsync(objects_fd_) == 0;
+    synced = platform::sync_file_system(objects_fd_) && ::fsync(objects_fd_) == 0;
     ++fs_syncs_;
     ++dir_syncs_;
   }
   if (!synced) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (::fdatasync(batch[i].fd) != 0) {
+      if (platform::data_sync(batch[i].fd) != 0) {
         errors[i] = IoError{errno_text("cannot fsync", batch[i].staged)};
         ::unlink(batch[i].staged.c_str());
       }

@@ -81,7 +81,7 @@ CacheDir::CacheDir(fs::path root, CacheOptions options)
   if (locks_fd_ < 0 || ::fstat(locks_fd_, &locks_stat) != 0) {
     alone_.store(false, std::memory_order_relaxed);
   }
-  locks_mtime_ = locks_stat.st_mtim;
+  locks_mtime_ = platform::modified_time(locks_stat);
   remove_dead_staging();
   rescan_objects(/*at_open=*/true);
 
@@ -115,7 +115,8 @@ void CacheDir::rescan_objects(bool at_open) {
     if (!is_object_name(name) || ::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode))
       continue;
     found.push_back(Found{name, static_cast<std::uint64_t>(st.st_size),
-                          std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec});
+                          std::int64_t{platform::modified_time(st).tv_sec} * 1'000'000'000 +
+                              platform::modified_time(st).tv_nsec});
   }
   if (ec && at_open)
     throw std::runtime_error("cannot list " + objects_.string() + ": " + ec.message());

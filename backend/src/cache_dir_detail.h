@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "demandflight/backend/sha256.h"
+#include "platform.h"
 
 namespace dfl::backend::cache_detail {
 
@@ -36,16 +36,6 @@ constexpr const char* kDigestAttribute = "user.demandflight.sha256";
 
 inline bool is_digest(std::string_view s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
-
-// Retries a call interrupted by a signal.
-template <class F>
-int retry_eintr(F call) {
-  int rc = 0;
-  do {
-    rc = call();
-  } while (rc != 0 && errno == EINTR);
-  return rc;
 }
 
 inline bool same_file(int fd, const fs::path& path) {
@@ -106,12 +96,12 @@ inline void write_digest_attribute(int fd, const std::string& hex) {
   for (std::size_t i = 0; i < raw.size(); ++i) {
     raw[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   }
-  ::fsetxattr(fd, kDigestAttribute, raw.data(), raw.size(), 0);  // Best effort.
+  platform::set_attribute(fd, kDigestAttribute, raw.data(), raw.size());  // Best effort.
 }
 
 inline std::optional<std::string> read_digest_attribute(int fd) {
   char value[64] = {};
-  const ssize_t n = ::fgetxattr(fd, kDigestAttribute, value, sizeof value);
+  const std::size_t n = platform::get_attribute(fd, kDigestAttribute, value, sizeof value).value_or(0);
   if (n == 32) {
     Sha256::Digest raw{};
     std::memcpy(raw.data(), value, raw.size());

@@ -3,7 +3,6 @@
 #include "demandflight/backend/cache_dir.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "cache_dir_detail.h"
+#include "platform.h"
 
 namespace dfl::backend {
 
@@ -32,7 +32,8 @@ bool CacheDir::try_evict(const std::string& name) {
     return true;
   }
   // Without waiting: an object somebody holds stays.
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || !same_file(fd, path)) {
+  if (platform::lock_file(fd, platform::FileLock::exclusive, false) != 0 ||
+      !same_file(fd, path)) {
     ::close(fd);
     return false;
   }

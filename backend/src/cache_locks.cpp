@@ -3,7 +3,6 @@
 #include "demandflight/backend/cache_dir.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <utility>
 
 #include "cache_dir_detail.h"
+#include "platform.h"
 
 namespace dfl::backend {
 
@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 using cache_detail::errno_text;
 using cache_detail::owner_of_lock;
 using cache_detail::owner_of_staging;
-using cache_detail::retry_eintr;
 using cache_detail::same_file;
 
 void CacheDir::take_owner_lock() {
@@ -40,7 +39,7 @@ void CacheDir::take_owner_lock() {
   for (int attempt = 0;; ++attempt) {
     owner_fd_ = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (owner_fd_ < 0) throw std::runtime_error(errno_text("cannot create", fresh));
-    const bool locked = retry_eintr([&] { return ::flock(owner_fd_, LOCK_EX | LOCK_NB); }) == 0;
+    const bool locked = platform::lock_file(owner_fd_, platform::FileLock::exclusive, false) == 0;
     if (locked && ::rename(fresh.c_str(), final_name.c_str()) == 0) return;
     const int error = errno;
     ::close(std::exchange(owner_fd_, -1));
@@ -56,7 +55,8 @@ bool CacheDir::owner_alive(const std::string& owner) const {
   const int fd = ::open((locks_ / ("owner-" + owner)).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;  // No lock: its owner is gone (or never made one).
   // The owner holds its lock exclusively for as long as it is open.
-  const bool alive = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  const bool alive =
+      platform::lock_file(fd, platform::FileLock::shared, false) != 0 && errno == EWOULDBLOCK;
   ::close(fd);
   return alive;
 }
@@ -85,7 +85,8 @@ void CacheDir::remove_dead_staging() {
     if (owner.empty() || owner == owner_) continue;
     const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // Gone meanwhile: its unlink moved locks/'s time.
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, entry.path())) {
+    if (platform::lock_file(fd, platform::FileLock::exclusive, false) == 0 &&
+        same_file(fd, entry.path())) {
       ::unlink(entry.path().c_str());  // Moves locks/'s time: not alone().
     } else {
       alone_.store(false, std::memory_order_relaxed);  // Another owner is open.
@@ -98,8 +99,9 @@ void CacheDir::remove_dead_staging() {
 bool CacheDir::alone() const {
   if (!alone_.load(std::memory_order_relaxed)) return false;
   struct stat st {};
-  if (::fstat(locks_fd_, &st) != 0 || st.st_mtim.tv_sec != locks_mtime_.tv_sec ||
-      st.st_mtim.tv_nsec != locks_mtime_.tv_nsec) {
+  if (::fstat(locks_fd_, &st) != 0 ||
+      platform::modified_time(st).tv_sec != locks_mtime_.tv_sec ||
+      platform::modified_time(st).tv_nsec != locks_mtime_.tv_nsec) {
     alone_.store(false, std::memory_order_relaxed);
     return false;
   }
@@ -126,7 +128,7 @@ CacheDir::Hold CacheDir::hold_file(const fs::path& path) {
 
 CacheDir::Hold CacheDir::hold_fd(int fd) {
   if (fd < 0) return Hold{};
-  if (retry_eintr([&] { return ::flock(fd, LOCK_SH); }) != 0) {
+  if (platform::lock_file(fd, platform::FileLock::shared, true) != 0) {
     ::close(fd);
     return Hold{};
   }
@@ -150,6 +152,7 @@ CacheDir::KeyLock& CacheDir::KeyLock::operator=(KeyLock&& other) noexcept {
   if (this != &other) {
     release();
     fd_ = std::exchange(other.fd_, -1);
+    offset_ = other.offset_;
   }
   return *this;
 }
@@ -157,32 +160,30 @@ CacheDir::KeyLock& CacheDir::KeyLock::operator=(KeyLock&& other) noexcept {
 void CacheDir::KeyLock::release() {
   if (fd_ == -2) fd_ = -1;  // A lock that held nothing.
   if (fd_ < 0) return;
-  // The byte's lock belongs to this open file description: closing it
-  // releases the lock, and nothing is left on the disk to remove.
-  ::close(std::exchange(fd_, -1));
+  // Nothing is left on the disk to remove.
+  platform::unlock_byte(std::exchange(fd_, -1), offset_);
 }
 
 std::optional<CacheDir::KeyLock> CacheDir::try_lock_key(const ArtifactKey& key) {
   // One lock file for every key, one byte of it per key (at the first 60
-  // bits of the object's name, itself a SHA-256: the same in every build), locked with an open file description lock: a fetch
-  // creates and removes no lock file of its own, which on ext4 cost two
-  // inode changes in a shared directory per artifact. Each lock opens the
-  // file anew, so two fetches in one process exclude each other as two
-  // processes do. Two keys whose hashes meet only wait for each other.
-  const fs::path path = locks_ / "keys";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return KeyLock{-2};  // No lock to be had: fetch unguarded.
+  // bits of the object's name, itself a SHA-256: the same in every build): a
+  // fetch creates and removes no lock file of its own, which on ext4 cost
+  // two inode changes in a shared directory per artifact. Two fetches in
+  // one process exclude each other as two processes do (platform.h). Two
+  // keys whose hashes meet only wait for each other.
   const std::uint64_t offset = std::stoull(object_name(key).substr(0, 15), nullptr, 16);
-  struct flock range {};
-  range.l_type = F_WRLCK;
-  range.l_whence = SEEK_SET;
-  range.l_start = static_cast<off_t>(offset);
-  range.l_len = 1;
-  if (::fcntl(fd, F_OFD_SETLK, &range) == 0) return KeyLock{fd};
-  const int error = errno;
-  ::close(fd);
-  if (error == EAGAIN || error == EACCES) return std::nullopt;  // Another fetch of the key.
-  return KeyLock{-2};  // A file system without such locks: fetch unguarded.
+  const platform::ByteLock lock = platform::try_lock_byte(locks_ / "keys", offset);
+  switch (lock.status) {
+    case platform::ByteLock::Status::locked:
+      return KeyLock{lock.handle, offset};
+    case platform::ByteLock::Status::busy:
+      return std::nullopt;  // Another fetch of the key.
+    case platform::ByteLock::Status::unsupported:
+      break;
+  }
+  // No lock file to be had (a read-only locks/), or a file system without
+  // such locks: fetch unguarded.
+  return KeyLock{-2, offset};
 }
 
 }  // namespace dfl::backend

@@ -20,6 +20,7 @@
 #include <variant>
 
 #include "cache_dir_detail.h"
+#include "platform.h"
 #include "cache_write_behind.h"
 
 namespace dfl::backend {
@@ -143,23 +144,18 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
   // Start writing back what is written so far, without waiting: the fsync
   // of the install then waits for the tail only, not for the whole file.
   if (core.written - core.writeback_started >= kWritebackBytes) {
-    ::sync_file_range(core.fd, static_cast<off_t>(core.writeback_started),
-                      static_cast<off_t>(core.written - core.writeback_started),
-                      SYNC_FILE_RANGE_WRITE);
+    platform::start_writeback(core.fd, core.writeback_started,
+                              core.written - core.writeback_started);
     core.writeback_started = core.written;
     // Drop what lies far enough behind, once it is on the disk (a page
     // still dirty or under writeback would stay): the next writes reuse
     // those pages. Waiting here also keeps the writeback within the window
     // of the writes when the disk is slower than the network.
     if (core.drop_behind > 0 && core.written > core.dropped + core.drop_behind) {
-      const auto from = static_cast<off_t>(core.dropped);
-      const auto length = static_cast<off_t>(core.written - core.drop_behind - core.dropped);
-      if (::sync_file_range(core.fd, from, length,
-                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+      const std::uint64_t length = core.written - core.drop_behind - core.dropped;
+      if (!platform::write_back_and_drop(core.fd, core.dropped, length))
         return IoError{errno_text("cannot write back", core.path)};
-      ::posix_fadvise(core.fd, from, length, POSIX_FADV_DONTNEED);
-      core.dropped += static_cast<std::uint64_t>(length);
+      core.dropped += length;
     }
     request_early_sync(core);
   }

@@ -3,16 +3,12 @@
 #pragma once
 
 #include <fcntl.h>
-#include <liburing.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <memory>
@@ -23,6 +19,7 @@
 #include <vector>
 
 #include "demandflight/backend/cache_dir.h"
+#include "platform.h"
 
 namespace dfl::backend {
 
@@ -34,7 +31,8 @@ namespace dfl::backend {
 // stays bounded when the disk is slower than the network).
 //
 // Direct writes (CacheOptions::direct_writes): a full buffer of a file that
-// drops behind is submitted as an O_DIRECT write through io_uring and hashed
+// drops behind is submitted as a direct write (platform::DirectWrites: O_DIRECT
+// through io_uring, in a build with liburing) and hashed
 // while the disk takes it; up to kMaxInFlight such writes are queued, and a
 // buffer counts as pending until its write completes, so a Staging's flush()
 // (which waits for its pending buffers) sees every byte in the file. A
@@ -47,9 +45,8 @@ class CacheDir::WriteBehind {
   static constexpr std::size_t kMaxFree = 64;
   static constexpr unsigned kMaxInFlight = 4;  // 4 and 8 did alike; 1 stalls on the disk.
 
-  explicit WriteBehind(bool direct) {
-    ring_ok_ = direct && ::io_uring_queue_init(kMaxInFlight, &ring_, 0) == 0;
-    direct_ = ring_ok_ && supports_write(ring_);
+  explicit WriteBehind(bool direct) : ring_(direct ? kMaxInFlight : 0) {
+    direct_ = direct && ring_.available();
     thread_ = std::thread([this] { run(); });
   }
   ~WriteBehind() {
@@ -59,7 +56,6 @@ class CacheDir::WriteBehind {
     }
     cv_.notify_one();
     thread_.join();
-    if (ring_ok_) ::io_uring_queue_exit(&ring_);
   }
 
   void submit(Staging::Core& core, Buffer buffer) {
@@ -104,15 +100,6 @@ class CacheDir::WriteBehind {
     Staging::Core* core;
     Buffer buffer;
   };
-  // Whether the kernel has io_uring's plain write (Linux 5.6 and later).
-  static bool supports_write(io_uring& ring) {
-    io_uring_probe* probe = ::io_uring_get_probe_ring(&ring);
-    if (probe == nullptr) return false;
-    const bool supported = ::io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0;
-    ::io_uring_free_probe(probe);
-    return supported;
-  }
-
   struct InFlight {  // A direct write the kernel has.
     Staging::Core* core = nullptr;
     Buffer buffer;
@@ -164,7 +151,7 @@ class CacheDir::WriteBehind {
       return false;
     if (core.direct_fd < 0) {
       if (Staging::open_file(core)) return false;  // write_out reports it.
-      core.direct_fd = ::open(core.path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+      core.direct_fd = platform::DirectWrites::open(core.path);
       if (core.direct_fd < 0) {
         core.direct_refused = true;
         if (errno == EINVAL) direct_ = false;  // The file system has no O_DIRECT.
@@ -173,25 +160,17 @@ class CacheDir::WriteBehind {
     }
     while (in_flight_ >= kMaxInFlight)
       reap(/*wait=*/true);
-    io_uring_sqe* sqe = ::io_uring_get_sqe(&ring_);
-    if (sqe == nullptr) return false;  // Not with at most kMaxInFlight in flight.
-    auto* write = new InFlight{&core, std::move(buffer), core.written};
-    ::io_uring_prep_write(sqe, core.direct_fd, write->buffer.data(),
-                          static_cast<unsigned>(write->buffer.size()), write->offset);
-    ::io_uring_sqe_set_data(sqe, write);
-    if (::io_uring_submit(&ring_) != 1) {
-      // The entry stays in the ring; should anything ever submit it, it is a
-      // no-op with nothing attached, not a write of a recycled buffer.
-      ::io_uring_prep_nop(sqe);
-      ::io_uring_sqe_set_data(sqe, nullptr);
+    auto write = std::make_unique<InFlight>(InFlight{&core, std::move(buffer), core.written});
+    if (!ring_.submit(core.direct_fd, write->buffer.data(),
+                      static_cast<unsigned>(write->buffer.size()), write->offset, write.get())) {
       buffer = std::move(write->buffer);
-      delete write;
       direct_ = false;  // A ring that cannot submit will not later.
       return false;
     }
+    InFlight* const submitted = write.release();  // The ring's until reap().
     ++in_flight_;
-    core.hash.update(write->buffer.data(), write->buffer.size());  // While the disk reads it.
-    core.written += write->buffer.size();
+    core.hash.update(submitted->buffer.data(), submitted->buffer.size());  // While the disk reads it.
+    core.written += submitted->buffer.size();
     // Nothing of it is in the page cache: nothing to write back or drop.
     core.writeback_started = core.dropped = core.written;
     Staging::request_early_sync(core);
@@ -201,23 +180,12 @@ class CacheDir::WriteBehind {
 
   // Completes the direct writes that are done; with `wait`, at least one.
   void reap(bool wait) {
-    io_uring_cqe* cqe = nullptr;
     while (in_flight_ > 0) {
-      const int rc = wait ? ::io_uring_wait_cqe(&ring_, &cqe) : ::io_uring_peek_cqe(&ring_, &cqe);
-      if (rc == -EINTR) continue;
-      if (rc != 0 && !wait) return;  // None ready.
-      if (rc != 0) {
-        // The kernel still holds the buffers of the writes in flight: they
-        // can be neither reused nor freed, nor their files completed.
-        std::fprintf(stderr, "demandflight: io_uring wait failed: %s\n", std::strerror(-rc));
-        std::abort();
-      }
-      std::unique_ptr<InFlight> write(static_cast<InFlight*>(::io_uring_cqe_get_data(cqe)));
-      const int res = cqe->res;
-      ::io_uring_cqe_seen(&ring_, cqe);
-      if (!write) continue;  // The no-op of a refused submission (write_direct).
+      const auto done = ring_.complete(wait);
+      if (!done) return;  // None ready.
+      std::unique_ptr<InFlight> write(static_cast<InFlight*>(done->tag));
       --in_flight_;
-      finish(*write->core, std::move(write->buffer), complete(*write, res));
+      finish(*write->core, std::move(write->buffer), complete(*write, done->result));
       wait = false;
     }
   }
@@ -253,8 +221,7 @@ class CacheDir::WriteBehind {
   std::vector<Buffer> free_;
   bool stop_ = false;
   // The writer thread's alone after construction:
-  io_uring ring_{};
-  bool ring_ok_ = false;
+  platform::DirectWrites ring_;
   bool direct_ = false;
   unsigned in_flight_ = 0;
   std::atomic<std::uint64_t> direct_bytes_{0};
@@ -321,7 +288,7 @@ class CacheDir::EarlySync {
       int error = 0;
       const int fd = ::open(state->path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd >= 0) {  // Else the file was removed: nothing to install.
-        if (::fdatasync(fd) != 0) error = errno;
+        if (platform::data_sync(fd) != 0) error = errno;
         ::close(fd);
         count_.fetch_add(1, std::memory_order_relaxed);
       }

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
-#include <liburing.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -12,6 +11,8 @@
 #include <cstddef>
 #include <filesystem>
 #include <vector>
+
+#include "../../backend/src/platform.h"
 
 namespace dfl::testing {
 
@@ -45,22 +46,19 @@ inline bool on_tmpfs(const std::filesystem::path& path) {
   return ::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC;
 }
 
-// Whether this kernel and the file system under `dir` take O_DIRECT writes
-// through io_uring, as the cache's direct writes need (a container may
-// forbid io_uring; tmpfs before Linux 6.6 refuses O_DIRECT).
+// Whether this build, this kernel and the file system under `dir` take
+// direct writes, as the cache's need (a portable build or one without
+// liburing has none; a container may forbid io_uring; tmpfs before Linux 6.6
+// refuses O_DIRECT).
 inline bool direct_writes_possible(const std::filesystem::path& dir) {
-  io_uring ring{};
-  if (::io_uring_queue_init(2, &ring, 0) != 0) return false;
-  io_uring_probe* ops = ::io_uring_get_probe_ring(&ring);
-  const bool writes = ops != nullptr && ::io_uring_opcode_supported(ops, IORING_OP_WRITE) != 0;
-  if (ops != nullptr) ::io_uring_free_probe(ops);
-  ::io_uring_queue_exit(&ring);
-  if (!writes) return false;  // Before Linux 5.6.
+  if (!backend::platform::DirectWrites(2).available()) return false;
   std::filesystem::create_directories(dir);
   const std::filesystem::path probe = dir / "direct-probe";
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  const int created = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (created >= 0) ::close(created);
+  const int fd = backend::platform::DirectWrites::open(probe);
   std::error_code ec;
-  std::filesystem::remove(probe, ec);  // Created even where O_DIRECT is refused.
+  std::filesystem::remove(probe, ec);
   if (fd < 0) return false;
   ::close(fd);
   return true;

@@ -325,7 +325,8 @@ class CacheDir {
   class KeyLock {
    public:
     KeyLock() = default;
-    KeyLock(KeyLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    KeyLock(KeyLock&& other) noexcept
+        : fd_(std::exchange(other.fd_, -1)), offset_(other.offset_) {}
     KeyLock& operator=(KeyLock&& other) noexcept;
     KeyLock(const KeyLock&) = delete;
     KeyLock& operator=(const KeyLock&) = delete;
@@ -335,8 +336,9 @@ class CacheDir {
 
    private:
     friend class CacheDir;
-    explicit KeyLock(int fd) : fd_(fd) {}
-    int fd_ = -1;
+    KeyLock(int fd, std::uint64_t offset) : fd_(fd), offset_(offset) {}
+    int fd_ = -1;              // -2: a lock that holds nothing.
+    std::uint64_t offset_ = 0;  // The key's byte in locks/keys.
   };
   // The key's lock, or nullopt while another holder has it. Where the lock
   // file cannot be opened (a read-only locks/) or its file system has no
