@@ -451,15 +451,8 @@ class Compare {
     std::map<std::tuple<std::size_t, std::string, std::uint64_t>, double> oracle;
     for (const Run& r : runs)
       if (r.policy == "oracle") oracle[{r.trace, r.model, r.seed}] = r.metrics.score;
-    for (Run& r : runs) {
-      const double bound = oracle.at({r.trace, r.model, r.seed});
-      r.metrics.regret = r.metrics.score - bound;
-      // As caching papers report cost against OPT: 1 is the oracle's.
-      r.metrics.vs_oracle = bound > 0 ? r.metrics.score / bound
-                            : r.metrics.score == bound
-                                ? 1.0
-                                : std::numeric_limits<double>::infinity();
-    }
+    for (Run& r : runs)
+      format::set_regret(r.metrics, oracle.at({r.trace, r.model, r.seed}));
 
     std::vector<Row> rows;
     for (const Run& r : runs) {

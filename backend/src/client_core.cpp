@@ -50,21 +50,8 @@ void check_subscribe(const ArtifactRef& artifact, const DemandOptions& options,
     differs("mirrors", list(options.mirrors), list(artifact.mirrors));
   if (options.size_bytes != 0 && options.size_bytes != artifact.size_bytes)
     differs("size_bytes", std::to_string(options.size_bytes), std::to_string(artifact.size_bytes));
-  if (artifact.mirrors.size() >= kMaxOriginsPerArtifact) {
-    throw std::invalid_argument("ArtifactRef.mirrors: at most " +
-                                std::to_string(kMaxOriginsPerArtifact - 1) + " mirrors, got " +
-                                std::to_string(artifact.mirrors.size()));
-  }
-  auto check = [&](const char* field, OriginId o) {
-    if (o >= max_origins) {
-      throw std::invalid_argument(std::string("ArtifactRef.") + field + ": origin " +
-                                  std::to_string(o) + " is not below SchedulerConfig::max_origins (" +
-                                  std::to_string(max_origins) + ")");
-    }
-  };
-  check("origin", artifact.origin);
-  for (OriginId o : artifact.mirrors)
-    check("mirrors", o);
+  if (auto problem = origins_problem(artifact.origin, artifact.mirrors, max_origins))
+    throw std::invalid_argument("ArtifactRef." + *problem);
 }
 
 SchedulerConfig engine_config(SchedulerConfig c) {

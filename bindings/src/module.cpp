@@ -32,6 +32,7 @@
 #include "demandflight/sim/oracle.h"
 #include "demandflight/format/result.h"
 #include "demandflight/format/score.h"
+#include "demandflight/format/defaults.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/format/trace.h"
 
@@ -542,20 +543,8 @@ class Engine {
                       std::optional<double> deadline_s, OwnerGeneration owner_generation,
                       OriginId origin, std::uint64_t size_bytes,
                       const std::vector<OriginId>& mirrors) {
-    if (origin >= kMaxOrigins) {
-      throw py::value_error("origin: must be below " + std::to_string(kMaxOrigins) +
-                            ", got " + std::to_string(origin));
-    }
-    if (mirrors.size() >= kMaxOriginsPerArtifact) {
-      throw py::value_error("mirrors: at most " + std::to_string(kMaxOriginsPerArtifact - 1) +
-                            " origins, got " + std::to_string(mirrors.size()));
-    }
-    for (OriginId m : mirrors) {
-      if (m >= kMaxOrigins) {
-        throw py::value_error("mirrors: origins must be below " + std::to_string(kMaxOrigins) +
-                              ", got " + std::to_string(m));
-      }
-    }
+    if (auto problem = origins_problem(origin, mirrors, kMaxOrigins))
+      throw py::value_error(*problem);
     DemandOptions o;
     o.mirrors = mirrors;
     o.owner = owner;
@@ -783,6 +772,19 @@ PYBIND11_MODULE(_core, m) {
       },
       "The figures compare reports for one result JSON text (format/score.h).",
       py::arg("result_json"), py::arg("weights"));
+  m.def(
+      "regret",
+      [](double score, double oracle_score) {
+        format::Metrics scored;
+        scored.score = score;
+        format::set_regret(scored, oracle_score);
+        return py::make_tuple(scored.regret, scored.vs_oracle);
+      },
+      "(regret, vs_oracle) of a score against the oracle's (format/score.h).",
+      py::arg("score"), py::arg("oracle_score"));
+  m.attr("MAX_TRANSFERS_LIMIT") = format::defaults::max_transfers_limit;
+  m.def("streamable_policy", &sim::streamable_policy, py::arg("spec"),
+        "Whether a policy spec can run streamed (not one that reads the whole trace).");
   m.def(
       "check_weights", [](const py::dict& weights) { weights_from(weights); }, py::arg("weights"),
       "Raises ValueError naming a weight that format/score.h does not know or a bad value.");

@@ -7,6 +7,26 @@
 
 namespace dfl {
 
+std::optional<std::string> origins_problem(OriginId origin, std::span<const OriginId> mirrors,
+                                           std::uint32_t max_origins) {
+  auto too_high = [&](std::string field, OriginId o) {
+    return field.append(std::to_string(o))
+        .append(" is not below max_origins (")
+        .append(std::to_string(max_origins))
+        .append(")");
+  };
+  if (origin >= max_origins) return too_high("origin: ", origin);
+  if (mirrors.size() >= kMaxOriginsPerArtifact) {
+    return std::string("mirrors: at most ")
+        .append(std::to_string(kMaxOriginsPerArtifact - 1))
+        .append(", got ")
+        .append(std::to_string(mirrors.size()));
+  }
+  for (const OriginId m : mirrors)
+    if (m >= max_origins) return too_high("mirrors: origin ", m);
+  return std::nullopt;
+}
+
 // --- Public facade ---------------------------------------------------------
 
 Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<OrphanPolicy> orphan_policy)

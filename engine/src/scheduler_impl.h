@@ -78,10 +78,8 @@ class Scheduler::Impl {
                          std::size_t key_hash, const DemandOptions& options) {
     advance(now);
     ++stats_.demands_subscribed;
-    DFL_ASSERT(options.origin < config_.max_origins, "origin id above max_origins");
-    DFL_ASSERT(options.mirrors.size() < kMaxOriginsPerArtifact, "more mirrors than allowed");
-    for ([[maybe_unused]] OriginId o : options.mirrors)
-      DFL_ASSERT(o < config_.max_origins, "mirror origin id above max_origins");
+    DFL_ASSERT(!origins_problem(options.origin, options.mirrors, config_.max_origins),
+               "the subscribe's origins break origins_problem()");
     DFL_ASSERT(demands_.live() < config_.max_live_demands, "too many live demands");
 
     const std::uint32_t d = demands_.acquire();

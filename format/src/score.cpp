@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -187,6 +188,13 @@ Metrics score_result_json(std::string_view text, const Weights& w) {
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("not a demandflight result: ") + e.what());
   }
+}
+
+void set_regret(Metrics& m, double oracle_score) {
+  m.regret = m.score - oracle_score;
+  m.vs_oracle = oracle_score > 0         ? m.score / oracle_score
+                : m.score == oracle_score ? 1.0
+                                          : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace dfl::format

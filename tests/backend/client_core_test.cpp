@@ -225,6 +225,32 @@ TEST(ClientCoreTest, StartsCarryTheTasksEffectivePriority) {
   EXPECT_EQ(d.running.begin()->second.job.start.priority, -2);
 }
 
+// The engine's rule for origins (origins_problem), refused before the engine
+// sees it and named as the caller's field.
+TEST(ClientCoreTest, OriginsTheEngineCannotTakeAreRefusedNamingTheArtifactsField) {
+  CoreDriver d;
+  auto refused = [&](ArtifactRef r) -> std::string {
+    try {
+      d.subscribe(r);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  ArtifactRef r = ref("k");
+  r.mirrors.assign(kMaxOriginsPerArtifact, 1);
+  EXPECT_EQ(refused(r), "ArtifactRef.mirrors: at most 31, got 32");
+  r = ref("k");
+  r.origin = SchedulerConfig{}.max_origins;
+  EXPECT_EQ(refused(r), "ArtifactRef.origin: 4096 is not below max_origins (4096)");
+  r = ref("k");
+  r.mirrors = {1, 5000};
+  EXPECT_EQ(refused(r), "ArtifactRef.mirrors: origin 5000 is not below max_origins (4096)");
+  EXPECT_TRUE(d.running.empty()) << "nothing started";
+  r.mirrors = {1, 2};
+  EXPECT_EQ(refused(r), "accepted");
+}
+
 TEST(ClientCoreTest, ASetThrottleThatChangesNothingMakesNoJob) {
   CoreDriver d;
   ThrottleConfig t;

@@ -80,8 +80,15 @@ def test_what_a_streamed_run_cannot_do_is_refused_by_name(trace_path, tmp_path):
         dfl.simulate(str(trace_path), stream=True, cache_bytes=10)
     with pytest.raises(ValueError, match="policy"):
         dfl.simulate(str(trace_path), stream=True, policy="oracle")
+    with pytest.raises(ValueError, match="policy: lookahead"):
+        dfl.simulate(str(trace_path), stream=True, policy="lookahead:horizon_s=5")
     with pytest.raises(ValueError, match="max_transfers"):
         dfl.simulate(str(trace_path), stream=True, max_transfers=0)
+    # The range and the names are the simulator's own (_core), not a copy.
+    with pytest.raises(ValueError, match="from 1 to 100000"):
+        dfl.simulate(str(trace_path), stream=True, max_per_origin=100_001)
+    with pytest.raises(ValueError, match="default, tcp, calibrated, cm02, lv08, ns3, not 'ns4'"):
+        dfl.simulate(str(trace_path), stream=True, network_model="ns4")
     with pytest.raises(ValueError, match="rows_dir"):
         dfl.simulate(str(trace_path), rows_dir=tmp_path)
     with pytest.raises(TypeError, match="stream"):

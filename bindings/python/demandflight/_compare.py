@@ -355,10 +355,8 @@ def sweep(grid: Mapping[str, Iterable[Any]], client: Any = None, *,
         for group in groups:
             oracle = next(rows[i] for i in group if rows[i]["policy"] == "oracle")
             for i in group:
-                rows[i]["regret"] = rows[i]["score"] - oracle["score"]
-                rows[i]["vs_oracle"] = (rows[i]["score"] / oracle["score"] if oracle["score"] > 0
-                                        else 1.0 if rows[i]["score"] == oracle["score"]
-                                        else float("inf"))
+                rows[i]["regret"], rows[i]["vs_oracle"] = _core.regret(rows[i]["score"],
+                                                                       oracle["score"])
     _warn_identical_seeds(points, rows)
     return pd.DataFrame(rows)
 

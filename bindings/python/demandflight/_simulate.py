@@ -524,20 +524,19 @@ def _simulate_streamed(trace: TraceLike, model: str, policy: PolicyLike, seed: O
         raise ValueError(f"model must be {', '.join(_core.MODELS)}, not {model!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an integer >= 0 or None, not {seed!r}")
-    if isinstance(policy, str):
-        name = policy.split(":", 1)[0]
-        if name in ("lookahead", "oracle"):
-            raise ValueError(f"policy: {name} reads the whole trace in advance; run without "
-                             "stream=True")
+    if isinstance(policy, str) and not _core.streamable_policy(policy):
+        raise ValueError(f"policy: {policy.split(':', 1)[0]} reads the whole trace in advance; "
+                         "run without stream=True")
+    limit = _core.MAX_TRANSFERS_LIMIT
     for key in ("max_transfers", "max_per_origin"):
         value = overrides.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or
-                                  not 1 <= value <= 100_000):
-            raise ValueError(f"{key} must be an integer from 1 to 100000, not {value!r}")
+                                  not 1 <= value <= limit):
+            raise ValueError(f"{key} must be an integer from 1 to {limit}, not {value!r}")
     network = overrides.get("network_model")
-    if network is not None and network not in ("default", "tcp", "calibrated", "cm02", "lv08"):
-        raise ValueError("network_model must be 'default', 'tcp', 'calibrated', 'cm02' or "
-                         f"'lv08', not {network!r}")
+    if network is not None and network not in _core.NETWORK_MODELS:
+        raise ValueError(f"network_model must be one of {', '.join(_core.NETWORK_MODELS)}, "
+                         f"not {network!r}")
     keep: Any = None
     if rows_dir is None:
         keep = tempfile.TemporaryDirectory(prefix="dfl-rows-")

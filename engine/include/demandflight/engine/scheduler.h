@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "demandflight/engine/artifact_key.h"
@@ -57,6 +58,14 @@ struct DemandOptions {
 
 // At most this many origins per artifact: `origin` and 31 mirrors.
 inline constexpr std::size_t kMaxOriginsPerArtifact = 32;
+
+// What is wrong with a subscribe's origins, in words that begin with the
+// field ("origin: ...", "mirrors: ..."); nullopt when nothing is. The one
+// statement of the rule: the scheduler requires it of every subscribe, and
+// whoever takes origins from outside (the client, the Python Engine) checks it
+// first and names its own argument.
+std::optional<std::string> origins_problem(OriginId origin, std::span<const OriginId> mirrors,
+                                           std::uint32_t max_origins);
 
 // The life-cycle states of a live task. Terminal outcomes (installed, failed,
 // dropped, aborted) are not states: the task is released when it reaches one.

@@ -105,4 +105,11 @@ Metrics score_result(const Result& result, const Weights& weights);
 // std::invalid_argument when it is not one.
 Metrics score_result_json(std::string_view json, const Weights& weights);
 
+// Sets `m.regret` (its score minus the oracle's, of the same trace, model and
+// seed) and `m.vs_oracle` (its score over the oracle's, as caching papers
+// report cost against OPT: 1 is the oracle's; infinite where the oracle scored
+// 0 and this did not). The one definition: `compare` and Python's compare and
+// sweep use it.
+void set_regret(Metrics& m, double oracle_score);
+
 }  // namespace dfl::format
