@@ -393,11 +393,9 @@ def main():
                 for run in range(args.runs):
                     floors.append(sha256_floor(args.work, names))
                     # A random order in each run (seeded; printed): what a tool
-                    # follows matters here. On the development machine's VM the
-                    # tool that ran right after aria2c was slower (medium set:
-                    # ~2.5 CPU-s against ~1.4 for the same binary right after
-                    # another demandflight run), and a rotation of a fixed
-                    # order always put the same tool there.
+                    # follows matters here (on a VM, the tool that runs right
+                    # after aria2c is slower), and a rotation of a fixed order
+                    # would always put the same tool there.
                     order = list(tools)
                     shuffle.shuffle(order)
                     print(f"  {name} {protocol} x{copies_spec} run {run} order: "

@@ -1,13 +1,10 @@
 // The simulator as a module of the CLI, loaded when a subcommand simulates.
 //
-// Linking SimGrid (and the ns-3 libraries it brings) costs a process ~20 ms at
-// start-up, which `fetch`, `replay`, `validate` and `gen` have no use for. So
-// the `demandflight` executable does not link it: `sim` and `train` open
-// libdemandflight_simgrid.so, next to the executable, on first use. Measured
-// in one run against the CLI that links SimGrid (docs/benchmarks.md, "Kept
-// mechanisms"): `validate` starts in 18 ms instead of 38 ms, and `fetch` of
-// 2,000 small files takes 0.64 s instead of 0.71 s (0.90x curl instead of
-// 0.81x).
+// Linking SimGrid (and the ns-3 libraries it brings) costs every process
+// time at start-up, which `fetch`, `replay`, `validate` and `gen` have no use
+// for. So the `demandflight` executable does not link it: `sim` and `train`
+// open libdemandflight_simgrid.so, next to the executable, on first use (what
+// it buys: docs/benchmarks.md, *Mechanisms kept and removed*).
 //
 // This one file is both sides: compiled into the module (DFL_SIM_MODULE_ENTRY)
 // it is the entry point; into the CLI, the loader. The two pass C++ types, so

@@ -164,8 +164,8 @@ std::optional<IoError> CacheDir::Staging::write_out(Core& core, const char* data
 
 std::optional<IoError> CacheDir::Staging::write(const void* data, std::size_t size) {
   if (!core_) return IoError{"write to a closed staging file"};
-  // The writer's error, if any (checked without the lock on every piece of
-  // a body: the lock was 3% of a 1 GiB fetch's samples).
+  // The writer's error, if any: an atomic flag read on every piece of a
+  // body, the lock only once it is set (docs/benchmarks.md, *Mechanisms kept and removed*).
   if (writer_ != nullptr && core_->failed.load(std::memory_order_acquire)) {
     std::lock_guard lock(core_->mutex);
     return core_->error;
@@ -175,8 +175,7 @@ std::optional<IoError> CacheDir::Staging::write(const void* data, std::size_t si
   while (size > 0) {
     const std::size_t take = std::min(kBufferBytes - buffer_.size(), size);
     // Grown without zeroing, then one memcpy: vector::insert copies element
-    // by element with an allocator other than std::allocator (14% of a 1 GiB
-    // fetch's samples).
+    // by element with an allocator other than std::allocator.
     const std::size_t at = buffer_.size();
     buffer_.resize(at + take);
     std::memcpy(buffer_.data() + at, p, take);

@@ -139,8 +139,8 @@ class FlatObject {
   std::unordered_map<std::string, std::size_t> index_;  // Name -> field, from kIndexFrom fields.
 };
 
-// One line into a FlatObject. simdjson reads the line when it can (about five
-// times faster than nlohmann's lexer here); a line it refuses is read again
+// One line into a FlatObject. simdjson reads the line when it can (it is
+// much faster than nlohmann's lexer); a line it refuses is read again
 // from nlohmann's SAX events (see json::sax_parse), which either accept it
 // (a byte order mark, an integer beyond 64 bits, which json::parse reads as a
 // double, or nesting deeper than simdjson's limit) or say why not, in
@@ -451,9 +451,8 @@ class FieldReader {
 
 // Id -> dense index over ids the trace keeps anyway (its demand ids, owners,
 // artifacts): the table holds only the indices, and hashes and compares
-// through the trace's vector. A million demands cost 10 MB here, where a map
-// of strings cost 80 MB (and a node-based one a third of the reading time in
-// cache misses).
+// through the trace's vector: no string is stored twice, and no node is
+// allocated per id (a node-based map spends its lookups in cache misses).
 template <class T>
 class IdIndex {
  public:

@@ -14,7 +14,7 @@ std::vector<std::string> simgrid_settings(format::NetworkModel model) {
   switch (model) {
     case NetworkModel::calibrated:
     case NetworkModel::tcp:  // The same links; the connections add their delays (tcp_connections.h).
-      // Calibration: docs/testing.md, "Fidelity" (bench/fidelity.py against the backend).
+      // Calibration: docs/validation.md (bench/fidelity.py against the backend).
       return {"network/model:CM02", "network/crosstraffic:0",
               "network/latency-factor:" + std::to_string(defaults::calibrated_latency_factor),
               "network/bandwidth-factor:" + std::to_string(defaults::calibrated_bandwidth_factor)};

@@ -157,7 +157,7 @@ TEST(SimFidelity, TimersFireAtExactVirtualTimes) {
   EXPECT_DOUBLE_EQ(d["t_end"].get<double>(), 0.75);
 }
 
-// The default is the tcp model (docs/testing.md, *Fidelity*: it beats the
+// The default is the tcp model (docs/validation.md, *The fidelity table*: it beats the
 // calibrated flow model on every bundled scenario): a lone transfer on a new
 // connection pays the handshake and slow start on top of the flow model's time.
 TEST(SimFidelity, TheDefaultNetworkModelIsTheTcpModel) {

@@ -272,7 +272,7 @@ std::string near_and_far_trace() {
 // (10 MB/s) as CM02 shares it: in inverse proportion to their routes' latencies
 // (0.02 s against 0.1 s one way: the near one gets 5/6); the tcp model adds only
 // the delays before each transfer's bytes flow. (Against real CUBIC flows:
-// docs/testing.md, *How the test link shares, and what sharing rule*.)
+// docs/validation.md, *The sharing rule, over three runs*.)
 TEST(TcpModel, FlowsFromNearAndFarOriginsShareTheBottleneckByTheirRoundTrips) {
   const std::string trace = near_and_far_trace();
   const CliRun run = simulate_with(trace, "tcp");

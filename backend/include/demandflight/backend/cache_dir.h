@@ -41,8 +41,7 @@
 // at least kSyncfsMinBatch of them, by one syncfs of the cache's file system
 // before their renames, instead of an fdatasync each: on a disk where a cache
 // flush is the price of an fsync, many small installs then pay one flush per
-// batch (2,000 x 64 KiB installs: about a third of the time;
-// bench/install_floor). The price of syncfs is its scope: it also writes back
+// batch (what it buys: docs/benchmarks.md, *Mechanisms kept and removed*). The price of syncfs is its scope: it also writes back
 // other programs' dirty data on that file system, so a batch may wait for
 // theirs; per_file is for caches that share a file system with heavy writers.
 // A full file system (ENOSPC) while staging or installing first evicts
@@ -104,33 +103,27 @@ struct CacheOptions {
   // large download does not push the rest of the system's files out of
   // memory, and writing it reuses a few warm pages instead of taking a new
   // page for every 4 KiB. On a VM whose free memory goes back to the host
-  // (virtio-balloon free page reporting) each new page costs a host fault:
-  // on this project's development machine 1 GiB written into fresh pages
-  // took 1.9-2.5 s of system time, through a 16 MiB window 0.2 s
-  // (the fetch benchmark, docs/benchmarks.md). The price: a large artifact read right after its
-  // install comes from the disk.
+  // (virtio-balloon free page reporting) each new page costs a host fault
+  // (what the window buys: docs/benchmarks.md, *Mechanisms kept and removed*). The price: a
+  // large artifact read right after its install comes from the disk.
   std::uint64_t drop_behind_bytes = 16 << 20;
   // A staging file is made durable in stretches while it is written: every
   // this many bytes an fdatasync of it runs on a thread of the cache (0:
   // never), so that the disk (on a VM, the host's cache of it) is flushed
   // while the download goes on and the install's own sync waits for the last
-  // stretch only. On the development machine the final fdatasync of a 1 GiB
-  // install took 0.4-0.7 s without them, and a 1 GiB fetch took 1.60-1.86 s
-  // with one per 64 MiB against 1.81-1.97 s without.
+  // stretch only (what it buys: docs/benchmarks.md, *Mechanisms kept and removed*).
   std::uint64_t early_sync_bytes = 64 << 20;
   // With write-behind and drop-behind (drop_behind_bytes > 0), full staging
   // buffers go around the page cache: O_DIRECT writes submitted through
   // io_uring, several in flight while the writer hashes the next buffer.
   // A large file's bytes would leave the page cache soon anyway, and copying
-  // them in costs the writer thread as much as the disk needs to take them: on the
-  // development machine, hashing and writing 1 GiB took 0.84-0.88 s this way
-  // against 1.07-1.11 s through the page cache with drop-behind, and 0.17
-  // CPU-s of system time less (the fetch benchmark, docs/benchmarks.md). A file's last partial buffer
-  // is written through the page cache, so an artifact of less than a buffer
-  // (1 MiB) keeps its pages, and a larger one only its tail: a 4 MiB
-  // artifact read right after its install comes from the disk (the 200 x
-  // 4 MiB set: 0.5-0.6 s of system time against 1.2 s, since every new
-  // page-cache page was a host fault). Where the kernel or the file system
+  // them in costs the writer thread as much as the disk needs to take them
+  // (what it buys: docs/benchmarks.md, *Mechanisms kept and removed*). A file's last
+  // partial buffer is written through the page cache, so an artifact of less
+  // than a buffer (1 MiB) keeps its pages, and a larger one only its tail: a
+  // 4 MiB artifact read right after its install comes from the disk (every
+  // new page-cache page would be a host fault on a VM that returns free
+  // memory). Where the kernel or the file system
   // refuses (no io_uring, no O_DIRECT), the writes go through the page cache
   // as before; so do they when this is false.
   bool direct_writes = true;
@@ -239,13 +232,11 @@ class CacheDir {
     std::uint64_t bytes_ = 0;
   };
 
-  // Writing in small pieces costs the client as much CPU as receiving
-  // (shared/loopback-baseline.md), and each full buffer is a hand-off between
-  // the receiving thread and the writer (a wakeup when one of them waits,
-  // dear on a VM): 1 MiB buffers fetched 1 GiB in 1.29-1.47 s where 256 KiB
-  // ones took 1.37-1.59 s (2 MiB: no better). With drop-behind, the page
-  // cache no longer makes larger writes dearer (it did before: 256 KiB writes
-  // then cost less system time than 1 MiB ones).
+  // Writing in small pieces costs the client as much CPU as receiving, and
+  // each full buffer is a hand-off between the receiving thread and the
+  // writer (a wakeup when one of them waits, dear on a VM); with drop-behind
+  // the page cache does not make larger writes dearer. Why 1 MiB:
+  // docs/benchmarks.md, *Mechanisms kept and removed*.
   static constexpr std::size_t kBufferBytes = 1 << 20;
   // Writeback of a staging file starts every this many bytes (Linux
   // sync_file_range), so that a large install's fsync is short.

@@ -323,7 +323,7 @@ struct ClientOptions {
   // Verification and install threads; 0 chooses by install_sync. With
   // SyncMode::per_file an install waits on an fdatasync and a (shared)
   // directory fsync, about a millisecond each, so small artifacts need many
-  // in flight: 0 means 16 (8 install 2,000 x 64 KiB ~1.4x faster than 4).
+  // in flight: 0 means 16 (docs/benchmarks.md, *Mechanisms kept and removed*).
   // With SyncMode::batched a finalize thread takes every body waiting and
   // makes them durable together (CacheDir::commit_all), so threads beyond
   // the cores only contend for the staging directory: 0 means one per core,

@@ -12,9 +12,9 @@
 namespace dfl::format::defaults {
 
 // platform
-// The default network model (NetworkModel::calibrated): CM02 with these
+// The calibrated network model (NetworkModel::calibrated): CM02 with these
 // factors, measured by bench/fidelity.py against the real backend over a
-// kernel-shaped link (docs/testing.md, "Fidelity"): a transfer waits a full round trip
+// kernel-shaped link (docs/validation.md): a transfer waits a full round trip
 // before its first byte, and payload moves at 1448/1514 of the line rate.
 inline constexpr double calibrated_latency_factor = 2.0;
 inline constexpr double calibrated_bandwidth_factor = 0.956;

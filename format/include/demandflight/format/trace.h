@@ -60,18 +60,18 @@ struct OriginSpec {
 
 enum class NetworkModel : std::uint8_t {
   // CM02 calibrated against the real backend over a shaped link
-  // (bench/fidelity.py; docs/testing.md, "Fidelity"): a transfer pays a full round trip
+  // (bench/fidelity.py; docs/validation.md): a transfer pays a full round trip
   // (latency factor 2: the request goes out before the first byte comes
   // back on a kept-alive connection) and moves payload at 95.6% of the link
-  // rate (TCP/IP headers in 1514-byte frames), shared fairly. The default
-  // until 2026-12-03; the flow model under `tcp`.
+  // rate (TCP/IP headers in 1514-byte frames), shared fairly. The flow model
+  // under `tcp`.
   calibrated,
   // CM02 without cross-traffic: a lone transfer takes exactly size / bandwidth
   // + latency. For tests and hand calculations.
   cm02,
   // SimGrid's own default (LV08: latency x13.01 for TCP slow start of fresh
-  // connections, bandwidth x0.97, ACK cross-traffic). Measured 3-4x too slow
-  // for the backend, whose connections are kept alive.
+  // connections, bandwidth x0.97, ACK cross-traffic): far slower than the
+  // backend, whose connections are kept alive.
   lv08,
   // The default ("default" names it): `calibrated` plus TCP state per
   // connection (sim/src/tcp_connections.cpp): per

@@ -105,8 +105,7 @@ inline bool streamable_policy(std::string_view spec) {
 std::vector<std::string> setting_warnings(const format::Trace& trace, const SimOptions& options);
 
 // ns-3's TCP sockets keep 128 KiB buffers, which cap a transfer at 128 KiB per
-// round trip (a lone 10 MB transfer took 8 s instead of 1.2 s on a 10 MB/s,
-// 100 ms path); Linux grows them up to tcp_wmem's and tcp_rmem's maxima (4 MiB
+// round trip (on a 10 MB/s, 100 ms path, about an eighth of the link); Linux grows them up to tcp_wmem's and tcp_rmem's maxima (4 MiB
 // and 6 MiB), so that its transfers are limited by the congestion window and
 // the link. SimGrid offers no setting for them, and ns-3 reads its attribute
 // defaults from the environment (NS_ATTRIBUTE_DEFAULT) once, as SimGrid's
