@@ -202,6 +202,10 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
         throw TraceError(file, first_line, *columns[kTime].name,
                          "before the start (" + std::to_string(*start) + ")");
       }
+      if (t > kMaxRecordTime) {
+        throw TraceError(file, first_line, *columns[kTime].name,
+                         "more than 10^12 s after the first row (the trace format's limit)");
+      }
       last_t = t;
       ++taken;
       const double bytes = number(kSize);
@@ -231,6 +235,10 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
         r.end = (number(kEnd) - *start) * unit;
         if (*r.end < t) {
           throw TraceError(file, first_line, *columns[kEnd].name, "before the request's time");
+        }
+        if (*r.end > kMaxRecordTime) {
+          throw TraceError(file, first_line, *columns[kEnd].name,
+                           "more than 10^12 s after the first row (the trace format's limit)");
         }
       }
       if (columns[kOwner].name) r.owner = field(kOwner);

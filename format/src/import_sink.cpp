@@ -374,6 +374,18 @@ const std::string kDefaultOrigin = "origin";
 
 void Sink::request(const Request& r) {
   if (r.t < last_t_) throw std::logic_error("import: requests out of time order");
+  // A backstop for the formats that do not bound their times where they read
+  // them (the CSV importer names the row and column).
+  const bool too_late =
+      r.t > kMaxRecordTime || (r.end && *r.end > kMaxRecordTime) ||
+      std::any_of(r.priority_changes.begin(), r.priority_changes.end(),
+                  [](const auto& change) { return change.first > kMaxRecordTime; });
+  if (too_late) {
+    throw TraceError(inputs_.empty() ? std::string("-") : inputs_.front(), 0, "t",
+                     "request " + r.demand +
+                         ": a time more than 10^12 s after the log's first (the trace format's "
+                         "limit)");
+  }
   if (full()) {
     skip_request("beyond --limit", r.end.has_value(), r.priority_changes.size());
     return;

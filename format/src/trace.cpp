@@ -491,7 +491,7 @@ class IdIndex {
 };
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
-constexpr double kMaxTime = 1e12;
+constexpr double kMaxTime = kMaxRecordTime;
 
 class Reader {
  public:

@@ -100,6 +100,12 @@ TEST(ImportCsv, BadInputIsNamedByFileLineAndFieldAndNothingIsWritten) {
       {"ts,obj,bytes,gone\n1,a,10,\n2,b\xff\xfe,10,\n", ":3: obj: not valid UTF-8"},
       // Found by import_fuzz: a size past 2^64 was cast (undefined behaviour).
       {"ts,obj,bytes,gone\n1,a,2e42,\n", ":2: bytes: \"2e42\" is not a size in bytes"},
+      // Found by import_fuzz: times past the trace format's limit were
+      // written into a trace that its own reader refuses.
+      {"ts,obj,bytes,gone\n1,a,10,1e66\n",
+       ":2: gone: more than 10^12 s after the first row (the trace format's limit)"},
+      {"ts,obj,bytes,gone\n1,a,10,\n2e13,b,10,\n",
+       ":3: ts: more than 10^12 s after the first row (the trace format's limit)"},
   };
   for (const Case& c : cases) {
     const CliRun run = run_cli(c.log, args);

@@ -156,6 +156,11 @@ struct FaultSpec {
   double duration_s = 0;      // origin_down
 };
 
+// The largest time a record may carry (`t`, and timeout_s, duration_s), in
+// seconds: about 31,700 years. The reader refuses more; importers refuse a
+// log whose times go further.
+inline constexpr double kMaxRecordTime = 1e12;
+
 // One timed record. Indices refer to the Trace's tables. 56 bytes: a trace of
 // two million records is read and replayed from about 110 MB of them.
 struct Record {
