@@ -20,6 +20,7 @@
 #include "backend_commands.h"
 #include "demandflight/engine/config.h"
 #include "demandflight/policies/registry.h"
+#include "demandflight/format/defaults.h"
 #include "demandflight/format/recorder.h"
 #include "demandflight/format/result.h"
 
@@ -45,7 +46,7 @@ class Recording : public backend::ClientObserver {
   }
   void on_command(double t, const Command& command) override {
     if (std::holds_alternative<StartTransfer>(command)) recorder_.transfer_started();
-    std::visit([&](const auto& c) { recorder_.on(trace_time(t), c); }, command);
+    dispatch(command, [&](const auto& c) { recorder_.on(trace_time(t), c); });
   }
   void on_settled(double t) override { recorder_.after_commands(trace_time(t)); }
   void on_transfer_ended(double, TaskId task, TransferId, std::uint64_t bytes,
@@ -224,9 +225,9 @@ Subcommand add_replay_command(CLI::App& app) {
   c->add_option("--policy", args->policy, "orphan policy NAME[:k=v,...]")->capture_default_str();
   c->add_option("--seed", args->seed, "seed (default: the trace's)");
   c->add_option("--max-transfers", args->max_transfers, "override scheduler.max_transfers")
-      ->check(CLI::Range(1u, 100000u));
+      ->check(CLI::Range(1u, format::defaults::max_transfers_limit));
   c->add_option("--max-per-origin", args->max_per_origin, "override scheduler.max_per_origin")
-      ->check(CLI::Range(1u, 100000u));
+      ->check(CLI::Range(1u, format::defaults::max_transfers_limit));
   c->add_option("--out", args->out, "write the result JSON here");
   c->add_flag("--quiet", args->quiet, "print nothing on success");
   return Subcommand{c, [args] { return run_replay(*args); }};

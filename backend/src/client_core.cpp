@@ -589,39 +589,46 @@ void ClientCore::route(double now) {
     options_.observer->on_settled(now);
   }
   bool throttle_changed = false, pause_changed = false;
+  // The shells' jobs; the other kinds are the observer's, and Deliver was
+  // handled above.
   for (Command& command : commands_) {
     throttle_changed = throttle_rule_.observe(command) || throttle_changed;
     pause_changed = pause_rule_.observe(command) || pause_changed;
-    if (auto* c = std::get_if<StartTransfer>(&command)) {
-      ++metrics_.transfers_started;
-      if (c->attempt > 1) ++metrics_.retries;
-      meter_.transfer_started(c->transfer.value, c->origin);
-      const bool hold = held(c->task);
-      StartJob job{std::move(*c), {}, hold};
-      if (auto it = tasks_.find(job.start.task.value); it != tasks_.end()) {
-        job.limits = limits_of(it->second.expects);
-        it->second.attempt_offset = it->second.have = job.start.resume_offset_bytes;
-      } else if (job.start.size_bytes > 0) {
-        job.limits.exact = job.start.size_bytes;
-      }
-      jobs_.push_back(std::move(job));
-    } else if (auto* a = std::get_if<AbortTransfer>(&command)) {
-      meter_.transfer_ended(a->transfer.value, 0, std::nullopt, std::nullopt);
-      jobs_.push_back(AbortJob{a->transfer, a->task, a->keep_partial});
-    } else if (auto* p = std::get_if<DropPartial>(&command)) {
-      jobs_.push_back(DropPartialJob{std::move(p->key)});
-    } else if (auto* e = std::get_if<TaskEnded>(&command)) {
-      jobs_.push_back(ForgetJob{e->task});
-      if (auto it = tasks_.find(e->task.value); it != tasks_.end()) {
-        if (it->second.held) it->second.held->release();
-        tasks_.erase(it);  // Its demands' terminals came before.
-      }
-    } else if (auto* f = std::get_if<StartFinalize>(&command)) {
-      meter_.finalize_started(now);
-      jobs_.push_back(FinalizeJob{f->finalize, f->task, *f->key});
-    } else if (auto* ev = std::get_if<EvictArtifact>(&command)) {
-      jobs_.push_back(EvictJob{*ev->key});
-    }
+    dispatch(command, Overloaded{
+        [&](StartTransfer& c) {
+          ++metrics_.transfers_started;
+          if (c.attempt > 1) ++metrics_.retries;
+          meter_.transfer_started(c.transfer.value, c.origin);
+          const bool hold = held(c.task);
+          StartJob job{std::move(c), {}, hold};
+          if (auto it = tasks_.find(job.start.task.value); it != tasks_.end()) {
+            job.limits = limits_of(it->second.expects);
+            it->second.attempt_offset = it->second.have = job.start.resume_offset_bytes;
+          } else if (job.start.size_bytes > 0) {
+            job.limits.exact = job.start.size_bytes;
+          }
+          jobs_.push_back(std::move(job));
+        },
+        [&](const AbortTransfer& a) {
+          meter_.transfer_ended(a.transfer.value, 0, std::nullopt, std::nullopt);
+          jobs_.push_back(AbortJob{a.transfer, a.task, a.keep_partial});
+        },
+        [&](DropPartial& p) { jobs_.push_back(DropPartialJob{std::move(p.key)}); },
+        [&](const TaskEnded& e) {
+          jobs_.push_back(ForgetJob{e.task});
+          if (auto it = tasks_.find(e.task.value); it != tasks_.end()) {
+            if (it->second.held) it->second.held->release();
+            tasks_.erase(it);  // Its demands' terminals came before.
+          }
+        },
+        [&](const StartFinalize& f) {
+          meter_.finalize_started(now);
+          jobs_.push_back(FinalizeJob{f.finalize, f.task, *f.key});
+        },
+        [&](const EvictArtifact& ev) { jobs_.push_back(EvictJob{*ev.key}); },
+        [](const Deliver&) {}, [](const TaskCreated&) {}, [](const DemandAttached&) {},
+        [](const DemandPriorityChanged&) {}, [](const TaskPriorityChanged&) {},
+        [](const OrphanDecided&) {}});
   }
   for (DeliverJob& job : delivered)
     jobs_.push_back(std::move(job));

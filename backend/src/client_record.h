@@ -67,6 +67,14 @@ class Recording final : public ClientObserver {
   void append(std::string lines);
   // A row for the outcome file `side` (kDemandRows, kTaskRows).
   void append_row(std::size_t side, std::string row);
+  // What each kind of command adds to the rows (on_command).
+  void task_created(double t, const TaskCreated& created);
+  void task_priority_changed(double t, const TaskPriorityChanged& changed);
+  void orphan_decided(double t, const OrphanDecided& decided);
+  void transfer_started(double t, const StartTransfer& start);
+  void finalize_started(double t, const StartFinalize& finalize);
+  void delivered(double t, const Deliver& deliver);
+  void task_ended(double t, const TaskEnded& ended);
   void open_rows();  // Creates the outcome files with their header lines.
   // `lines` as they go to the file at part_bytes_, with fillers (client_record.cpp).
   std::string paged(std::string_view lines) const;

@@ -117,122 +117,146 @@ void Recording::on_delivered(double /*t*/, DemandHandle demand, const DemandResu
 
 void Recording::on_command(double t, const Command& command) {
   if (!options_.outcomes) return;
-  if (const auto* created = std::get_if<TaskCreated>(&command)) {
-    auto demand = live_demands_.find(last_subscribe_);
-    TaskRow row;
-    row.t_start = t;
-    if (demand != live_demands_.end() && demand->second.task == created->task.value) {
-      demand->second.served_by = "transfer";
-      row.artifact = demand->second.artifact;
-    }
-    live_tasks_[created->task.value] = std::move(row);
-  } else if (const auto* changed = std::get_if<TaskPriorityChanged>(&command)) {
-    auto it = live_tasks_.find(changed->task.value);
-    if (it == live_tasks_.end()) return;
-    TaskRow& task = it->second;
-    if (task.timeline.empty() || task.effective != changed->priority) {
-      if (!task.timeline.empty() && task.timeline.back().first == t) {
-        task.timeline.back().second = changed->priority;  // Same instant: the last.
-      } else {
-        task.timeline.emplace_back(t, changed->priority);
-      }
-    }
-    task.effective = changed->priority;
-  } else if (const auto* decided = std::get_if<OrphanDecided>(&command)) {
-    // The first answer, and a later one that stopped it (as the simulator's rows).
-    if (!decided->first_decision && decided->decision == OrphanDecision::complete) return;
-    auto it = live_tasks_.find(decided->task.value);
-    if (it == live_tasks_.end()) return;
-    it->second.decisions.emplace_back(t, *decided);
-  } else if (const auto* start = std::get_if<StartTransfer>(&command)) {
-    auto task = live_tasks_.find(start->task.value);
-    if (task != live_tasks_.end() && !task->second.t_first_start) task->second.t_first_start = t;
-  } else if (const auto* finalize = std::get_if<StartFinalize>(&command)) {
-    auto task = live_tasks_.find(finalize->task.value);
-    if (task != live_tasks_.end()) task->second.t_received = t;
-  } else if (const auto* deliver = std::get_if<Deliver>(&command)) {
-    auto it = live_demands_.find(pack(deliver->demand));
-    if (it == live_demands_.end()) return;
-    const DemandRow& d = it->second;
-    const char* served_by = d.served_by;
-    if (d.task == 0 && deliver->outcome == DemandOutcome::succeeded) served_by = "cache";
-    std::string row;
-    text(row, record_demand_id(deliver->demand));
-    row += ',';
-    text(row, d.owner);
-    row += ',';
-    text(row, d.artifact);
-    row += ',' + std::to_string(d.priority) + ',';
-    number(row, record_time(d.t_subscribe));
-    row += ',';
-    number(row, record_time(t));
-    row += ',';
-    number(row, record_time(record_time(t) - record_time(d.t_subscribe)));
-    row += ',';
-    row += to_string(deliver->outcome);
-    row += ',';
-    if (d.task != 0) row += std::to_string(d.task);
-    row += ',';
-    row += served_by;
-    row += ',';
-    text(row, d.reason.empty() && deliver->outcome != DemandOutcome::succeeded
-                  ? std::string(to_string(deliver->outcome))
-                  : d.reason);
-    row += '\n';
-    live_demands_.erase(it);
-    append_row(kDemandRows, std::move(row));
-  } else if (const auto* ended = std::get_if<TaskEnded>(&command)) {
-    auto it = live_tasks_.find(ended->task.value);
-    if (it == live_tasks_.end()) return;
-    TaskRow& task = it->second;
-    // Its last demands' terminals took it to the orphan level as it ended:
-    // not a level it ran at.
-    auto& timeline = task.timeline;
-    if (timeline.size() > 1 && timeline.back().first == t && !timeline.back().second &&
-        timeline[timeline.size() - 2].second) {
-      timeline.pop_back();
-    }
-    std::string row = std::to_string(ended->task.value) + ',';
-    text(row, task.artifact);
-    row += ',';
-    number(row, record_time(task.t_start));
-    row += ',';
-    optional_number(row, task.t_first_start);
-    row += ',';
-    optional_number(row, task.t_received);
-    row += ',';
-    number(row, record_time(t));
-    row += ',';
-    row += to_string(ended->outcome);
-    row += ',' + std::to_string(ended->attempts) + ',' + std::to_string(ended->bytes_transferred) +
-           ',' + (ended->outcome == TaskOutcome::installed ? "1" : "0") + ',';
-    std::string list = "[";
-    for (const auto& [at, priority] : timeline) {
-      if (list.size() > 1) list += ',';
-      list += '[';
-      number(list, record_time(at));
-      list += ',';
-      list += priority ? std::to_string(*priority) : "null";
-      list += ']';
-    }
-    list += ']';
-    text(row, list);
-    row += ',';
-    list = "[";
-    for (const auto& [at, answer] : task.decisions) {
-      if (list.size() > 1) list += ',';
-      list += "{\"t\":";
-      number(list, record_time(at));
-      list += ",\"decision\":\"";
-      list += to_string(answer.decision);
-      list += "\",\"bytes_done\":" + std::to_string(answer.bytes_done) + '}';
-    }
-    list += ']';
-    text(row, list);
-    row += '\n';
-    live_tasks_.erase(it);
-    append_row(kTaskRows, std::move(row));
+  dispatch(command, Overloaded{
+      [&](const TaskCreated& c) { task_created(t, c); },
+      [&](const TaskPriorityChanged& c) { task_priority_changed(t, c); },
+      [&](const OrphanDecided& c) { orphan_decided(t, c); },
+      [&](const StartTransfer& c) { transfer_started(t, c); },
+      [&](const StartFinalize& c) { finalize_started(t, c); },
+      [&](const Deliver& c) { delivered(t, c); },
+      [&](const TaskEnded& c) { task_ended(t, c); },
+      // Nothing of a row: the task's own figures come with its end.
+      [](const AbortTransfer&) {}, [](const EvictArtifact&) {}, [](const DropPartial&) {},
+      [](const DemandAttached&) {}, [](const DemandPriorityChanged&) {}});
+}
+
+void Recording::task_created(double t, const TaskCreated& created) {
+  auto demand = live_demands_.find(last_subscribe_);
+  TaskRow row;
+  row.t_start = t;
+  if (demand != live_demands_.end() && demand->second.task == created.task.value) {
+    demand->second.served_by = "transfer";
+    row.artifact = demand->second.artifact;
   }
+  live_tasks_[created.task.value] = std::move(row);
+}
+
+void Recording::task_priority_changed(double t, const TaskPriorityChanged& changed) {
+  auto it = live_tasks_.find(changed.task.value);
+  if (it == live_tasks_.end()) return;
+  TaskRow& task = it->second;
+  if (task.timeline.empty() || task.effective != changed.priority) {
+    if (!task.timeline.empty() && task.timeline.back().first == t) {
+      task.timeline.back().second = changed.priority;  // Same instant: the last.
+    } else {
+      task.timeline.emplace_back(t, changed.priority);
+    }
+  }
+  task.effective = changed.priority;
+}
+
+void Recording::orphan_decided(double t, const OrphanDecided& decided) {
+  // The first answer, and a later one that stopped it (as the simulator's rows).
+  if (!decided.first_decision && decided.decision == OrphanDecision::complete) return;
+  auto it = live_tasks_.find(decided.task.value);
+  if (it == live_tasks_.end()) return;
+  it->second.decisions.emplace_back(t, decided);
+}
+
+void Recording::transfer_started(double t, const StartTransfer& start) {
+  auto task = live_tasks_.find(start.task.value);
+  if (task != live_tasks_.end() && !task->second.t_first_start) task->second.t_first_start = t;
+}
+
+void Recording::finalize_started(double t, const StartFinalize& finalize) {
+  auto task = live_tasks_.find(finalize.task.value);
+  if (task != live_tasks_.end()) task->second.t_received = t;
+}
+
+void Recording::delivered(double t, const Deliver& deliver) {
+  auto it = live_demands_.find(pack(deliver.demand));
+  if (it == live_demands_.end()) return;
+  const DemandRow& d = it->second;
+  const char* served_by = d.served_by;
+  if (d.task == 0 && deliver.outcome == DemandOutcome::succeeded) served_by = "cache";
+  std::string row;
+  text(row, record_demand_id(deliver.demand));
+  row += ',';
+  text(row, d.owner);
+  row += ',';
+  text(row, d.artifact);
+  row += ',' + std::to_string(d.priority) + ',';
+  number(row, record_time(d.t_subscribe));
+  row += ',';
+  number(row, record_time(t));
+  row += ',';
+  number(row, record_time(record_time(t) - record_time(d.t_subscribe)));
+  row += ',';
+  row += to_string(deliver.outcome);
+  row += ',';
+  if (d.task != 0) row += std::to_string(d.task);
+  row += ',';
+  row += served_by;
+  row += ',';
+  text(row, d.reason.empty() && deliver.outcome != DemandOutcome::succeeded
+                ? std::string(to_string(deliver.outcome))
+                : d.reason);
+  row += '\n';
+  live_demands_.erase(it);
+  append_row(kDemandRows, std::move(row));
+}
+
+void Recording::task_ended(double t, const TaskEnded& ended) {
+  auto it = live_tasks_.find(ended.task.value);
+  if (it == live_tasks_.end()) return;
+  TaskRow& task = it->second;
+  // Its last demands' terminals took it to the orphan level as it ended:
+  // not a level it ran at.
+  auto& timeline = task.timeline;
+  if (timeline.size() > 1 && timeline.back().first == t && !timeline.back().second &&
+      timeline[timeline.size() - 2].second) {
+    timeline.pop_back();
+  }
+  std::string row = std::to_string(ended.task.value) + ',';
+  text(row, task.artifact);
+  row += ',';
+  number(row, record_time(task.t_start));
+  row += ',';
+  optional_number(row, task.t_first_start);
+  row += ',';
+  optional_number(row, task.t_received);
+  row += ',';
+  number(row, record_time(t));
+  row += ',';
+  row += to_string(ended.outcome);
+  row += ',' + std::to_string(ended.attempts) + ',' + std::to_string(ended.bytes_transferred) +
+         ',' + (ended.outcome == TaskOutcome::installed ? "1" : "0") + ',';
+  std::string list = "[";
+  for (const auto& [at, priority] : timeline) {
+    if (list.size() > 1) list += ',';
+    list += '[';
+    number(list, record_time(at));
+    list += ',';
+    list += priority ? std::to_string(*priority) : "null";
+    list += ']';
+  }
+  list += ']';
+  text(row, list);
+  row += ',';
+  list = "[";
+  for (const auto& [at, answer] : task.decisions) {
+    if (list.size() > 1) list += ',';
+    list += "{\"t\":";
+    number(list, record_time(at));
+    list += ",\"decision\":\"";
+    list += to_string(answer.decision);
+    list += "\",\"bytes_done\":" + std::to_string(answer.bytes_done) + '}';
+  }
+  list += ']';
+  text(row, list);
+  row += '\n';
+  live_tasks_.erase(it);
+  append_row(kTaskRows, std::move(row));
 }
 
 }  // namespace dfl::backend

@@ -480,8 +480,8 @@ format::Weights weights_from(const py::dict& weights) {
 // --- The engine ------------------------------------------------------------------
 
 py::dict command_to_dict(const Command& command) {
-  return std::visit(
-      [](const auto& c) -> py::dict {
+  return dispatch(
+      command, [](const auto& c) -> py::dict {
         using T = std::decay_t<decltype(c)>;
         if constexpr (std::is_same_v<T, StartTransfer>) {
           return py::dict("type"_a = "start_transfer", "task"_a = c.task.value,
@@ -526,8 +526,7 @@ py::dict command_to_dict(const Command& command) {
                           "outcome"_a = std::string(to_string(c.outcome)),
                           "attempts"_a = c.attempts, "bytes_transferred"_a = c.bytes_transferred);
         }
-      },
-      command);
+      });
 }
 
 class Engine {
@@ -658,14 +657,10 @@ class Engine {
   std::vector<Command> buffer_;
 };
 
-}  // namespace
-}  // namespace dfl::python
+// --- The module ------------------------------------------------------------------
 
-PYBIND11_MODULE(_core, m) {
-  using namespace dfl;
-  using namespace dfl::python;
-  m.doc() = "demandflight's C++ core (use the demandflight package, not this module)";
-
+// TraceError, raised with the file, line and field of a bad trace.
+void add_errors(py::module_& m) {
   static py::exception<format::TraceError> trace_error(m, "TraceError", PyExc_ValueError);
   trace_error.attr("__doc__") =
       "A trace that is not valid. str(e) is 'FILE:LINE: field: message', as the CLI prints "
@@ -681,7 +676,10 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetObject(trace_error.ptr(), error.ptr());
     }
   });
+}
 
+// The engine's value types, and a parsed trace.
+void add_types(py::module_& m) {
   py::enum_<OrphanDecision>(m, "Decision",
                             "What to do with a transfer nobody waits for any more: ABORT (stop; "
                             "the bytes are lost), COMPLETE (finish below every real priority and "
@@ -749,7 +747,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("artifacts", [](const format::Trace& t) { return t.artifacts.size(); })
       .def_property_readonly("demands", [](const format::Trace& t) { return t.demand_ids.size(); })
       .def("to_dict", [](const format::Trace& t) { return trace_to_dict(t); });
+}
 
+// The names the simulator knows, its limits, and the score (format/score.h).
+void add_scoring(py::module_& m) {
   m.attr("MODELS") = py::cast(model_names());
   m.attr("NETWORK_MODELS") = py::cast(format::network_model_names());
   m.attr("NS3_ATTRIBUTE_DEFAULTS") = sim::kNs3AttributeDefaults;
@@ -788,6 +789,10 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "check_weights", [](const py::dict& weights) { weights_from(weights); }, py::arg("weights"),
       "Raises ValueError naming a weight that format/score.h does not know or a bad value.");
+}
+
+// Traces: parsed, read, described, generated and imported.
+void add_traces(py::module_& m) {
   m.def(
       "parse_trace",
       [](const std::string& text, const std::string& name) {
@@ -808,31 +813,6 @@ PYBIND11_MODULE(_core, m) {
       },
       "trace"_a, "top"_a,
       "describe(trace) as JSON text (format/describe.h), the `top` most requested keys (0: all).");
-  m.def(
-      "simulate",
-      [](const std::shared_ptr<format::Trace>& trace, const std::string& model,
-         const py::object& policy, const std::string& policy_name,
-         std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
-         std::optional<std::uint32_t> mpo, std::optional<std::string> network,
-         const std::string& out, const std::string& timeline, const std::string& decisions,
-         double decision_horizon_s, const std::vector<std::string>& oracle_bases,
-         const std::string& resample, const std::string& head_out,
-         const std::string& rows_out) {
-        return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline,
-                        decisions, decision_horizon_s, oracle_bases, resample, head_out,
-                        rows_out);
-      },
-      "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
-      "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
-      "decision_horizon_s"_a = 60.0, "oracle_bases"_a = std::vector<std::string>{},
-      "resample"_a = "none", "head_out"_a = "", "rows_out"_a = "",
-      "Runs one simulation in this process (once per process) and writes the result JSON "
-      "(where named: the whole, the result without its rows, the rows by column).");
-  m.def("simulate_streamed", &simulate_streamed, "path"_a, "model"_a, "policy"_a,
-        "policy_name"_a, "seed"_a, "max_transfers"_a, "max_per_origin"_a, "network_model"_a,
-        "out"_a, "demands_csv"_a, "tasks_csv"_a,
-        "A streamed run (sim --stream) in this process: rows to the CSV files as they end, "
-        "the result JSON without rows to `out`.");
   m.def(
       "generate_trace",
       [](const std::string& spec, std::uint64_t seed) {
@@ -880,6 +860,35 @@ PYBIND11_MODULE(_core, m) {
       out.emplace_back(o.name, o.help, o.required, o.flag, o.default_value);
     return out;
   });
+}
+
+// Simulation runs, and the policies they take.
+void add_simulation(py::module_& m) {
+  m.def(
+      "simulate",
+      [](const std::shared_ptr<format::Trace>& trace, const std::string& model,
+         const py::object& policy, const std::string& policy_name,
+         std::optional<std::uint64_t> seed, std::optional<std::uint32_t> mt,
+         std::optional<std::uint32_t> mpo, std::optional<std::string> network,
+         const std::string& out, const std::string& timeline, const std::string& decisions,
+         double decision_horizon_s, const std::vector<std::string>& oracle_bases,
+         const std::string& resample, const std::string& head_out,
+         const std::string& rows_out) {
+        return simulate(trace, model, policy, policy_name, seed, mt, mpo, network, out, timeline,
+                        decisions, decision_horizon_s, oracle_bases, resample, head_out,
+                        rows_out);
+      },
+      "trace"_a, "model"_a, "policy"_a, "policy_name"_a, "seed"_a, "max_transfers"_a,
+      "max_per_origin"_a, "network_model"_a, "out"_a, "timeline"_a, "decisions"_a = "",
+      "decision_horizon_s"_a = 60.0, "oracle_bases"_a = std::vector<std::string>{},
+      "resample"_a = "none", "head_out"_a = "", "rows_out"_a = "",
+      "Runs one simulation in this process (once per process) and writes the result JSON "
+      "(where named: the whole, the result without its rows, the rows by column).");
+  m.def("simulate_streamed", &simulate_streamed, "path"_a, "model"_a, "policy"_a,
+        "policy_name"_a, "seed"_a, "max_transfers"_a, "max_per_origin"_a, "network_model"_a,
+        "out"_a, "demands_csv"_a, "tasks_csv"_a,
+        "A streamed run (sim --stream) in this process: rows to the CSV files as they end, "
+        "the result JSON without rows to `out`.");
   m.def("split_policy_list", &policies::split_policy_list, "list"_a,
         "Splits a comma-separated list of policy specs (k=v items belong to the policy before).");
   m.def(
@@ -889,7 +898,10 @@ PYBIND11_MODULE(_core, m) {
     std::vector<std::pair<std::string, std::string>> out = policies::list_orphan_policies();
     return out;
   });
+}
 
+// The bare engine (Engine): calls in, commands out as dicts.
+void add_engine(py::module_& m) {
   py::class_<Engine>(m, "Engine")
       .def(py::init<const std::string&, std::uint32_t, std::uint32_t, std::uint64_t, std::uint64_t,
                     const py::object&>(),
@@ -910,4 +922,17 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("now_s", &Engine::now_s)
       .def("tasks", &Engine::tasks)
       .def("stats", &Engine::stats);
+}
+
+}  // namespace
+}  // namespace dfl::python
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "demandflight's C++ core (use the demandflight package, not this module)";
+  dfl::python::add_errors(m);
+  dfl::python::add_types(m);
+  dfl::python::add_scoring(m);
+  dfl::python::add_traces(m);
+  dfl::python::add_simulation(m);
+  dfl::python::add_engine(m);
 }

@@ -514,7 +514,7 @@ class Simulation {
       if (commands_.empty()) break;
       for (Command& command : commands_) {
         if (throttle_on_) throttle_dirty_ = throttle_.observe(command) || throttle_dirty_;
-        std::visit([this](auto& c) { handle(c); }, command);
+        dispatch(command, [this](auto& c) { handle(c); });
       }
     }
     if (throttle_dirty_) apply_throttle();

@@ -173,7 +173,7 @@ class Driver {
     std::vector<Command> commands;
     scheduler.take_commands(commands);
     for (auto& command : commands) {
-      std::visit([this](auto& c) { record(c); }, command);
+      dispatch(command, [this](auto& c) { record(c); });
     }
   }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <variant>
 
 #include "demandflight/engine/artifact_key.h"
@@ -131,5 +132,29 @@ using Command =
     std::variant<StartTransfer, AbortTransfer, StartFinalize, Deliver, EvictArtifact, DropPartial,
                  TaskCreated, DemandAttached, DemandPriorityChanged, TaskPriorityChanged, OrphanDecided,
                  TaskEnded>;
+
+// The one dispatch of the engine's commands, which every user of them goes
+// through (the simulator, the client's core and its recording, the test
+// drivers, the Python Engine): calls `handler(c)` with the command `command`
+// holds. The handler must take every kind of command, so a new kind is a
+// compile error wherever it is not handled: a kind its user ignores has an
+// overload that does nothing, and no handler has a generic catch-all (a
+// generic lambda that forwards to overloads of each kind is fine).
+template <class Handler>
+decltype(auto) dispatch(Command& command, Handler&& handler) {
+  return std::visit(std::forward<Handler>(handler), command);
+}
+template <class Handler>
+decltype(auto) dispatch(const Command& command, Handler&& handler) {
+  return std::visit(std::forward<Handler>(handler), command);
+}
+
+// A handler made of lambdas, one per kind: dispatch(c, Overloaded{...}).
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 }  // namespace dfl
