@@ -668,7 +668,8 @@ def replay_for_real(args, mode, trace, work, index, delay_line, policy, run=0):
     return net, wall, json.loads((work / "real.json").read_text())
 
 
-def main():
+def parse_args():
+    """The command line, checked: (args, mode, models, policies)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("cli")
     parser.add_argument("traces", nargs="+")
@@ -734,179 +735,212 @@ def main():
                      f"needs --repeats 2 or more")
     if args.check is not None and models[0] == RERUN:
         parser.error(f"--check: the first model is the one checked, not {RERUN}")
-    policies = split_policies(args.policies)
-    score = load_scorer(args.cli, args.weights) if len(policies) > 1 else None
-    delay_line = None
-    if mode == "netns" and args.delay_line != "none":
-        path = (Path(args.cli).resolve().parents[1] / "bench" / "delay_line"
-                if args.delay_line == "auto" else Path(args.delay_line))
-        if path.exists() and not netem_available():
-            delay_line = str(path)
     if args.link_sharing == "auto":
         args.link_sharing = "origins" if mode == "netns" and netem_available() else "flows"
-    rows, failed = [], False
-    # The tcp model's idle rule follows the servers' congestion control: a
-    # loss-based one (CUBIC, Reno) restarts slow start after idle, BBR does not.
-    server_cc = args.server_cc if args.server_cc != "system" else Path(
-        "/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
-    sim_cc = ["--server-cc", "bbr" if server_cc == "bbr" else "cubic"]
-    scores = {}  # (trace, model) -> policy -> (real score, simulated score)
-    for index, trace_path in enumerate(args.traces):
-        trace = read_trace(trace_path)
-        stem = Path(trace_path).stem
-        with tempfile.TemporaryDirectory(prefix="dfl-fidelity-") as work:
-            work = Path(work)
-            serve_files(trace, work / "www")
-            # The simulator runs the same fault-free trace (with the real names).
-            if trace["faults"]:
-                Path(work / "sim-trace.jsonl").write_text("".join(
-                    line for line in Path(trace_path).read_text().splitlines(keepends=True)
-                    if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
-            sim_trace = str(work / "sim-trace.jsonl") if trace["faults"] else trace_path
-            # Every policy replayed `--repeats` times for real; run r replays them in an
-            # order turned by r, so that a drift of the machine falls on each alike. The
-            # demand-by-demand comparison uses each policy's first run; the verdict, the
-            # scores of all of them.
-            first, real_scores, runs = {}, {}, {}
-            for run in range(args.repeats):
-                turn = run % len(policies)
-                for policy in policies[turn:] + policies[:turn]:
-                    tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
-                    name = f"{stem}{tag}-real{'' if run == 0 else f'-run{run}'}.json"
-                    if args.real_from:
-                        kept = Path(args.real_from) / name
-                        if not kept.exists():
-                            raise SystemExit(f"fidelity: --real-from {args.real_from}: no {name} "
-                                             f"(real run {run + 1} of {policy} on {stem})")
-                        real = json.loads(kept.read_text())
-                        net = SimpleNamespace(rtt_in_network=True,
-                                              how=f"real run from {args.real_from}; "
-                                                  f"servers' TCP {server_cc}")
-                        wall = float("nan")
-                    else:
-                        net, wall, real = replay_for_real(args, mode, trace, work, index,
-                                                          delay_line, policy, run)
-                        if real is None:
-                            return 1
-                        if args.keep:
-                            Path(args.keep).mkdir(parents=True, exist_ok=True)
-                            shutil.copy(work / "real.json", Path(args.keep) / name)
-                    runs.setdefault(policy, []).append(real)
-                    if score:
-                        real_scores.setdefault(policy, []).append(score(real))
-                        if args.repeats > 1:
-                            print(f"real run {run + 1}/{args.repeats} {stem} {policy}: score "
-                                  f"{real_scores[policy][-1]:.4f} ({wall:.0f} s)", flush=True)
-                    if run == 0:
-                        first[policy] = (net, wall, real)
-            for policy in policies:
-                tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
-                net, wall, real = first[policy]
-                for model in models:
-                    name, *settings = model.split("+")
-                    # sharing:rtt|equal is the tcp model's --tcp-sharing; the rest SimGrid's.
-                    extra = [x for setting in settings for x in (
-                        ("--tcp-sharing", setting.split(":", 1)[1])
-                        if setting.startswith("sharing:") else ("--cfg", setting))]
-                    # The tcp model's connections against the servers' TCP state.
-                    tcp_info = (tcp_info_prefix(args, trace, policy, 0)
-                                if args.tcp_info and name in ("tcp", RERUN) else None)
-                    log = (["--transfer-log", str(work / "transfers.log")]
-                           if tcp_info and name == "tcp" else [])
-                    if name == RERUN:
-                        # Reality against itself: the second real run in the place of a
-                        # simulation, the floor under any model's error.
-                        sim = runs[policy][1]
-                    else:
-                        subprocess.run([args.cli, "sim", sim_trace, "--network-model", name,
-                                        *extra, *sim_cc, "--policy", policy, "--out",
-                                        str(work / "sim.json"), *log, "--quiet"], check=True)
-                        sim = json.loads((work / "sim.json").read_text())
-                    if score and name != RERUN:
-                        scores.setdefault((stem, model), {})[policy] = (real_scores[policy],
-                                                                        score(sim))
-                    if args.keep and name != RERUN:
-                        Path(args.keep).mkdir(parents=True, exist_ok=True)
-                        shutil.copy(work / "sim.json",
-                                    Path(args.keep) / f"{stem}{tag}-sim-{model}.json")
-                    same, total, errors, signed, differ, logs, gaps = compare(real, sim)
-                    rates, waits = transfer_rates(real, sim)
-                    link, queued, shares, close = decompose(real, sim, trace)
-                    fin = finalize_times(real, sim)
-                    flows = by_flows_in_flight(real, sim)
-                    med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
-                    row = {"trace": stem, "model": model, "policy": policy, "same": same,
-                           "total": total, "median": med(errors), "p95": pct(errors, 0.95),
-                           "n": len(errors), "how": net.how, "bias": med(signed),
-                           "ln_median": med(logs), "ln_p95": pct(logs, 0.95),
-                           "ln_max": max(logs) if logs else float("nan"),
-                           "rate_ln_median": med(rates), "rate_ln_p95": pct(rates, 0.95),
-                           "rates": len(rates), "wait_ln_median": med(waits), "waits": len(waits),
-                           "gap_median": med(gaps),
-                           "link_n": len(link), "link_median": med(link),
-                           "link_p95": pct(link, 0.95), "queued_n": len(queued),
-                           "queued_median": med(queued), "queued_p95": pct(queued, 0.95),
-                           "shares": shares, "close_n": len(close),
-                           "finalize_n": len(fin),
-                           "finalize_real": med([x for x, _ in fin]),
-                           "finalize_sim": med([y for _, y in fin]),
-                           "close_median": med(close), "close_p95": pct(close, 0.95),
-                           "in_flight": flows,
-                           "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
-                    rows.append(row)
-                    shown = model if len(policies) == 1 else f"{model} {policy}"
-                    print(f"{row['trace']:<22} {shown:<8} outcomes {same}/{total} identical, "
-                          f"latency error median {100 * row['median']:.1f}% p95 "
-                          f"{100 * row['p95']:.1f}% (sim - real median {100 * row['bias']:+.1f}%); "
-                          f"|ln| median {row['ln_median']:.3f} p95 {row['ln_p95']:.3f} max "
-                          f"{row['ln_max']:.3f}; per transfer |ln rate| median "
-                          f"{row['rate_ln_median']:.3f} p95 {row['rate_ln_p95']:.3f} "
-                          f"({len(rates)} tasks), |ln wait| median {row['wait_ln_median']:.3f} "
-                          f"({len(waits)}); differing outcomes' gap median "
-                          f"{row['gap_median']:.3f} s; no slot wait in either world "
-                          f"{len(link)} demands, error median {100 * row['link_median']:.1f}% "
-                          f"p95 {100 * row['link_p95']:.1f}% ({len(close)} within 2 round "
-                          f"trips: {100 * row['close_median']:.1f}% / "
-                          f"{100 * row['close_p95']:.1f}%), the others {len(queued)}: "
-                          f"{100 * row['queued_median']:.1f}% / {100 * row['queued_p95']:.1f}%, "
-                          f"the error's share in waits / transfers / finalizes "
-                          f"{' / '.join(f'{100 * x:.0f}%' for x in shares)}; finalize median "
-                          f"real {1000 * row['finalize_real']:.1f} ms sim "
-                          f"{1000 * row['finalize_sim']:.1f} ms ({len(fin)} tasks) "
-                          f"({len(errors)} demands; real run "
-                          f"{wall:.0f} s; {net.how})", flush=True)
-                    if differ:
-                        print(f"  differing outcomes (demand, real, sim): {differ[:5]}")
-                    print("  per transfer |ln time| median (ln sim / real median) by the "
-                          "transfers in flight beside it in the real run: " + ", ".join(
-                              f"{label} {n}: {abs_med:.3f} ({signed:+.3f})"
-                              for label, n, abs_med, signed in flows), flush=True)
-                    states = None
-                    if tcp_info:
-                        # Against the model's choices, or (rerun) the second real run's.
-                        states = connection_states(
-                            trace, served_states(trace, tcp_info),
-                            served_states(trace, tcp_info_prefix(args, trace, policy, 1))
-                            if name == RERUN else modelled_states(trace, work / "transfers.log"),
-                            real, sim)
-                    if states is not None:
-                        row["connections"] = connection_report(*states)
-                        print(f"  {row['connections']}", flush=True)
-                    check_model, bound = models[0], args.check
-                    if args.check_without_delay and not net.rtt_in_network:
-                        check_model, bound = args.check_without_delay.rsplit(":", 1)
-                        bound = float(bound)
-                    if bound is not None and model == check_model and policy == policies[0]:
-                        print(f"check: {model}: outcomes identical and median error at most "
-                              f"{100 * bound:g}%: {'yes' if same == total and row['median'] <= bound else 'NO'}")
-                        if same != total or not (row["median"] <= bound):
-                            failed = True
-    verdicts = verdict(scores, models, policies, args.tie) if score else []
-    def real_diff(v):
-        if v["runs"] < 2:
-            return f"{v['d_real']:+.4f}"
-        return f"{v['d_real']:+.4f} [{v['d_real_lo']:+.4f}, {v['d_real_hi']:+.4f}]"
+    return args, mode, models, split_policies(args.policies)
 
+
+def find_delay_line(args, mode):
+    """bench/delay_line's path where the round trips go into the network through it."""
+    if mode != "netns" or args.delay_line == "none":
+        return None
+    path = (Path(args.cli).resolve().parents[1] / "bench" / "delay_line"
+            if args.delay_line == "auto" else Path(args.delay_line))
+    return str(path) if path.exists() and not netem_available() else None
+
+
+def fault_free(trace, trace_path, work):
+    """The trace the simulator runs: the same one without its faults (a client cannot
+    make a server fail, so the real runs have none either)."""
+    if not trace["faults"]:
+        return trace_path
+    Path(work / "sim-trace.jsonl").write_text("".join(
+        line for line in Path(trace_path).read_text().splitlines(keepends=True)
+        if '"op": "fault"' not in line.replace('"op":"fault"', '"op": "fault"')))
+    return str(work / "sim-trace.jsonl")
+
+
+def result_name(stem, policies, policy, kind):
+    tag = "" if len(policies) == 1 else f"-{policy.replace(':', '_')}"
+    return f"{stem}{tag}-{kind}"
+
+
+def real_runs(args, mode, trace, stem, work, index, delay_line, policies, score, server_cc):
+    """Every policy replayed `--repeats` times for real (or read from --real-from); run r
+    replays them in an order turned by r, so that a drift of the machine falls on each
+    alike. Returns (first, real_scores, runs): each policy's first run as (net, wall,
+    result), which the demand-by-demand comparison uses, its scores, and all its results;
+    None when a replay failed."""
+    first, real_scores, runs = {}, {}, {}
+    for run in range(args.repeats):
+        turn = run % len(policies)
+        for policy in policies[turn:] + policies[:turn]:
+            name = result_name(stem, policies, policy,
+                               f"real{'' if run == 0 else f'-run{run}'}.json")
+            if args.real_from:
+                kept = Path(args.real_from) / name
+                if not kept.exists():
+                    raise SystemExit(f"fidelity: --real-from {args.real_from}: no {name} "
+                                     f"(real run {run + 1} of {policy} on {stem})")
+                real = json.loads(kept.read_text())
+                net = SimpleNamespace(rtt_in_network=True,
+                                      how=f"real run from {args.real_from}; "
+                                          f"servers' TCP {server_cc}")
+                wall = float("nan")
+            else:
+                net, wall, real = replay_for_real(args, mode, trace, work, index,
+                                                  delay_line, policy, run)
+                if real is None:
+                    return None
+                if args.keep:
+                    Path(args.keep).mkdir(parents=True, exist_ok=True)
+                    shutil.copy(work / "real.json", Path(args.keep) / name)
+            runs.setdefault(policy, []).append(real)
+            if score:
+                real_scores.setdefault(policy, []).append(score(real))
+                if args.repeats > 1:
+                    print(f"real run {run + 1}/{args.repeats} {stem} {policy}: score "
+                          f"{real_scores[policy][-1]:.4f} ({wall:.0f} s)", flush=True)
+            if run == 0:
+                first[policy] = (net, wall, real)
+    return first, real_scores, runs
+
+
+def simulate(args, model, sim_trace, sim_cc, policy, work, transfer_log):
+    """The trace simulated under `model` (NAME[+KEY:VALUE...]; sharing:rtt|equal is the
+    tcp model's --tcp-sharing, the rest SimGrid settings): its result."""
+    name, *settings = model.split("+")
+    extra = [x for setting in settings for x in (
+        ("--tcp-sharing", setting.split(":", 1)[1])
+        if setting.startswith("sharing:") else ("--cfg", setting))]
+    log = ["--transfer-log", str(transfer_log)] if transfer_log else []
+    subprocess.run([args.cli, "sim", sim_trace, "--network-model", name, *extra, *sim_cc,
+                    "--policy", policy, "--out", str(work / "sim.json"), *log, "--quiet"],
+                   check=True)
+    return json.loads((work / "sim.json").read_text())
+
+
+def fidelity_row(real, sim, trace, stem, model, policy, net, wall):
+    """What differs between a real run and its simulation (or a second real run)."""
+    same, total, errors, signed, differ, logs, gaps = compare(real, sim)
+    rates, waits = transfer_rates(real, sim)
+    link, queued, shares, close = decompose(real, sim, trace)
+    fin = finalize_times(real, sim)
+    med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
+    return {"trace": stem, "model": model, "policy": policy, "same": same,
+            "total": total, "median": med(errors), "p95": pct(errors, 0.95),
+            "n": len(errors), "how": net.how, "bias": med(signed),
+            "ln_median": med(logs), "ln_p95": pct(logs, 0.95),
+            "ln_max": max(logs) if logs else float("nan"),
+            "rate_ln_median": med(rates), "rate_ln_p95": pct(rates, 0.95),
+            "rates": len(rates), "wait_ln_median": med(waits), "waits": len(waits),
+            "gap_median": med(gaps),
+            "link_n": len(link), "link_median": med(link),
+            "link_p95": pct(link, 0.95), "queued_n": len(queued),
+            "queued_median": med(queued), "queued_p95": pct(queued, 0.95),
+            "shares": shares, "close_n": len(close),
+            "finalize_n": len(fin),
+            "finalize_real": med([x for x, _ in fin]),
+            "finalize_sim": med([y for _, y in fin]),
+            "close_median": med(close), "close_p95": pct(close, 0.95),
+            "in_flight": by_flows_in_flight(real, sim),
+            "wall_s": wall, "faults": trace["faults"], "differ": differ[:5]}
+
+
+def print_row(row, shown):
+    print(f"{row['trace']:<22} {shown:<8} outcomes {row['same']}/{row['total']} identical, "
+          f"latency error median {100 * row['median']:.1f}% p95 "
+          f"{100 * row['p95']:.1f}% (sim - real median {100 * row['bias']:+.1f}%); "
+          f"|ln| median {row['ln_median']:.3f} p95 {row['ln_p95']:.3f} max "
+          f"{row['ln_max']:.3f}; per transfer |ln rate| median "
+          f"{row['rate_ln_median']:.3f} p95 {row['rate_ln_p95']:.3f} "
+          f"({row['rates']} tasks), |ln wait| median {row['wait_ln_median']:.3f} "
+          f"({row['waits']}); differing outcomes' gap median "
+          f"{row['gap_median']:.3f} s; no slot wait in either world "
+          f"{row['link_n']} demands, error median {100 * row['link_median']:.1f}% "
+          f"p95 {100 * row['link_p95']:.1f}% ({row['close_n']} within 2 round "
+          f"trips: {100 * row['close_median']:.1f}% / "
+          f"{100 * row['close_p95']:.1f}%), the others {row['queued_n']}: "
+          f"{100 * row['queued_median']:.1f}% / {100 * row['queued_p95']:.1f}%, "
+          f"the error's share in waits / transfers / finalizes "
+          f"{' / '.join(f'{100 * x:.0f}%' for x in row['shares'])}; finalize median "
+          f"real {1000 * row['finalize_real']:.1f} ms sim "
+          f"{1000 * row['finalize_sim']:.1f} ms ({row['finalize_n']} tasks) "
+          f"({row['n']} demands; real run "
+          f"{row['wall_s']:.0f} s; {row['how']})", flush=True)
+    if row["differ"]:
+        print(f"  differing outcomes (demand, real, sim): {row['differ']}")
+    print("  per transfer |ln time| median (ln sim / real median) by the "
+          "transfers in flight beside it in the real run: " + ", ".join(
+              f"{label} {n}: {abs_med:.3f} ({signed:+.3f})"
+              for label, n, abs_med, signed in row["in_flight"]), flush=True)
+
+
+def checked(args, models, policies, row, net):
+    """Whether the row passes --check (or --check-without-delay); True when unchecked."""
+    check_model, bound = models[0], args.check
+    if args.check_without_delay and not net.rtt_in_network:
+        check_model, bound = args.check_without_delay.rsplit(":", 1)
+        bound = float(bound)
+    if bound is None or row["model"] != check_model or row["policy"] != policies[0]:
+        return True
+    ok = row["same"] == row["total"] and row["median"] <= bound
+    print(f"check: {row['model']}: outcomes identical and median error at most "
+          f"{100 * bound:g}%: {'yes' if ok else 'NO'}")
+    return ok
+
+
+def compare_models(args, models, policies, trace, stem, work, sim_trace, sim_cc, real_run,
+                   score, scores):
+    """Each policy's first real run against each model (or the second real run, for
+    `rerun`): the rows, printed as they come; False when a check failed."""
+    first, real_scores, runs = real_run
+    rows, passed = [], True
+    for policy in policies:
+        net, wall, real = first[policy]
+        for model in models:
+            name = model.split("+")[0]
+            # The tcp model's connections against the servers' TCP state.
+            tcp_info = (tcp_info_prefix(args, trace, policy, 0)
+                        if args.tcp_info and name in ("tcp", RERUN) else None)
+            if name == RERUN:
+                # Reality against itself: the second real run in the place of a
+                # simulation, the floor under any model's error.
+                sim = runs[policy][1]
+            else:
+                sim = simulate(args, model, sim_trace, sim_cc, policy, work,
+                               work / "transfers.log" if tcp_info and name == "tcp" else None)
+                if score:
+                    scores.setdefault((stem, model), {})[policy] = (real_scores[policy],
+                                                                    score(sim))
+                if args.keep:
+                    Path(args.keep).mkdir(parents=True, exist_ok=True)
+                    shutil.copy(work / "sim.json", Path(args.keep) / result_name(
+                        stem, policies, policy, f"sim-{model}.json"))
+            row = fidelity_row(real, sim, trace, stem, model, policy, net, wall)
+            rows.append(row)
+            print_row(row, model if len(policies) == 1 else f"{model} {policy}")
+            if tcp_info:
+                # Against the model's choices, or (rerun) the second real run's.
+                states = connection_states(
+                    trace, served_states(trace, tcp_info),
+                    served_states(trace, tcp_info_prefix(args, trace, policy, 1))
+                    if name == RERUN else modelled_states(trace, work / "transfers.log"),
+                    real, sim)
+                if states is not None:
+                    row["connections"] = connection_report(*states)
+                    print(f"  {row['connections']}", flush=True)
+            passed = checked(args, models, policies, row, net) and passed
+    return rows, passed
+
+
+def real_diff(v):
+    if v["runs"] < 2:
+        return f"{v['d_real']:+.4f}"
+    return f"{v['d_real']:+.4f} [{v['d_real_lo']:+.4f}, {v['d_real_hi']:+.4f}]"
+
+
+def print_verdicts(verdicts, policies, tie):
     for v in verdicts:
         runs = "" if v["runs"] < 2 else f" (mean of {v['runs']} runs: " + ", ".join(
             f"{x:.4f}" for x in v["real_runs"]) + ")"
@@ -918,51 +952,85 @@ def main():
         pairs = next(v["pairs"] for v in verdicts if (v["trace"], v["model"]) == key)
         print(f"verdict {key[0]} {key[1]}: pairs of policies: " + ", ".join(
             f"{kind} {count}" for kind, count in sorted(pairs.items())) +
-            f" (tie: within {args.tie} in one world; within: reality's 95% interval holds 0 "
+            f" (tie: within {tie} in one world; within: reality's 95% interval holds 0 "
             f"and the simulated difference)")
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write("| trace | sim network model | policy | outcomes identical | median error "
-                    "| p95 error | sim − real (median) | \\|ln\\| median / p95 / max | per "
-                    "transfer \\|ln rate\\| median / p95 | \\|ln wait\\| median | differing: "
-                    "gap median | no slot wait: n, median / p95 | of those, within 2 round "
-                    "trips: n, median / p95 | waited: n, median / p95 | "
-                    "error's share: waits / transfers / finalizes | finalize median real / "
-                    "sim | demands compared |\n")
-            f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-                    "---:|\n")
-            for r in rows:
-                f.write(f"| {r['trace']} | {r['model']} | {r['policy']} | {r['same']}/{r['total']} | "
-                        f"{100 * r['median']:.1f}% | {100 * r['p95']:.1f}% | "
-                        f"{100 * r['bias']:+.1f}% | {r['ln_median']:.3f} / {r['ln_p95']:.3f} / "
-                        f"{r['ln_max']:.3f} | {r['rate_ln_median']:.3f} / {r['rate_ln_p95']:.3f} "
-                        f"({r['rates']}) | {r['wait_ln_median']:.3f} ({r['waits']}) | "
-                        f"{r['gap_median']:.3f} s | {r['link_n']}, {100 * r['link_median']:.1f}% / "
-                        f"{100 * r['link_p95']:.1f}% | {r['close_n']}, "
-                        f"{100 * r['close_median']:.1f}% / {100 * r['close_p95']:.1f}% | "
-                        f"{r['queued_n']}, "
-                        f"{100 * r['queued_median']:.1f}% / {100 * r['queued_p95']:.1f}% | "
-                        f"{' / '.join(f'{100 * x:.0f}%' for x in r['shares'])} | "
-                        f"{1000 * r['finalize_real']:.1f} / {1000 * r['finalize_sim']:.1f} ms | "
-                        f"{r['n']} |\n")
-            f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
-            for r in rows:
-                if "connections" in r:
-                    f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: {r['connections']}.\n")
-                f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: per transfer \\|ln time\\| "
-                        f"median (ln sim / real median) by the transfers in flight beside it: " +
-                        ", ".join(f"{label} {n}: {a:.3f} ({b:+.3f})"
-                                  for label, n, a, b in r["in_flight"]) + ".\n")
-            if verdicts:
-                f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "
-                        f"real / sim | vs {policies[0]} real | vs {policies[0]} sim | sign |\n")
-                f.write("|---|---|---|---:|---:|---:|---:|---:|---|\n")
-                for v in verdicts:
-                    f.write(f"| {v['trace']} | {v['model']} | {v['policy']} | {v['real']:.4f} | "
-                            f"{v['sim']:.4f} | {v['rank_real']} / {v['rank_sim']} | "
-                            f"{real_diff(v)} | {v['d_sim']:+.4f} | {v['sign']} |\n")
-    return 1 if failed else 0
 
+
+def write_markdown(path, rows, verdicts, policies):
+    """The table of rows (and of verdicts) as markdown."""
+    with open(path, "w") as f:
+        f.write("| trace | sim network model | policy | outcomes identical | median error "
+                "| p95 error | sim − real (median) | \\|ln\\| median / p95 / max | per "
+                "transfer \\|ln rate\\| median / p95 | \\|ln wait\\| median | differing: "
+                "gap median | no slot wait: n, median / p95 | of those, within 2 round "
+                "trips: n, median / p95 | waited: n, median / p95 | "
+                "error's share: waits / transfers / finalizes | finalize median real / "
+                "sim | demands compared |\n")
+        f.write("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                "---:|\n")
+        for r in rows:
+            f.write(f"| {r['trace']} | {r['model']} | {r['policy']} | {r['same']}/{r['total']} | "
+                    f"{100 * r['median']:.1f}% | {100 * r['p95']:.1f}% | "
+                    f"{100 * r['bias']:+.1f}% | {r['ln_median']:.3f} / {r['ln_p95']:.3f} / "
+                    f"{r['ln_max']:.3f} | {r['rate_ln_median']:.3f} / {r['rate_ln_p95']:.3f} "
+                    f"({r['rates']}) | {r['wait_ln_median']:.3f} ({r['waits']}) | "
+                    f"{r['gap_median']:.3f} s | {r['link_n']}, {100 * r['link_median']:.1f}% / "
+                    f"{100 * r['link_p95']:.1f}% | {r['close_n']}, "
+                    f"{100 * r['close_median']:.1f}% / {100 * r['close_p95']:.1f}% | "
+                    f"{r['queued_n']}, "
+                    f"{100 * r['queued_median']:.1f}% / {100 * r['queued_p95']:.1f}% | "
+                    f"{' / '.join(f'{100 * x:.0f}%' for x in r['shares'])} | "
+                    f"{1000 * r['finalize_real']:.1f} / {1000 * r['finalize_sim']:.1f} ms | "
+                    f"{r['n']} |\n")
+        f.write(f"\nShaping: {rows[0]['how'] if rows else '-'}.\n")
+        for r in rows:
+            if "connections" in r:
+                f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: {r['connections']}.\n")
+            f.write(f"\n{r['trace']}, {r['model']}, {r['policy']}: per transfer \\|ln time\\| "
+                    f"median (ln sim / real median) by the transfers in flight beside it: " +
+                    ", ".join(f"{label} {n}: {a:.3f} ({b:+.3f})"
+                              for label, n, a, b in r["in_flight"]) + ".\n")
+        if verdicts:
+            f.write(f"\n| trace | sim network model | policy | score real | score sim | rank "
+                    f"real / sim | vs {policies[0]} real | vs {policies[0]} sim | sign |\n")
+            f.write("|---|---|---|---:|---:|---:|---:|---:|---|\n")
+            for v in verdicts:
+                f.write(f"| {v['trace']} | {v['model']} | {v['policy']} | {v['real']:.4f} | "
+                        f"{v['sim']:.4f} | {v['rank_real']} / {v['rank_sim']} | "
+                        f"{real_diff(v)} | {v['d_sim']:+.4f} | {v['sign']} |\n")
+
+
+def main():
+    args, mode, models, policies = parse_args()
+    score = load_scorer(args.cli, args.weights) if len(policies) > 1 else None
+    delay_line = find_delay_line(args, mode)
+    # The tcp model's idle rule follows the servers' congestion control: a
+    # loss-based one (CUBIC, Reno) restarts slow start after idle, BBR does not.
+    server_cc = args.server_cc if args.server_cc != "system" else Path(
+        "/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    sim_cc = ["--server-cc", "bbr" if server_cc == "bbr" else "cubic"]
+    rows, failed = [], False
+    scores = {}  # (trace, model) -> policy -> (real scores, simulated score)
+    for index, trace_path in enumerate(args.traces):
+        trace = read_trace(trace_path)
+        stem = Path(trace_path).stem
+        with tempfile.TemporaryDirectory(prefix="dfl-fidelity-") as work:
+            work = Path(work)
+            serve_files(trace, work / "www")
+            sim_trace = fault_free(trace, trace_path, work)
+            real_run = real_runs(args, mode, trace, stem, work, index, delay_line, policies,
+                                 score, server_cc)
+            if real_run is None:
+                return 1
+            trace_rows, passed = compare_models(args, models, policies, trace, stem, work,
+                                                sim_trace, sim_cc, real_run, score, scores)
+            rows += trace_rows
+            failed = failed or not passed
+    verdicts = verdict(scores, models, policies, args.tie) if score else []
+    print_verdicts(verdicts, policies, args.tie)
+    if args.markdown:
+        write_markdown(args.markdown, rows, verdicts, policies)
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -310,6 +310,37 @@ class Compare {
   int run() {
     Weights weights = parse_weights(weights_);
     if (critical_priority_) weights.critical_priority = static_cast<double>(*critical_priority_);
+    const std::vector<std::string> models = models_of();
+    std::vector<std::string> policies = policies_of();
+    add_externals(policies);
+    settle_baseline(policies);
+    std::vector<std::string> oracle_extra;
+    const std::string oracle_spec = add_oracle(policies, weights, oracle_extra);
+
+    const TempDir scratch("dfl-compare");
+    tmp_ = scratch.path();
+    std::vector<std::vector<fs::path>> files;
+    std::vector<std::string> names;
+    trace_files(files, names);
+    std::vector<Run> runs = plan(models, policies, oracle_spec, oracle_extra, files);
+    if (const int rc = execute(runs); rc != 0) return rc;
+    for (const Run& r : runs) {
+      if (!r.program.empty() && !fs::exists(r.out)) {
+        throw std::runtime_error("--external: " + r.program + " wrote no result to " +
+                                 r.out.string());
+      }
+    }
+    const std::vector<Row> rows = rows_of(runs, weights);
+    if (!runs_csv_.empty()) write_runs_csv(runs, names);
+    print_table(rows, names, stdout);
+    print_legends(weights);
+    if (seeds_ > 1) warn_of_identical_seeds(rows, names);
+    if (!csv_.empty()) write_csv(rows, names);
+    if (!markdown_.empty()) write_markdown(rows, names);
+    return 0;
+  }
+
+  std::vector<std::string> models_of() const {
     std::vector<std::string> models = split(models_);
     for (const std::string& m : models) {
       if (!parse_model(m)) {
@@ -318,6 +349,12 @@ class Compare {
       }
     }
     if (models.empty()) throw std::invalid_argument("--models: no model given");
+    return models;
+  }
+
+  // --policies: the built-in policies compared ("all": those that need no
+  // parameter), each checked.
+  std::vector<std::string> policies_of() const {
     std::vector<std::string> policies;
     if (policies_ == "all") {
       for (const auto& [name, what] : policies::list_orphan_policies()) {
@@ -343,7 +380,12 @@ class Compare {
         policies.push_back(spec);
       }
     }
-    // Policies that other programs run (compared after the built-in ones).
+    return policies;
+  }
+
+  // --external NAME=PROGRAM: policies that other programs run, compared after
+  // the built-in ones.
+  void add_externals(std::vector<std::string>& policies) {
     for (const std::string& e : externals_) {
       const std::size_t eq = e.find('=');
       if (eq == 0 || eq == std::string::npos || eq + 1 == e.size()) {
@@ -361,6 +403,10 @@ class Compare {
                                     " is not an executable program");
       }
     }
+  }
+
+  // --baseline: checked, named, and compared too.
+  void settle_baseline(std::vector<std::string>& policies) {
     std::replace(baseline_.begin(), baseline_.end(), ';', ',');
     try {
       if (!is_external(baseline_)) sim::check_sim_policy(baseline_);
@@ -373,14 +419,18 @@ class Compare {
         std::find(policies.begin(), policies.end(), baseline_) == policies.end()) {
       policies.insert(policies.begin(), baseline_);
     }
-    // The oracle runs once per trace, model and seed, with the comparison's
-    // weights and every compared policy among its bases (sim/oracle.h).
+  }
+
+  // The oracle runs once per trace, model and seed, with the comparison's
+  // weights and every compared policy among its bases (sim/oracle.h): its
+  // spec; `oracle_extra` gets its bases.
+  std::string add_oracle(std::vector<std::string>& policies, const Weights& weights,
+                         std::vector<std::string>& oracle_extra) const {
     policies.erase(std::remove_if(policies.begin(), policies.end(),
                                   [](const std::string& p) {
                                     return policies::parse_policy_spec(p).name == "oracle";
                                   }),
                    policies.end());
-    std::vector<std::string> oracle_extra;
     for (const std::string& p : policies) {
       oracle_extra.push_back("--oracle-base");
       oracle_extra.push_back(p);
@@ -394,13 +444,14 @@ class Compare {
       oracle_spec += (oracle_spec.back() == ':' ? "" : ",") + name + "=" + number;
     }
     policies.push_back("oracle");
+    return oracle_spec;
+  }
 
-    const TempDir scratch("dfl-compare");
-    tmp_ = scratch.path();
-
-    // The trace file of each (trace, seed); generated ones written now.
-    std::vector<std::vector<fs::path>> files(traces_.size());
-    std::vector<std::string> names(traces_.size());
+  // The trace file of each (trace, seed), generated ones written now, and
+  // each trace's name in the table.
+  void trace_files(std::vector<std::vector<fs::path>>& files, std::vector<std::string>& names) {
+    files.assign(traces_.size(), {});
+    names.assign(traces_.size(), {});
     for (std::size_t i = 0; i < traces_.size(); ++i) {
       const std::string& t = traces_[i];
       for (int k = 0; k < seeds_; ++k) {
@@ -413,7 +464,13 @@ class Compare {
       if (t.rfind("gen:", 0) != 0) format::read_trace(t);  // Bad input: exit 2 before any run.
       names[i] = t.rfind("gen:", 0) == 0 ? t : fs::path(t).stem().string();
     }
+  }
 
+  // Every run: each trace, model, policy and seed.
+  std::vector<Run> plan(const std::vector<std::string>& models,
+                        const std::vector<std::string>& policies, const std::string& oracle_spec,
+                        const std::vector<std::string>& oracle_extra,
+                        const std::vector<std::vector<fs::path>>& files) const {
     std::vector<Run> runs;
     for (std::size_t i = 0; i < traces_.size(); ++i)
       for (const std::string& model : models)
@@ -437,14 +494,13 @@ class Compare {
             r.err = tmp_ / ("run-" + id + ".err");
             runs.push_back(std::move(r));
           }
-    if (const int rc = execute(runs); rc != 0) return rc;
-    for (const Run& r : runs) {
-      if (!r.program.empty() && !fs::exists(r.out)) {
-        throw std::runtime_error("--external: " + r.program + " wrote no result to " +
-                                 r.out.string());
-      }
-    }
+    return runs;
+  }
 
+  // The runs scored (with their regret against the oracle of the same trace,
+  // model and seed), gathered into a row per trace, model and policy, each
+  // paired with the baseline's row.
+  std::vector<Row> rows_of(std::vector<Run>& runs, const Weights& weights) const {
     for (Run& r : runs)
       r.metrics = format::score_result_json(slurp(r.out), weights);
     // Regret against the oracle of the same trace, model and seed.
@@ -473,9 +529,10 @@ class Compare {
       });
       pair_with(row, *base);
     }
-    if (!runs_csv_.empty()) write_runs_csv(runs, names);
+    return rows;
+  }
 
-    print_table(rows, names, stdout);
+  void print_legends(const Weights& weights) const {
     char legend[1024];
     std::snprintf(
         legend, sizeof legend,
@@ -497,40 +554,39 @@ class Compare {
         (wide_ ? "." : "; crit_p95_s = critical p95 s, served = service rate; --wide or --csv "
                        "for every figure.");
     std::fputs(wrapped(paired_legend, 100).c_str(), stdout);
-    // Replications that cannot differ are said to be so, not shown as ±0.
-    if (seeds_ > 1) {
-      for (std::size_t t = 0; t < traces_.size(); ++t) {
-        const bool identical = std::all_of(rows.begin(), rows.end(), [&](const Row& row) {
-          if (row.trace != t) return true;
-          // Identical runs: every figure equal on every seed (the mean of
-          // equal values may round, so the spread is judged against it).
-          return std::all_of(kColumns.begin(), kColumns.end(), [&](const Column& c) {
-            const double sd = row.sd.*c.field;
-            return !(sd > 1e-12 * std::max(1.0, std::abs(row.mean.*c.field)));
-          });
+  }
+
+  // Replications that cannot differ are said to be so, not shown as ±0.
+  void warn_of_identical_seeds(const std::vector<Row>& rows,
+                               const std::vector<std::string>& names) const {
+    for (std::size_t t = 0; t < traces_.size(); ++t) {
+      const bool identical = std::all_of(rows.begin(), rows.end(), [&](const Row& row) {
+        if (row.trace != t) return true;
+        // Identical runs: every figure equal on every seed (the mean of
+        // equal values may round, so the spread is judged against it).
+        return std::all_of(kColumns.begin(), kColumns.end(), [&](const Column& c) {
+          const double sd = row.sd.*c.field;
+          return !(sd > 1e-12 * std::max(1.0, std::abs(row.mean.*c.field)));
         });
-        if (!identical) continue;
-        // A warning, on stderr: the table above it holds no replication.
-        if (resample_ != "none" || traces_[t].rfind("gen:", 0) == 0) {
-          std::fprintf(stderr,
-                       "warning: %s: its %d seeds gave identical runs under every policy%s: "
-                       "nothing in this workload varies from seed to seed (one owner cannot "
-                       "be resampled), so its ± and intervals describe no replication\n",
-                       names[t].c_str(), seeds_,
-                       resample_ != "none" ? (" even with --resample " + resample_).c_str()
-                                           : "");
-        } else {
-          std::fprintf(stderr,
-                       "warning: %s: its %d seeds gave identical runs under every policy (a "
-                       "trace file's seed varies only the retry jitter; --resample owners "
-                       "varies its workload); its ± and intervals describe no replication\n",
-                       names[t].c_str(), seeds_);
-        }
+      });
+      if (!identical) continue;
+      // A warning, on stderr: the table above it holds no replication.
+      if (resample_ != "none" || traces_[t].rfind("gen:", 0) == 0) {
+        std::fprintf(stderr,
+                     "warning: %s: its %d seeds gave identical runs under every policy%s: "
+                     "nothing in this workload varies from seed to seed (one owner cannot "
+                     "be resampled), so its ± and intervals describe no replication\n",
+                     names[t].c_str(), seeds_,
+                     resample_ != "none" ? (" even with --resample " + resample_).c_str()
+                                         : "");
+      } else {
+        std::fprintf(stderr,
+                     "warning: %s: its %d seeds gave identical runs under every policy (a "
+                     "trace file's seed varies only the retry jitter; --resample owners "
+                     "varies its workload); its ± and intervals describe no replication\n",
+                     names[t].c_str(), seeds_);
       }
     }
-    if (!csv_.empty()) write_csv(rows, names);
-    if (!markdown_.empty()) write_markdown(rows, names);
-    return 0;
   }
 
   fs::path generate(const std::string& arg, std::uint64_t seed, std::size_t index) {

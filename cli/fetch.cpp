@@ -9,17 +9,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "backend_commands.h"
 #include "demandflight/policies/registry.h"
@@ -142,10 +145,7 @@ std::size_t pin_budget() {
                                          : 0;
 }
 
-int run_fetch(const FetchArgs& args) {
-  const format::Trace manifest = format::read_manifest(args.manifest);
-  policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
-
+backend::ClientOptions fetch_options(const FetchArgs& args, const format::Trace& manifest) {
   backend::ClientOptions options;
   options.scheduler.max_transfers = args.max_transfers;
   options.scheduler.max_per_origin = args.max_per_origin;
@@ -165,126 +165,95 @@ int run_fetch(const FetchArgs& args) {
       args.sync == "per-file" ? backend::SyncMode::per_file : backend::SyncMode::batched;
   options.drop_behind_bytes = args.drop_behind;
   options.direct_writes = args.direct_io;
-  std::unordered_map<ArtifactKey, std::string> name_of_key;
-  std::uint64_t total_bytes = 0;
-  for (const format::Artifact& a : manifest.artifacts) {
-    if (name_of_key.emplace(a.key, a.id).second) total_bytes += a.size_bytes;
-  }
-  // What it fetched stays for the length of the run: each artifact is
-  // pinned at its success, so that a later install cannot evict it (one that
-  // does not fit fails instead, "disk full" or "cache full"). Where the
-  // open-file limit is too low for that, what was evicted after its success
-  // is found and reported at the end.
-  options.pin_on_success = name_of_key.size() <= pin_budget();
-  if (!options.pin_on_success) {
-    std::fprintf(stderr,
-                 "demandflight fetch: %zu artifacts are more than the open-file limit lets it "
-                 "pin (ulimit -n); an artifact evicted after its success is reported at the end\n",
-                 name_of_key.size());
-  }
-  Counter counter;
-  options.observer = &counter;
+  return options;
+}
 
-  const bool tty = ::isatty(STDOUT_FILENO) != 0;
-  const std::string mode =
-      args.quiet ? "none" : (args.progress == "auto" ? (tty ? "bars" : "lines") : args.progress);
-
+// What the run's terminals tell, gathered on the delivery thread.
+struct FetchState {
   std::mutex mutex;
   std::condition_variable done_cv;
-  std::size_t outstanding = manifest.artifacts.size() * args.copies;
+  std::size_t outstanding = 0;
   std::array<std::uint64_t, 5> outcomes{};
   std::vector<std::string> failures;
   std::unordered_map<std::string, std::string> failure_reason;  // Artifact id -> why.
   std::vector<std::string> lines;  // Plain lines waiting to be printed.
   std::unordered_map<std::string, backend::Pin> pins;  // Artifact id -> its pin, for the run.
-  std::vector<std::string> evicted;  // Succeeded, then gone from the cache before the end.
+};
 
-  backend::CacheDir::SyncCounts syncs;
-  backend::ClientMetrics metrics;
-  backend::RecordStatus record_status;
-  const auto t0 = Clock::now();
-  auto elapsed = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  {
-    backend::Client client(options);
-    std::map<DemandHandle, std::string> shown;  // The first caller's demands: the display's.
-    for (std::uint32_t copy = 0; copy < args.copies; ++copy) {
-      for (const format::Artifact& a : manifest.artifacts) {
-        DemandOptions o;
-        o.owner = copy;  // Each copy is another caller.
-        o.priority = args.priority;
-        const DemandHandle h = client.subscribe(
-            artifact_ref(a), o,
-            [&, id = a.id, size = a.size_bytes, copy](backend::DemandResult result) {
-              const DemandOutcome outcome = result.outcome;
-              std::lock_guard lock(mutex);
-              ++outcomes[static_cast<std::size_t>(outcome)];
-              if (result.pin) pins.try_emplace(id, std::move(result.pin));
-              if (outcome != DemandOutcome::succeeded) {
-                failures.push_back(id);
-                failure_reason.try_emplace(id, result.reason);
-              }
-              if (copy == 0 && mode == "lines") {
-                char line[512];
-                std::snprintf(line, sizeof line, "%-9s %s (%s) at %.3f s",
-                              std::string(to_string(outcome)).c_str(), id.c_str(),
-                              human_bytes(static_cast<double>(size)).c_str(), elapsed());
-                lines.emplace_back(line);
-                if (outcome != DemandOutcome::succeeded) lines.back() += ": " + result.reason;
-              }
-              if (--outstanding == 0) done_cv.notify_all();
-            });
-        if (copy == 0) shown.emplace(h, a.id);
-      }
-    }
-
-    // The display: redrawn on a terminal, plain lines otherwise.
-    std::size_t drawn = 0;
-    std::unique_lock lock(mutex);
-    while (outstanding > 0) {
-      done_cv.wait_for(lock, std::chrono::milliseconds(mode == "bars" ? 200 : 100));
-      if (mode == "lines") {
-        for (const std::string& line : lines)
-          std::printf("%s\n", line.c_str());
-        lines.clear();
-        std::fflush(stdout);
-      } else if (mode == "bars") {
-        const std::size_t finished = manifest.artifacts.size() * args.copies - outstanding;
-        lock.unlock();
-        std::string frame;
-        for (std::size_t i = 0; i < drawn; ++i)
-          frame += "\x1b[1A\x1b[2K";  // Up one line and clear it.
-        const std::string lines_now =
-            progress_frame(client, shown, finished, manifest.artifacts.size() * args.copies,
-                           total_bytes, elapsed());
-        drawn = static_cast<std::size_t>(std::count(lines_now.begin(), lines_now.end(), '\n'));
-        std::fputs((frame + lines_now).c_str(), stdout);
-        std::fflush(stdout);
-        lock.lock();
-      }
-    }
-    for (const std::string& line : lines)
-      std::printf("%s\n", line.c_str());
-    // Everything that succeeded is still there (pinned, or checked).
-    std::set<std::string> failed(failures.begin(), failures.end());
+// Every artifact, once per caller (--copies); the first caller's demands are
+// the display's (`shown`).
+void subscribe_all(backend::Client& client, const format::Trace& manifest, const FetchArgs& args,
+                   const std::string& mode, const std::function<double()>& elapsed,
+                   FetchState& state, std::map<DemandHandle, std::string>& shown) {
+  for (std::uint32_t copy = 0; copy < args.copies; ++copy) {
     for (const format::Artifact& a : manifest.artifacts) {
-      if (failed.count(a.id) == 0 && !std::filesystem::exists(client.path_of(a.key)))
-        evicted.push_back(a.id);
+      DemandOptions o;
+      o.owner = copy;  // Each copy is another caller.
+      o.priority = args.priority;
+      const DemandHandle h = client.subscribe(
+          artifact_ref(a), o,
+          [&state, &mode, &elapsed, id = a.id, size = a.size_bytes,
+           copy](backend::DemandResult result) {
+            const DemandOutcome outcome = result.outcome;
+            std::lock_guard lock(state.mutex);
+            ++state.outcomes[static_cast<std::size_t>(outcome)];
+            if (result.pin) state.pins.try_emplace(id, std::move(result.pin));
+            if (outcome != DemandOutcome::succeeded) {
+              state.failures.push_back(id);
+              state.failure_reason.try_emplace(id, result.reason);
+            }
+            if (copy == 0 && mode == "lines") {
+              char line[512];
+              std::snprintf(line, sizeof line, "%-9s %s (%s) at %.3f s",
+                            std::string(to_string(outcome)).c_str(), id.c_str(),
+                            human_bytes(static_cast<double>(size)).c_str(), elapsed());
+              state.lines.emplace_back(line);
+              if (outcome != DemandOutcome::succeeded) state.lines.back() += ": " + result.reason;
+            }
+            if (--state.outstanding == 0) state.done_cv.notify_all();
+          });
+      if (copy == 0) shown.emplace(h, a.id);
     }
-    syncs = client.sync_counts();
-    metrics = client.metrics();
-    record_status = client.end_recording();
   }
-  const double wall = elapsed();
+}
 
-  const std::uint64_t received = metrics.bytes_received;
-  if (!args.metrics.empty()) {
-    std::ofstream out(args.metrics);
-    backend::write_prometheus(metrics, out);
-    if (!out.flush()) {
-      std::fprintf(stderr, "demandflight fetch: cannot write %s\n", args.metrics.c_str());
-      return 1;
+// The display until every demand has its terminal: bars redrawn on a
+// terminal, plain lines otherwise.
+void show_until_done(backend::Client& client, const std::map<DemandHandle, std::string>& shown,
+                     const std::string& mode, std::size_t demands, std::uint64_t total_bytes,
+                     const std::function<double()>& elapsed, FetchState& state) {
+  std::size_t drawn = 0;
+  std::unique_lock lock(state.mutex);
+  while (state.outstanding > 0) {
+    state.done_cv.wait_for(lock, std::chrono::milliseconds(mode == "bars" ? 200 : 100));
+    if (mode == "lines") {
+      for (const std::string& line : state.lines)
+        std::printf("%s\n", line.c_str());
+      state.lines.clear();
+      std::fflush(stdout);
+    } else if (mode == "bars") {
+      const std::size_t finished = demands - state.outstanding;
+      lock.unlock();
+      std::string frame;
+      for (std::size_t i = 0; i < drawn; ++i)
+        frame += "\x1b[1A\x1b[2K";  // Up one line and clear it.
+      const std::string lines_now =
+          progress_frame(client, shown, finished, demands, total_bytes, elapsed());
+      drawn = static_cast<std::size_t>(std::count(lines_now.begin(), lines_now.end(), '\n'));
+      std::fputs((frame + lines_now).c_str(), stdout);
+      std::fflush(stdout);
+      lock.lock();
     }
   }
+  for (const std::string& line : state.lines)
+    std::printf("%s\n", line.c_str());
+}
+
+void print_fetch_summary(const format::Trace& manifest, const FetchArgs& args, double wall,
+                         const FetchState& state, const backend::ClientMetrics& metrics,
+                         const backend::CacheDir::SyncCounts& syncs) {
+  const std::uint64_t received = metrics.bytes_received;
+  const auto& outcomes = state.outcomes;
   std::printf(
       "fetch: %zu artifacts x %u callers in %.3f s: succeeded %llu, failed %llu, cancelled %llu, "
       "timed_out %llu\n",
@@ -310,46 +279,126 @@ int run_fetch(const FetchArgs& args) {
     std::printf("  %s written around the page cache (O_DIRECT)\n",
                 human_bytes(static_cast<double>(syncs.direct_bytes)).c_str());
   }
+}
+
+// Up to 20 ids after `what`, on stderr.
+void list_ids(const char* what, const std::vector<std::string>& ids) {
+  std::fputs(what, stderr);
+  for (std::size_t i = 0; i < ids.size() && i < 20; ++i)
+    std::fprintf(stderr, " %s", ids[i].c_str());
+  std::fprintf(stderr, ids.size() > 20 ? " ...\n" : "\n");
+}
+
+// The artifacts that failed, each with its reason, and whether the cache was
+// too small for the manifest.
+void report_failures(const format::Trace& manifest, const FetchArgs& args,
+                     std::uint64_t total_bytes, const Counter& counter, FetchState& state) {
+  std::vector<std::string>& failures = state.failures;
+  std::sort(failures.begin(), failures.end());
+  failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
+  std::string what = "fetch: ";
+  what += std::to_string(failures.size());
+  what += " artifacts failed:";
+  list_ids(what.c_str(), failures);
+  std::unordered_map<std::string, const format::Artifact*> by_id;
+  for (const format::Artifact& a : manifest.artifacts)
+    by_id.emplace(a.id, &a);
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i) {
+    std::string why = state.failure_reason[failures[i]];
+    if (why.empty()) why = counter.why(by_id.at(failures[i])->key);
+    std::fprintf(stderr, "  %s: %s\n", failures[i].c_str(),
+                 why.empty() ? "no attempt failed (cancelled or timed out)" : why.c_str());
+  }
+  const std::size_t no_room =
+      std::count_if(failures.begin(), failures.end(), [&](const std::string& id) {
+        const std::string& why = state.failure_reason[id];
+        return why.rfind("disk full", 0) == 0 || why.rfind("cache full", 0) == 0;
+      });
+  if (no_room > 0) {
+    std::fprintf(stderr,
+                 "fetch: the manifest (%s) does not fit in the cache %s: %zu artifacts found no "
+                 "room; the %llu fetched stay installed%s\n",
+                 human_bytes(static_cast<double>(total_bytes)).c_str(),
+                 args.server.cache_dir.c_str(), no_room,
+                 static_cast<unsigned long long>(manifest.artifacts.size() - failures.size()),
+                 args.cache_bytes != 0 ? " (--cache-bytes is the cache's capacity)" : "");
+  }
+}
+
+int run_fetch(const FetchArgs& args) {
+  const format::Trace manifest = format::read_manifest(args.manifest);
+  policies::make_orphan_policy(args.policy);  // std::invalid_argument on a bad spec.
+  backend::ClientOptions options = fetch_options(args, manifest);
+  std::unordered_map<ArtifactKey, std::string> name_of_key;
+  std::uint64_t total_bytes = 0;
+  for (const format::Artifact& a : manifest.artifacts) {
+    if (name_of_key.emplace(a.key, a.id).second) total_bytes += a.size_bytes;
+  }
+  // What it fetched stays for the length of the run: each artifact is
+  // pinned at its success, so that a later install cannot evict it (one that
+  // does not fit fails instead, "disk full" or "cache full"). Where the
+  // open-file limit is too low for that, what was evicted after its success
+  // is found and reported at the end.
+  options.pin_on_success = name_of_key.size() <= pin_budget();
+  if (!options.pin_on_success) {
+    std::fprintf(stderr,
+                 "demandflight fetch: %zu artifacts are more than the open-file limit lets it "
+                 "pin (ulimit -n); an artifact evicted after its success is reported at the end\n",
+                 name_of_key.size());
+  }
+  Counter counter;
+  options.observer = &counter;
+
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  const std::string mode =
+      args.quiet ? "none" : (args.progress == "auto" ? (tty ? "bars" : "lines") : args.progress);
+  const std::size_t demands = manifest.artifacts.size() * args.copies;
+  FetchState state;
+  state.outstanding = demands;
+  std::vector<std::string> evicted;  // Succeeded, then gone from the cache before the end.
+  backend::CacheDir::SyncCounts syncs;
+  backend::ClientMetrics metrics;
+  backend::RecordStatus record_status;
+  const auto t0 = Clock::now();
+  const std::function<double()> elapsed = [t0] {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  {
+    backend::Client client(options);
+    std::map<DemandHandle, std::string> shown;
+    subscribe_all(client, manifest, args, mode, elapsed, state, shown);
+    show_until_done(client, shown, mode, demands, total_bytes, elapsed, state);
+    // Everything that succeeded is still there (pinned, or checked).
+    const std::set<std::string> failed(state.failures.begin(), state.failures.end());
+    for (const format::Artifact& a : manifest.artifacts) {
+      if (failed.count(a.id) == 0 && !std::filesystem::exists(client.path_of(a.key)))
+        evicted.push_back(a.id);
+    }
+    syncs = client.sync_counts();
+    metrics = client.metrics();
+    record_status = client.end_recording();
+  }
+  const double wall = elapsed();
+
+  if (!args.metrics.empty()) {
+    std::ofstream out(args.metrics);
+    backend::write_prometheus(metrics, out);
+    if (!out.flush()) {
+      std::fprintf(stderr, "demandflight fetch: cannot write %s\n", args.metrics.c_str());
+      return 1;
+    }
+  }
+  print_fetch_summary(manifest, args, wall, state, metrics, syncs);
   const bool recorded = report_recording("fetch", args.server, record_status);
   if (!evicted.empty()) {
-    std::fprintf(stderr,
-                 "fetch: %zu artifacts were evicted after their success, to make room for others "
-                 "(the manifest does not fit in the cache):",
-                 evicted.size());
-    for (std::size_t i = 0; i < evicted.size() && i < 20; ++i)
-      std::fprintf(stderr, " %s", evicted[i].c_str());
-    std::fprintf(stderr, evicted.size() > 20 ? " ...\n" : "\n");
+    std::string what = "fetch: ";
+    what += std::to_string(evicted.size());
+    what += " artifacts were evicted after their success, to make room for others (the "
+            "manifest does not fit in the cache):";
+    list_ids(what.c_str(), evicted);
   }
-  if (!failures.empty()) {
-    std::sort(failures.begin(), failures.end());
-    failures.erase(std::unique(failures.begin(), failures.end()), failures.end());
-    std::fprintf(stderr, "fetch: %zu artifacts failed:", failures.size());
-    for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
-      std::fprintf(stderr, " %s", failures[i].c_str());
-    std::fprintf(stderr, failures.size() > 20 ? " ...\n" : "\n");
-    std::unordered_map<std::string, const format::Artifact*> by_id;
-    for (const format::Artifact& a : manifest.artifacts)
-      by_id.emplace(a.id, &a);
-    for (std::size_t i = 0; i < failures.size() && i < 20; ++i) {
-      std::string why = failure_reason[failures[i]];
-      if (why.empty()) why = counter.why(by_id.at(failures[i])->key);
-      std::fprintf(stderr, "  %s: %s\n", failures[i].c_str(),
-                   why.empty() ? "no attempt failed (cancelled or timed out)" : why.c_str());
-    }
-    const std::size_t no_room =
-        std::count_if(failures.begin(), failures.end(), [&](const std::string& id) {
-          const std::string& why = failure_reason[id];
-          return why.rfind("disk full", 0) == 0 || why.rfind("cache full", 0) == 0;
-        });
-    if (no_room > 0) {
-      std::fprintf(stderr,
-                   "fetch: the manifest (%s) does not fit in the cache %s: %zu artifacts found no "
-                   "room; the %llu fetched stay installed%s\n",
-                   human_bytes(static_cast<double>(total_bytes)).c_str(),
-                   args.server.cache_dir.c_str(), no_room,
-                   static_cast<unsigned long long>(manifest.artifacts.size() - failures.size()),
-                   args.cache_bytes != 0 ? " (--cache-bytes is the cache's capacity)" : "");
-    }
+  if (!state.failures.empty()) {
+    report_failures(manifest, args, total_bytes, counter, state);
     return 1;
   }
   return evicted.empty() && recorded ? 0 : 1;

@@ -158,163 +158,196 @@ std::string seconds(double s) {
   return number(s) + " s";
 }
 
-}  // namespace
+// Artifact ids that declare one key are one key.
+struct Keys {
+  std::vector<std::uint32_t> key_of;        // By artifact id.
+  std::vector<const ArtifactKey*> keys;     // By key.
+  std::vector<std::uint32_t> ids_per_key;   // By key.
+};
 
-Description describe(const Trace& trace) {
-  Description d;
-  d.trace = trace.name;
-  d.network_model = std::string(to_string(trace.platform.network_model));
-  d.artifact_ids = trace.artifacts.size();
-  d.owners = trace.owners.size();
-
-  // Keys: artifact ids that declare one key are one key.
+Keys index_keys(const Trace& trace) {
+  Keys out;
   std::unordered_map<ArtifactKey, std::uint32_t> key_index;
-  std::vector<std::uint32_t> key_of(trace.artifacts.size());
-  std::vector<const ArtifactKey*> keys;
-  std::vector<std::uint32_t> ids_per_key;
+  out.key_of.resize(trace.artifacts.size());
   for (std::size_t a = 0; a < trace.artifacts.size(); ++a) {
     const ArtifactKey& key = trace.artifacts[a].key;
-    const auto [it, added] = key_index.try_emplace(key, static_cast<std::uint32_t>(keys.size()));
+    const auto [it, added] =
+        key_index.try_emplace(key, static_cast<std::uint32_t>(out.keys.size()));
     if (added) {
-      keys.push_back(&key);
-      ids_per_key.push_back(0);
+      out.keys.push_back(&key);
+      out.ids_per_key.push_back(0);
     }
-    key_of[a] = it->second;
-    ++ids_per_key[it->second];
+    out.key_of[a] = it->second;
+    ++out.ids_per_key[it->second];
   }
-  const std::size_t declared_keys = keys.size();
+  return out;
+}
 
-  const std::size_t n = trace.demand_ids.size();
-  std::vector<DemandFacts> demands(n);
-  std::vector<std::uint64_t> key_requests(declared_keys, 0);
-  std::vector<std::uint64_t> key_size(declared_keys, 0);
-  std::vector<std::vector<std::size_t>> key_subscribe_records(declared_keys);
-  // Reuse: the subscribe ordinal and t of each key's latest request.
-  constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
-  std::vector<std::size_t> last_request(declared_keys, kNever);
-  std::vector<double> last_request_t(declared_keys, 0);
-  Fenwick latest(n);  // 1 at the ordinal of each key's latest request.
+// One pass over the records: each demand's facts, each key's requests and
+// the reuse between them, the owners' ends.
+class Walk {
+ public:
+  Walk(const Trace& trace, const Keys& keys, Description& d)
+      : demands(trace.demand_ids.size()),
+        key_requests(keys.keys.size(), 0),
+        key_size(keys.keys.size(), 0),
+        key_subscribe_records(keys.keys.size()),
+        trace_(trace),
+        keys_(keys),
+        d_(d),
+        last_request_(keys.keys.size(), kNever),
+        last_request_t_(keys.keys.size(), 0),
+        latest_(trace.demand_ids.size()),
+        owner_active_(trace.owners.size()),
+        owner_ended_through_(trace.owners.size()) {
+    const std::size_t n = trace.demand_ids.size();
+    reuse_times.reserve(n);
+    reuse_distances.reserve(n);
+    request_sizes.reserve(n);
+    for (std::size_t i = 0; i < trace.records.size(); ++i)
+      record(i);
+  }
+
+  std::vector<DemandFacts> demands;
+  std::vector<std::uint64_t> key_requests;
+  std::vector<std::uint64_t> key_size;
+  std::vector<std::vector<std::size_t>> key_subscribe_records;
   std::vector<double> reuse_times, reuse_distances, request_sizes;
-  reuse_times.reserve(n);
-  reuse_distances.reserve(n);
-  request_sizes.reserve(n);
-  // Owners: their demands not ended by the trace yet, and the generation
-  // through which they ended (the engine's stale-subscribe watermark).
-  std::vector<std::vector<std::uint32_t>> owner_active(trace.owners.size());
-  std::vector<std::optional<std::int64_t>> owner_ended_through(trace.owners.size());
   std::map<Priority, std::uint64_t> by_priority;
 
-  std::size_t ordinal = 0;
-  for (std::size_t i = 0; i < trace.records.size(); ++i) {
-    const Record& r = trace.records[i];
+ private:
+  static constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
+
+  void record(std::size_t i) {
+    const Record& r = trace_.records[i];
     switch (r.op) {
-      case Op::subscribe: {
-        const Artifact& a = trace.artifacts[r.artifact];
-        const std::uint32_t k = key_of[r.artifact];
-        DemandFacts& f = demands[r.demand];
-        f.t = r.t;
-        f.key = k;
-        f.owner = r.owner;
-        f.size = a.size_bytes;
-        f.generation = r.owner_generation;
-        f.priority = r.priority;
-        f.natural_end = r.t + std::min(lone_transfer_s(trace, a), r.timeout_s);
-        const auto& through = owner_ended_through[r.owner];
-        if (through && r.owner_generation <= *through) {
-          f.end = End::stale;  // Refused at once: owner_ended.
-          f.end_t = r.t;
-          f.end_record = i;
-        } else {
-          owner_active[r.owner].push_back(r.demand);
-        }
-        ++d.requests;
-        d.requested_bytes += a.size_bytes;
-        request_sizes.push_back(static_cast<double>(a.size_bytes));
-        ++by_priority[r.priority];
-        if (key_requests[k]++ == 0) key_size[k] = a.size_bytes;
-        key_subscribe_records[k].push_back(i);
-        if (last_request[k] == kNever) {
-          ++d.cold_requests;
-        } else {
-          reuse_times.push_back(r.t - last_request_t[k]);
-          reuse_distances.push_back(
-              static_cast<double>(latest.prefix(ordinal) - latest.prefix(last_request[k] + 1)));
-          latest.add(last_request[k], -1);
-        }
-        latest.add(ordinal, 1);
-        last_request[k] = ordinal;
-        last_request_t[k] = r.t;
-        ++ordinal;
-        break;
-      }
+      case Op::subscribe:
+        return subscribe(i, r);
       case Op::cancel: {
-        ++d.cancels;
+        ++d_.cancels;
         DemandFacts& f = demands[r.demand];
-        if (f.end == End::none) {
-          f.end = End::cancel;
-          f.end_t = r.t;
-          f.end_record = i;
-        }
-        break;
+        if (f.end == End::none) end(f, End::cancel, i, r.t);
+        return;
       }
-      case Op::set_priority: {
-        ++d.set_priorities;
-        DemandFacts& f = demands[r.demand];
-        if (r.priority > f.priority) {
-          ++d.priority_raises;
-        } else if (r.priority < f.priority) {
-          ++d.priority_lowers;
-        } else {
-          ++d.priority_unchanged;
-        }
-        if (r.priority != f.priority) f.reprioritized = true;
-        f.priority = r.priority;
-        break;
-      }
-      case Op::end_owner: {
-        ++d.end_owners;
-        const std::int64_t through =
-            r.has_generation ? r.owner_generation : std::numeric_limits<std::int64_t>::max();
-        std::vector<std::uint32_t>& active = owner_active[r.owner];
-        std::erase_if(active, [&](std::uint32_t demand) {
-          DemandFacts& f = demands[demand];
-          if (f.end != End::none) return true;  // Cancelled earlier.
-          if (f.generation > through) return false;
-          f.end = End::owner;
-          f.end_t = r.t;
-          f.end_record = i;
-          return true;
-        });
-        if (r.has_generation) {
-          auto& watermark = owner_ended_through[r.owner];
-          watermark = std::max(watermark.value_or(through), through);
-        }
-        break;
-      }
+      case Op::set_priority:
+        return set_priority(r);
+      case Op::end_owner:
+        return end_owner(i, r);
       case Op::fault:
-        ++d.faults;
-        break;
+        ++d_.faults;
+        return;
       case Op::throttle:
-        break;
+        return;
     }
   }
-  if (!trace.records.empty()) d.duration_s = trace.records.back().t - trace.records.front().t;
 
-  // Keys requested, and the popularity ranking.
+  static void end(DemandFacts& f, End how, std::size_t record, double t) {
+    f.end = how;
+    f.end_t = t;
+    f.end_record = record;
+  }
+
+  void subscribe(std::size_t i, const Record& r) {
+    const Artifact& a = trace_.artifacts[r.artifact];
+    const std::uint32_t k = keys_.key_of[r.artifact];
+    DemandFacts& f = demands[r.demand];
+    f.t = r.t;
+    f.key = k;
+    f.owner = r.owner;
+    f.size = a.size_bytes;
+    f.generation = r.owner_generation;
+    f.priority = r.priority;
+    f.natural_end = r.t + std::min(lone_transfer_s(trace_, a), r.timeout_s);
+    const auto& through = owner_ended_through_[r.owner];
+    if (through && r.owner_generation <= *through) {
+      end(f, End::stale, i, r.t);  // Refused at once: owner_ended.
+    } else {
+      owner_active_[r.owner].push_back(r.demand);
+    }
+    ++d_.requests;
+    d_.requested_bytes += a.size_bytes;
+    request_sizes.push_back(static_cast<double>(a.size_bytes));
+    ++by_priority[r.priority];
+    if (key_requests[k]++ == 0) key_size[k] = a.size_bytes;
+    key_subscribe_records[k].push_back(i);
+    // Reuse: the subscribe ordinal and t of each key's latest request; latest_
+    // holds 1 at the ordinal of each key's latest request.
+    if (last_request_[k] == kNever) {
+      ++d_.cold_requests;
+    } else {
+      reuse_times.push_back(r.t - last_request_t_[k]);
+      reuse_distances.push_back(
+          static_cast<double>(latest_.prefix(ordinal_) - latest_.prefix(last_request_[k] + 1)));
+      latest_.add(last_request_[k], -1);
+    }
+    latest_.add(ordinal_, 1);
+    last_request_[k] = ordinal_;
+    last_request_t_[k] = r.t;
+    ++ordinal_;
+  }
+
+  void set_priority(const Record& r) {
+    ++d_.set_priorities;
+    DemandFacts& f = demands[r.demand];
+    if (r.priority > f.priority) {
+      ++d_.priority_raises;
+    } else if (r.priority < f.priority) {
+      ++d_.priority_lowers;
+    } else {
+      ++d_.priority_unchanged;
+    }
+    if (r.priority != f.priority) f.reprioritized = true;
+    f.priority = r.priority;
+  }
+
+  // The owner's demands not ended yet, through the generation given (the
+  // engine's stale-subscribe watermark).
+  void end_owner(std::size_t i, const Record& r) {
+    ++d_.end_owners;
+    const std::int64_t through =
+        r.has_generation ? r.owner_generation : std::numeric_limits<std::int64_t>::max();
+    std::vector<std::uint32_t>& active = owner_active_[r.owner];
+    std::erase_if(active, [&](std::uint32_t demand) {
+      DemandFacts& f = demands[demand];
+      if (f.end != End::none) return true;  // Cancelled earlier.
+      if (f.generation > through) return false;
+      end(f, End::owner, i, r.t);
+      return true;
+    });
+    if (r.has_generation) {
+      auto& watermark = owner_ended_through_[r.owner];
+      watermark = std::max(watermark.value_or(through), through);
+    }
+  }
+
+  const Trace& trace_;
+  const Keys& keys_;
+  Description& d_;
+  std::vector<std::size_t> last_request_;
+  std::vector<double> last_request_t_;
+  Fenwick latest_;
+  std::size_t ordinal_ = 0;
+  std::vector<std::vector<std::uint32_t>> owner_active_;
+  std::vector<std::optional<std::int64_t>> owner_ended_through_;
+};
+
+// The keys requested, by popularity.
+void rank_keys(Description& d, const Keys& keys, const Walk& walk) {
   std::vector<std::uint32_t> requested;
-  for (std::uint32_t k = 0; k < declared_keys; ++k) {
-    if (key_requests[k] == 0) continue;
+  for (std::uint32_t k = 0; k < keys.keys.size(); ++k) {
+    if (walk.key_requests[k] == 0) continue;
     requested.push_back(k);
-    d.unique_bytes += key_size[k];
-    d.aliased_keys += ids_per_key[k] > 1;
-    d.one_hit_wonders += key_requests[k] == 1;
+    d.unique_bytes += walk.key_size[k];
+    d.aliased_keys += keys.ids_per_key[k] > 1;
+    d.one_hit_wonders += walk.key_requests[k] == 1;
   }
   d.keys = requested.size();
-  std::vector<std::string> key_text(declared_keys);
+  std::vector<std::string> key_text(keys.keys.size());
   for (const std::uint32_t k : requested)
-    key_text[k] = to_string(*keys[k]);
+    key_text[k] = to_string(*keys.keys[k]);
   std::sort(requested.begin(), requested.end(), [&](std::uint32_t a, std::uint32_t b) {
-    if (key_requests[a] != key_requests[b]) return key_requests[a] > key_requests[b];
+    if (walk.key_requests[a] != walk.key_requests[b])
+      return walk.key_requests[a] > walk.key_requests[b];
     return key_text[a] < key_text[b];
   });
   const double all_requests = static_cast<double>(d.requests);
@@ -322,10 +355,11 @@ Description describe(const Trace& trace) {
   d.ranking.reserve(requested.size());
   for (std::size_t i = 0; i < requested.size(); ++i) {
     const std::uint32_t k = requested[i];
-    cumulative += key_requests[k];
-    d.ranking.push_back(KeyPopularity{i + 1, key_text[k], key_requests[k],
-                                      static_cast<double>(key_requests[k]) / all_requests,
-                                      static_cast<double>(cumulative) / all_requests, key_size[k]});
+    cumulative += walk.key_requests[k];
+    d.ranking.push_back(KeyPopularity{i + 1, key_text[k], walk.key_requests[k],
+                                      static_cast<double>(walk.key_requests[k]) / all_requests,
+                                      static_cast<double>(cumulative) / all_requests,
+                                      walk.key_size[k]});
   }
   d.one_hit_wonder_share =
       d.keys == 0 ? kNaN : static_cast<double>(d.one_hit_wonders) / static_cast<double>(d.keys);
@@ -336,50 +370,45 @@ Description describe(const Trace& trace) {
   };
   d.top_1pct_share = top_share(100);
   d.top_10pct_share = top_share(10);
+}
 
-  // Zipf: ln(requests) = c - alpha ln(rank), least squares over every rank.
+// Zipf: ln(requests) = c - alpha ln(rank), least squares over every rank.
+void fit_zipf(Description& d) {
   d.zipf_ranks = d.ranking.size();
   d.zipf_alpha = d.zipf_r2 = kNaN;
-  if (d.ranking.size() >= 2) {
-    const double m = static_cast<double>(d.ranking.size());
-    double sx = 0, sy = 0;
-    for (const KeyPopularity& p : d.ranking) {
-      sx += std::log(static_cast<double>(p.rank));
-      sy += std::log(static_cast<double>(p.requests));
-    }
-    const double mx = sx / m, my = sy / m;
-    double sxx = 0, sxy = 0, syy = 0;
-    for (const KeyPopularity& p : d.ranking) {
-      const double x = std::log(static_cast<double>(p.rank)) - mx;
-      const double y = std::log(static_cast<double>(p.requests)) - my;
-      sxx += x * x;
-      sxy += x * y;
-      syy += y * y;
-    }
-    const double slope = sxy / sxx;
-    d.zipf_alpha = -slope;
-    double ss_res = 0;
-    for (const KeyPopularity& p : d.ranking) {
-      const double x = std::log(static_cast<double>(p.rank)) - mx;
-      const double y = std::log(static_cast<double>(p.requests)) - my;
-      ss_res += (y - slope * x) * (y - slope * x);
-    }
-    d.zipf_r2 = syy == 0 ? 1.0 : 1.0 - ss_res / syy;
+  if (d.ranking.size() < 2) return;
+  const double m = static_cast<double>(d.ranking.size());
+  double sx = 0, sy = 0;
+  for (const KeyPopularity& p : d.ranking) {
+    sx += std::log(static_cast<double>(p.rank));
+    sy += std::log(static_cast<double>(p.requests));
   }
+  const double mx = sx / m, my = sy / m;
+  double sxx = 0, sxy = 0, syy = 0;
+  for (const KeyPopularity& p : d.ranking) {
+    const double x = std::log(static_cast<double>(p.rank)) - mx;
+    const double y = std::log(static_cast<double>(p.requests)) - my;
+    sxx += x * x;
+    sxy += x * y;
+    syy += y * y;
+  }
+  const double slope = sxy / sxx;
+  d.zipf_alpha = -slope;
+  double ss_res = 0;
+  for (const KeyPopularity& p : d.ranking) {
+    const double x = std::log(static_cast<double>(p.rank)) - mx;
+    const double y = std::log(static_cast<double>(p.requests)) - my;
+    ss_res += (y - slope * x) * (y - slope * x);
+  }
+  d.zipf_r2 = syy == 0 ? 1.0 : 1.0 - ss_res / syy;
+}
 
-  d.reuse_time_s = distribution(std::move(reuse_times));
-  d.reuse_distance = distribution(std::move(reuse_distances));
-  std::vector<double> key_sizes;
-  key_sizes.reserve(d.keys);
-  for (const KeyPopularity& p : d.ranking)
-    key_sizes.push_back(static_cast<double>(p.size_bytes));
-  d.key_size_bytes = distribution(std::move(key_sizes));
-  d.request_size_bytes = distribution(std::move(request_sizes));
-
-  // Single flight: a request inside the window of an earlier demand of its
-  // key. Demands come in subscribe order, so the earlier ones started at or
-  // before it: the latest window end among them decides.
-  std::vector<double> window_end(declared_keys, -kInf);
+// Single flight: a request inside the window of an earlier demand of its
+// key. Demands come in subscribe order, so the earlier ones started at or
+// before it: the latest window end among them decides.
+void count_single_flight(Description& d, const std::vector<DemandFacts>& demands,
+                         std::size_t keys) {
+  std::vector<double> window_end(keys, -kInf);
   for (const DemandFacts& f : demands) {
     if (f.t < window_end[f.key]) {
       ++d.overlapping_requests;
@@ -387,33 +416,62 @@ Description describe(const Trace& trace) {
     }
     window_end[f.key] = std::max(window_end[f.key], std::min(f.natural_end, f.end_t));
   }
-  d.overlapping_share =
-      d.requests == 0 ? kNaN : static_cast<double>(d.overlapping_requests) / all_requests;
+  d.overlapping_share = d.requests == 0 ? kNaN
+                                        : static_cast<double>(d.overlapping_requests) /
+                                              static_cast<double>(d.requests);
+}
 
-  // Orphans: ended by the caller while the lone transfer would still run.
+// Orphans: ended by the caller while the lone transfer would still run; and
+// how soon their key was asked for again.
+void count_orphans(Description& d, const Trace& trace, const Walk& walk) {
   std::vector<double> came_back_s;
-  for (const DemandFacts& f : demands) {
+  for (const DemandFacts& f : walk.demands) {
     d.cancelled_demands += f.end == End::cancel;
     d.owner_ended_demands += f.end == End::owner;
     if ((f.end != End::cancel && f.end != End::owner) || !(f.end_t < f.natural_end)) continue;
     ++(f.end == End::cancel ? d.cancelled_in_flight : d.owner_ended_in_flight);
-    const std::vector<std::size_t>& later = key_subscribe_records[f.key];
+    const std::vector<std::size_t>& later = walk.key_subscribe_records[f.key];
     const auto next = std::upper_bound(later.begin(), later.end(), f.end_record);
     if (next != later.end()) {
       ++d.came_back;
       came_back_s.push_back(trace.records[*next].t - f.end_t);
     }
   }
-  d.orphan_share =
-      d.requests == 0
-          ? kNaN
-          : static_cast<double>(d.cancelled_in_flight + d.owner_ended_in_flight) / all_requests;
+  d.orphan_share = d.requests == 0
+                       ? kNaN
+                       : static_cast<double>(d.cancelled_in_flight + d.owner_ended_in_flight) /
+                             static_cast<double>(d.requests);
   d.came_back_s = distribution(std::move(came_back_s));
+}
 
-  for (const auto& [priority, count] : by_priority)
+}  // namespace
+
+Description describe(const Trace& trace) {
+  Description d;
+  d.trace = trace.name;
+  d.network_model = std::string(to_string(trace.platform.network_model));
+  d.artifact_ids = trace.artifacts.size();
+  d.owners = trace.owners.size();
+  const Keys keys = index_keys(trace);
+  Walk walk(trace, keys, d);
+  if (!trace.records.empty()) d.duration_s = trace.records.back().t - trace.records.front().t;
+  rank_keys(d, keys, walk);
+  fit_zipf(d);
+  d.reuse_time_s = distribution(std::move(walk.reuse_times));
+  d.reuse_distance = distribution(std::move(walk.reuse_distances));
+  std::vector<double> key_sizes;
+  key_sizes.reserve(d.keys);
+  for (const KeyPopularity& p : d.ranking)
+    key_sizes.push_back(static_cast<double>(p.size_bytes));
+  d.key_size_bytes = distribution(std::move(key_sizes));
+  d.request_size_bytes = distribution(std::move(walk.request_sizes));
+  count_single_flight(d, walk.demands, keys.keys.size());
+  count_orphans(d, trace, walk);
+  const double all_requests = static_cast<double>(d.requests);
+  for (const auto& [priority, count] : walk.by_priority)
     d.priorities.push_back(
         PriorityDemands{priority, count, static_cast<double>(count) / all_requests});
-  for (const DemandFacts& f : demands)
+  for (const DemandFacts& f : walk.demands)
     d.demands_reprioritized += f.reprioritized;
   return d;
 }
