@@ -571,31 +571,46 @@ void three_callers(Context& ctx) {
 
 // --- open_world_streaming -----------------------------------------------------------
 
-void open_world_streaming(Context& ctx) {
-  const std::vector<OriginLink> origins = {{"cdn", 80'000'000, 20'000},
-                                           {"cdn-backup", 40'000'000, 60'000},
-                                           {"studio", 30'000'000, 80'000}};
-  HeaderSpec h;
-  h.client_bandwidth_Bps = 50'000'000;
-  h.client_latency_us = 15'000;
-  h.origins = origins;
-  h.max_transfers = 8;
-  h.max_per_origin = 6;
-  h.cache_bytes = 1'000'000'000;
-  ctx.header(h);
-  TraceWriter& w = ctx.writer();
-  Rng& rng = ctx.rng();
-  std::string& f = ctx.scratch();
+// A camera moving over a torus of cells; the ring of cells ahead of it
+// prefetches their objects, the cells in view load them to draw.
+class OpenWorld {
+ public:
+  explicit OpenWorld(Context& ctx)
+      : ctx_(ctx),
+        w_(ctx.writer()),
+        rng_(ctx.rng()),
+        f_(ctx.scratch()),
+        cells_(static_cast<std::size_t>(kSide * kSide)),
+        declared_(cells_.size() * kMaxObjects, false),
+        // The world depends on the seed only, so a shorter trace is a prefix
+        // of a longer one.
+        world_seed_(rng_.below(1ull << 62)) {}
 
+  void run() {
+    while (ctx_.budget_left()) {
+      ++step_;
+      const bool turned = step_ > 1 && move();
+      const std::int64_t cx = x_ / kUnit;
+      const std::int64_t cy = y_ / kUnit;
+      look_around(cx, cy);
+      leave();
+      enter();
+      ring_.swap(next_ring_);
+      view_.swap(next_view_);
+      if (turned) retarget(cx, cy);
+    }
+  }
+
+ private:
   // A 64 x 64 torus: big enough that a camera crossing it sees new cells for
   // minutes, small enough that the catalogue (at most 24,576 objects) is bounded.
-  constexpr std::int64_t kSide = 64;
-  constexpr std::int64_t kUnit = 1000;  // Position units per cell.
-  constexpr std::int64_t kRing = 3;     // Prefetch radius, in cells.
-  constexpr std::int64_t kView = 1;     // View radius, in cells.
-  constexpr std::uint64_t kMaxObjects = 6;
-  constexpr int kDirs[8][2] = {{1, 0},  {1, 1},   {0, 1},  {-1, 1},
-                               {-1, 0}, {-1, -1}, {0, -1}, {1, -1}};
+  static constexpr std::int64_t kSide = 64;
+  static constexpr std::int64_t kUnit = 1000;  // Position units per cell.
+  static constexpr std::int64_t kRing = 3;     // Prefetch radius, in cells.
+  static constexpr std::int64_t kView = 1;     // View radius, in cells.
+  static constexpr std::uint64_t kMaxObjects = 6;
+  static constexpr int kDirs[8][2] = {{1, 0},  {1, 1},   {0, 1},  {-1, 1},
+                                      {-1, 0}, {-1, -1}, {0, -1}, {1, -1}};
 
   struct Demand {
     std::uint64_t id;
@@ -609,28 +624,153 @@ void open_world_streaming(Context& ctx) {
     std::uint64_t ring_stamp = 0;  // Last step that found the cell in the ring.
     std::uint64_t view_stamp = 0;  // Last step that found the cell in view.
   };
-  std::vector<Cell> cells(static_cast<std::size_t>(kSide * kSide));
-  std::vector<bool> declared(cells.size() * kMaxObjects, false);
-  // The world depends on the seed only, so a shorter trace is a prefix of a longer one.
-  const std::uint64_t world_seed = rng.below(1ull << 62);
 
-  auto wrap = [&](std::int64_t c) { return ((c % kSide) + kSide) % kSide; };
-  auto cell_index = [&](std::int64_t cx, std::int64_t cy) {
+  static std::int64_t wrap(std::int64_t c) { return ((c % kSide) + kSide) % kSide; }
+  static std::size_t cell_index(std::int64_t cx, std::int64_t cy) {
     return static_cast<std::size_t>(wrap(cy) * kSide + wrap(cx));
-  };
-  auto objects_in = [&](std::size_t cell) { return 2 + mix(world_seed ^ cell) % 5; };
+  }
+  std::uint64_t objects_in(std::size_t cell) const { return 2 + mix(world_seed_ ^ cell) % 5; }
+
+  // A step's time passes; the camera may turn or change speed, and moves.
+  // Whether it turned.
+  bool move() {
+    bool turned = false;
+    const std::uint64_t dt_us = rng_.between(50'000, 200'000);
+    t_us_ += dt_us;
+    if (rng_.chance(25)) {  // A turn every 5 s or so.
+      // Mostly gentle turns, sometimes a right angle.
+      const std::size_t turns[4] = {1, 7, 2, 6};
+      dir_ = (dir_ + turns[rng_.below(4)]) % 8;
+      turned = true;
+    }
+    if (rng_.chance(20)) speed_ = rng_.between(300, 900);
+    std::int64_t move = static_cast<std::int64_t>(speed_ * dt_us / kUsPerS);
+    if (kDirs[dir_][0] != 0 && kDirs[dir_][1] != 0) move = move * 707 / 1000;  // Diagonal.
+    x_ = (x_ + kDirs[dir_][0] * move + kSide * kUnit) % (kSide * kUnit);
+    y_ = (y_ + kDirs[dir_][1] * move + kSide * kUnit) % (kSide * kUnit);
+    return turned;
+  }
+
+  // The ring is the half of the (2R+1)^2 square ahead of the camera (sideways
+  // included); the view is the 3 x 3 square around it.
+  void look_around(std::int64_t cx, std::int64_t cy) {
+    next_ring_.clear();
+    next_view_.clear();
+    for (std::int64_t oy = -kRing; oy <= kRing; ++oy) {
+      for (std::int64_t ox = -kRing; ox <= kRing; ++ox) {
+        if (ox * kDirs[dir_][0] + oy * kDirs[dir_][1] >= 0)
+          next_ring_.push_back(cell_index(cx + ox, cy + oy));
+        if (ox >= -kView && ox <= kView && oy >= -kView && oy <= kView) {
+          next_view_.push_back(cell_index(cx + ox, cy + oy));
+        }
+      }
+    }
+  }
+
+  // Leaving first: a cell out of the ring or view withdraws its demands.
+  void leave() {
+    for (std::size_t c : next_ring_)
+      cells_[c].ring_stamp = step_;
+    for (std::size_t c : ring_) {
+      Cell& cell = cells_[c];
+      if (cell.ring_stamp == step_ || !cell.in_ring) continue;
+      cancel_all(cell.prefetch);
+      cell.in_ring = false;
+    }
+    for (std::size_t c : next_view_)
+      cells_[c].view_stamp = step_;
+    for (std::size_t c : view_) {
+      Cell& cell = cells_[c];
+      if (cell.view_stamp == step_ || !cell.in_view) continue;
+      cancel_all(cell.render);
+      cell.in_view = false;
+    }
+  }
+
+  void cancel_all(std::vector<Demand>& demands) {
+    for (const Demand& d : demands)
+      w_.emit(t_us_, "cancel", Fields(f_).demand(d.id).text());
+    demands.clear();
+  }
+
+  // Entering: the ring prefetches, the view loads what it must draw now.
+  void enter() {
+    for (std::size_t c : next_ring_) {
+      Cell& cell = cells_[c];
+      if (cell.in_ring) continue;
+      cell.in_ring = true;
+      for (std::uint64_t k = 0; k < objects_in(c) && ctx_.budget_left(); ++k) {
+        use_object(c, k);
+        const std::uint64_t id = ctx_.next_demand();
+        w_.emit(t_us_, "subscribe",
+                Fields(f_)
+                    .demand(id)
+                    .str("owner", "prefetch")
+                    .str("artifact", ctx_.name())
+                    .integer("priority", 0)
+                    .text());
+        cell.prefetch.push_back(Demand{id, false});
+      }
+    }
+    for (std::size_t c : next_view_) {
+      Cell& cell = cells_[c];
+      if (cell.in_view) continue;
+      cell.in_view = true;
+      for (std::uint64_t k = 0; k < objects_in(c) && ctx_.budget_left(); ++k) {
+        use_object(c, k);
+        const std::uint64_t id = ctx_.next_demand();
+        Fields fields(f_);
+        fields.demand(id).str("owner", "render").str("artifact", ctx_.name()).integer("priority", 3);
+        // Some renderers fall back to a placeholder rather than wait forever.
+        if (rng_.chance(400)) fields.seconds("timeout_s", rng_.between(2'000, 5'000) * 1000);
+        w_.emit(t_us_, "subscribe", fields.text());
+        cell.render.push_back(Demand{id, false});
+      }
+    }
+  }
+
+  // A turn makes the cells straight ahead urgent and the earlier ones not.
+  void retarget(std::int64_t cx, std::int64_t cy) {
+    ahead_.clear();
+    for (std::int64_t k = 1; k <= kRing; ++k)
+      ahead_.push_back(cell_index(cx + k * kDirs[dir_][0], cy + k * kDirs[dir_][1]));
+    for (std::size_t c : raised_cells_) {
+      Cell& cell = cells_[c];
+      if (!cell.in_ring || std::find(ahead_.begin(), ahead_.end(), c) != ahead_.end()) continue;
+      for (Demand& d : cell.prefetch) {
+        if (!d.raised) continue;
+        d.raised = false;
+        w_.emit(t_us_, "set_priority", Fields(f_).demand(d.id).integer("priority", 0).text());
+      }
+    }
+    raised_cells_.clear();
+    for (std::size_t c : ahead_) {
+      Cell& cell = cells_[c];
+      bool any = false;
+      for (Demand& d : cell.prefetch) {
+        if (d.raised) {
+          any = true;
+        } else if (rng_.chance(500)) {
+          d.raised = true;
+          any = true;
+          w_.emit(t_us_, "set_priority", Fields(f_).demand(d.id).integer("priority", 2).text());
+        }
+      }
+      if (any) raised_cells_.push_back(c);
+    }
+  }
 
   // Declares object `k` of `cell` if needed and leaves its id in ctx.name().
-  auto use_object = [&](std::size_t cell, std::uint64_t k) {
-    std::string& id = ctx.name();
+  void use_object(std::size_t cell, std::uint64_t k) {
+    std::string& id = ctx_.name();
     id = "obj-";
     append_uint(id, cell);
     id += '-';
     append_uint(id, k);
     const std::size_t slot = cell * kMaxObjects + k;
-    if (declared[slot]) return;
-    declared[slot] = true;
-    const std::uint64_t hsh = mix(world_seed ^ mix(slot + 1));
+    if (declared_[slot]) return;
+    declared_[slot] = true;
+    const std::uint64_t hsh = mix(world_seed_ ^ mix(slot + 1));
     // Mostly small props, a few large meshes: the smallest of three uniform draws.
     const std::uint64_t a = mix(hsh + 1) % 7'800'001;
     const std::uint64_t b = mix(hsh + 2) % 7'800'001;
@@ -648,145 +788,40 @@ void open_world_streaming(Context& ctx) {
     resource += ".mesh";
     std::string revision = "r";
     append_uint(revision, 1 + (more >> 32) % 5);
-    w.artifact(id, resource, revision, "pc", size_bytes, origin);
-  };
+    w_.artifact(id, resource, revision, "pc", size_bytes, origin);
+  }
 
-  std::int64_t x = kSide / 2 * kUnit + kUnit / 2;
-  std::int64_t y = x;
-  std::size_t dir = 0;
+  Context& ctx_;
+  TraceWriter& w_;
+  Rng& rng_;
+  std::string& f_;
+  std::vector<Cell> cells_;
+  std::vector<bool> declared_;
+  std::uint64_t world_seed_;
+  std::int64_t x_ = kSide / 2 * kUnit + kUnit / 2;
+  std::int64_t y_ = x_;
+  std::size_t dir_ = 0;
   // Position units per second. About 0.6 cells/s keeps the client link about
   // full: busy enough that priorities decide the order and late prefetches
   // are still queued when their cell leaves the ring.
-  std::uint64_t speed = 600;
-  std::uint64_t t_us = 0;
-  std::uint64_t step = 0;
-  std::vector<std::size_t> ring, view, next_ring, next_view, raised_cells, ahead;
+  std::uint64_t speed_ = 600;
+  std::uint64_t t_us_ = 0;
+  std::uint64_t step_ = 0;
+  std::vector<std::size_t> ring_, view_, next_ring_, next_view_, raised_cells_, ahead_;
+};
 
-  while (ctx.budget_left()) {
-    ++step;
-    bool turned = false;
-    if (step > 1) {
-      const std::uint64_t dt_us = rng.between(50'000, 200'000);
-      t_us += dt_us;
-      if (rng.chance(25)) {  // A turn every 5 s or so.
-        // Mostly gentle turns, sometimes a right angle.
-        const std::size_t turns[4] = {1, 7, 2, 6};
-        dir = (dir + turns[rng.below(4)]) % 8;
-        turned = true;
-      }
-      if (rng.chance(20)) speed = rng.between(300, 900);
-      std::int64_t move = static_cast<std::int64_t>(speed * dt_us / kUsPerS);
-      if (kDirs[dir][0] != 0 && kDirs[dir][1] != 0) move = move * 707 / 1000;  // Diagonal.
-      x = (x + kDirs[dir][0] * move + kSide * kUnit) % (kSide * kUnit);
-      y = (y + kDirs[dir][1] * move + kSide * kUnit) % (kSide * kUnit);
-    }
-    const std::int64_t cx = x / kUnit;
-    const std::int64_t cy = y / kUnit;
-    const int dx = kDirs[dir][0];
-    const int dy = kDirs[dir][1];
-
-    // The ring is the half of the (2R+1)^2 square ahead of the camera (sideways
-    // included); the view is the 3 x 3 square around it.
-    next_ring.clear();
-    next_view.clear();
-    for (std::int64_t oy = -kRing; oy <= kRing; ++oy) {
-      for (std::int64_t ox = -kRing; ox <= kRing; ++ox) {
-        if (ox * dx + oy * dy >= 0) next_ring.push_back(cell_index(cx + ox, cy + oy));
-        if (ox >= -kView && ox <= kView && oy >= -kView && oy <= kView) {
-          next_view.push_back(cell_index(cx + ox, cy + oy));
-        }
-      }
-    }
-
-    // Leaving first: a cell out of the ring or view withdraws its demands.
-    for (std::size_t c : next_ring)
-      cells[c].ring_stamp = step;
-    for (std::size_t c : ring) {
-      Cell& cell = cells[c];
-      if (cell.ring_stamp == step || !cell.in_ring) continue;
-      for (const Demand& d : cell.prefetch)
-        w.emit(t_us, "cancel", Fields(f).demand(d.id).text());
-      cell.prefetch.clear();
-      cell.in_ring = false;
-    }
-    for (std::size_t c : next_view)
-      cells[c].view_stamp = step;
-    for (std::size_t c : view) {
-      Cell& cell = cells[c];
-      if (cell.view_stamp == step || !cell.in_view) continue;
-      for (const Demand& d : cell.render)
-        w.emit(t_us, "cancel", Fields(f).demand(d.id).text());
-      cell.render.clear();
-      cell.in_view = false;
-    }
-
-    // Entering: the ring prefetches, the view loads what it must draw now.
-    for (std::size_t c : next_ring) {
-      Cell& cell = cells[c];
-      if (cell.in_ring) continue;
-      cell.in_ring = true;
-      for (std::uint64_t k = 0; k < objects_in(c) && ctx.budget_left(); ++k) {
-        use_object(c, k);
-        const std::uint64_t id = ctx.next_demand();
-        w.emit(t_us, "subscribe",
-               Fields(f)
-                   .demand(id)
-                   .str("owner", "prefetch")
-                   .str("artifact", ctx.name())
-                   .integer("priority", 0)
-                   .text());
-        cell.prefetch.push_back(Demand{id, false});
-      }
-    }
-    for (std::size_t c : next_view) {
-      Cell& cell = cells[c];
-      if (cell.in_view) continue;
-      cell.in_view = true;
-      for (std::uint64_t k = 0; k < objects_in(c) && ctx.budget_left(); ++k) {
-        use_object(c, k);
-        const std::uint64_t id = ctx.next_demand();
-        Fields fields(f);
-        fields.demand(id).str("owner", "render").str("artifact", ctx.name()).integer("priority", 3);
-        // Some renderers fall back to a placeholder rather than wait forever.
-        if (rng.chance(400)) fields.seconds("timeout_s", rng.between(2'000, 5'000) * 1000);
-        w.emit(t_us, "subscribe", fields.text());
-        cell.render.push_back(Demand{id, false});
-      }
-    }
-    ring.swap(next_ring);
-    view.swap(next_view);
-
-    // A turn makes the cells straight ahead urgent and the earlier ones not.
-    if (turned) {
-      ahead.clear();
-      for (std::int64_t k = 1; k <= kRing; ++k)
-        ahead.push_back(cell_index(cx + k * dx, cy + k * dy));
-      for (std::size_t c : raised_cells) {
-        Cell& cell = cells[c];
-        if (!cell.in_ring || std::find(ahead.begin(), ahead.end(), c) != ahead.end()) continue;
-        for (Demand& d : cell.prefetch) {
-          if (!d.raised) continue;
-          d.raised = false;
-          w.emit(t_us, "set_priority", Fields(f).demand(d.id).integer("priority", 0).text());
-        }
-      }
-      raised_cells.clear();
-      for (std::size_t c : ahead) {
-        Cell& cell = cells[c];
-        bool any = false;
-        for (Demand& d : cell.prefetch) {
-          if (d.raised) {
-            any = true;
-          } else if (rng.chance(500)) {
-            d.raised = true;
-            any = true;
-            w.emit(t_us, "set_priority", Fields(f).demand(d.id).integer("priority", 2).text());
-          }
-        }
-        if (any) raised_cells.push_back(c);
-      }
-    }
-  }
+void open_world_streaming(Context& ctx) {
+  HeaderSpec h;
+  h.client_bandwidth_Bps = 50'000'000;
+  h.client_latency_us = 15'000;
+  h.origins = {{"cdn", 80'000'000, 20'000},
+               {"cdn-backup", 40'000'000, 60'000},
+               {"studio", 30'000'000, 80'000}};
+  h.max_transfers = 8;
+  h.max_per_origin = 6;
+  h.cache_bytes = 1'000'000'000;
+  ctx.header(h);
+  OpenWorld(ctx).run();
 }
 
 // --- session_churn --------------------------------------------------------------------
