@@ -238,6 +238,7 @@ struct DirectWrites::Ring {
 };
 
 DirectWrites::DirectWrites(unsigned depth) {
+  if (depth == 0) return;  // None asked for (CacheOptions::direct_writes false): no ring made.
   auto ring = std::make_unique<Ring>();
   if (::io_uring_queue_init(depth, &ring->ring, 0) != 0) return;
   // io_uring's plain write came with Linux 5.6.

@@ -102,7 +102,7 @@ void unlock_byte(int handle, std::uint64_t offset);
 // else (available() false). Used by one thread.
 class DirectWrites {
  public:
-  explicit DirectWrites(unsigned depth);
+  explicit DirectWrites(unsigned depth);  // depth 0: none (available() false).
   ~DirectWrites();
   DirectWrites(const DirectWrites&) = delete;
   DirectWrites& operator=(const DirectWrites&) = delete;
