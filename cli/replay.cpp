@@ -75,19 +75,10 @@ struct ReplayArgs {
   bool quiet = false;
 };
 
-int run_replay(const ReplayArgs& args) {
-  const format::Trace trace = format::read_trace(args.trace);
-  policies::make_orphan_policy(args.policy);     // std::invalid_argument on a bad spec.
-  const Model model = *parse_model(args.model);  // Checked by the option.
-  std::ofstream out;
-  if (!args.out.empty()) {
-    out.open(args.out);
-    if (!out) {
-      std::fprintf(stderr, "demandflight replay: cannot write %s\n", args.out.c_str());
-      return 1;
-    }
-  }
-
+// The client's options for the replay: the trace's scheduler (its times
+// divided by --speed) with the overrides given, and the server's.
+backend::ClientOptions replay_options(const ReplayArgs& args, const format::Trace& trace,
+                                      Model model) {
   backend::ClientOptions options;
   SchedulerConfig& c = options.scheduler;
   c.model = model;
@@ -108,87 +99,139 @@ int run_replay(const ReplayArgs& args) {
   apply_server_options(args.server, trace, options);
   options.resolver = base_url_resolver(args.server.base_url, trace);
   options.pin_on_success = false;  // It only downloads.
+  return options;
+}
 
+// What a replay's client left when it was done.
+struct ReplayEnd {
+  double t_end = 0;  // The client's clock.
+  std::size_t faults_skipped = 0;
+  std::uint64_t ignored_cancels = 0, ignored_set_priorities = 0;
+  backend::RecordStatus record_status;
+};
+
+// Plays a trace's records into a client at their times (divided by --speed),
+// and waits for every demand to end and the client to be idle.
+class Player {
+ public:
+  Player(const format::Trace& trace, double speed, Recording& recording)
+      : trace_(trace), speed_(speed), recording_(recording) {}
+
+  // The whole trace, through a client made with `options`; what it left.
+  ReplayEnd run(const backend::ClientOptions& options) {
+    ReplayEnd end;
+    {
+      backend::Client client(options);
+      const double start = client.clock_s();
+      recording_.start(start);
+      std::vector<DemandHandle> handles(trace_.demand_ids.size());
+      using Clock = std::chrono::steady_clock;
+      // The client's clock first, then the wall clock: wall0 may come out late by
+      // the gap between the two reads, never early (no record goes before its time).
+      const double elapsed = client.clock_s() - start;
+      const auto wall0 = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(elapsed));
+      for (const format::Record& r : trace_.records) {
+        std::this_thread::sleep_until(wall0 + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(r.t / speed_)));
+        play(client, r, handles);
+      }
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return outstanding_ == 0; });
+      }
+      // Orphans still completing are part of the run, as in the simulator.
+      while (!client.idle())
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      end.t_end = client.clock_s();
+      const SchedulerStats stats = client.stats();
+      end.ignored_cancels = stats.stale_cancels_ignored;
+      end.ignored_set_priorities = stats.stale_priority_changes_ignored;
+      end.record_status = client.end_recording();
+    }  // The client's threads are joined: the recorder is ours alone now.
+    end.faults_skipped = faults_skipped_;
+    return end;
+  }
+
+ private:
+  // One record, as the client's call it stands for (a fault: counted, skipped).
+  void play(backend::Client& client, const format::Record& r, std::vector<DemandHandle>& handles) {
+    switch (r.op) {
+      case format::Op::subscribe:
+        handles[r.demand] = subscribe(client, r);
+        break;
+      case format::Op::cancel:
+        client.cancel(handles[r.demand]);
+        break;
+      case format::Op::set_priority:
+        client.set_priority(handles[r.demand], r.priority);
+        break;
+      case format::Op::end_owner:
+        client.end_owner(r.owner, r.has_generation
+                                      ? std::optional<OwnerGeneration>(r.owner_generation)
+                                      : std::nullopt);
+        break;
+      case format::Op::fault:
+        ++faults_skipped_;
+        break;
+      case format::Op::throttle:
+        // Caps are of the real network, which --speed does not speed up.
+        client.set_throttle(trace_.throttles[r.fault]);
+        break;
+    }
+  }
+
+  // A subscribe, outstanding until its callback comes.
+  DemandHandle subscribe(backend::Client& client, const format::Record& r) {
+    const format::Artifact& a = trace_.artifacts[r.artifact];
+    DemandOptions o;
+    o.owner = r.owner;
+    o.owner_generation = r.owner_generation;
+    o.priority = r.priority;
+    if (r.has_timeout()) o.deadline_s = client.clock_s() + r.timeout_s / speed_;
+    {
+      std::lock_guard lock(mutex_);
+      ++outstanding_;
+    }
+    recording_.expect(&r);
+    return client.subscribe(artifact_ref(a), o, [&](DemandOutcome) {
+      std::lock_guard lock(mutex_);
+      if (--outstanding_ == 0) cv_.notify_all();
+    });
+  }
+
+  const format::Trace& trace_;
+  double speed_ = 1;
+  Recording& recording_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t outstanding_ = 0;  // Subscribed, and not yet ended (under mutex_).
+  std::size_t faults_skipped_ = 0;
+};
+
+int run_replay(const ReplayArgs& args) {
+  const format::Trace trace = format::read_trace(args.trace);
+  policies::make_orphan_policy(args.policy);     // std::invalid_argument on a bad spec.
+  const Model model = *parse_model(args.model);  // Checked by the option.
+  std::ofstream out;
+  if (!args.out.empty()) {
+    out.open(args.out);
+    if (!out) {
+      std::fprintf(stderr, "demandflight replay: cannot write %s\n", args.out.c_str());
+      return 1;
+    }
+  }
+
+  backend::ClientOptions options = replay_options(args, trace, model);
   format::ResultRecorder recorder(trace, std::string(to_string(model)), args.policy,
                                args.seed.value_or(trace.seed));
   Recording recording(trace, recorder, args.speed);
   options.observer = &recording;
 
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::size_t outstanding = 0;
-  std::size_t faults_skipped = 0;
-  double t_end = 0;
-  std::uint64_t ignored_cancels = 0, ignored_set_priorities = 0;
-  backend::RecordStatus record_status;
-  {
-    backend::Client client(options);
-    const double start = client.clock_s();
-    recording.start(start);
-    std::vector<DemandHandle> handles(trace.demand_ids.size());
-    using Clock = std::chrono::steady_clock;
-    // The client's clock first, then the wall clock: wall0 may come out late by
-    // the gap between the two reads, never early (no record goes before its time).
-    const double elapsed = client.clock_s() - start;
-    const auto wall0 = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(elapsed));
-    for (const format::Record& r : trace.records) {
-      std::this_thread::sleep_until(wall0 + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(r.t / args.speed)));
-      switch (r.op) {
-        case format::Op::subscribe: {
-          const format::Artifact& a = trace.artifacts[r.artifact];
-          DemandOptions o;
-          o.owner = r.owner;
-          o.owner_generation = r.owner_generation;
-          o.priority = r.priority;
-          if (r.has_timeout()) o.deadline_s = client.clock_s() + r.timeout_s / args.speed;
-          {
-            std::lock_guard lock(mutex);
-            ++outstanding;
-          }
-          recording.expect(&r);
-          handles[r.demand] = client.subscribe(artifact_ref(a), o, [&](DemandOutcome) {
-            std::lock_guard lock(mutex);
-            if (--outstanding == 0) cv.notify_all();
-          });
-          break;
-        }
-        case format::Op::cancel:
-          client.cancel(handles[r.demand]);
-          break;
-        case format::Op::set_priority:
-          client.set_priority(handles[r.demand], r.priority);
-          break;
-        case format::Op::end_owner:
-          client.end_owner(r.owner, r.has_generation
-                                        ? std::optional<OwnerGeneration>(r.owner_generation)
-                                        : std::nullopt);
-          break;
-        case format::Op::fault:
-          ++faults_skipped;
-          break;
-        case format::Op::throttle:
-          // Caps are of the real network, which --speed does not speed up.
-          client.set_throttle(trace.throttles[r.fault]);
-          break;
-      }
-    }
-    {
-      std::unique_lock lock(mutex);
-      cv.wait(lock, [&] { return outstanding == 0; });
-    }
-    // Orphans still completing are part of the run, as in the simulator.
-    while (!client.idle())
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    t_end = client.clock_s();
-    const SchedulerStats stats = client.stats();
-    ignored_cancels = stats.stale_cancels_ignored;
-    ignored_set_priorities = stats.stale_priority_changes_ignored;
-    record_status = client.end_recording();
-  }  // The client's threads are joined: the recorder is ours alone now.
-  recorder.ignored(ignored_cancels, ignored_set_priorities);
-  const format::Result result = recorder.finish(recording.trace_time(t_end));
+  Player player(trace, args.speed, recording);
+  const ReplayEnd end = player.run(options);
+  recorder.ignored(end.ignored_cancels, end.ignored_set_priorities);
+  const format::Result result = recorder.finish(recording.trace_time(end.t_end));
 
   if (out.is_open()) {
     format::write_result_json(result, trace, out);
@@ -199,13 +242,13 @@ int run_replay(const ReplayArgs& args) {
     }
   }
   if (!args.quiet) format::print_summary(result, trace, "replayed (trace time)", stdout);
-  if (faults_skipped > 0) {
+  if (end.faults_skipped > 0) {
     std::fprintf(stderr,
                  "demandflight replay: %zu fault records skipped (a real server's faults are "
                  "injected at the server)\n",
-                 faults_skipped);
+                 end.faults_skipped);
   }
-  return report_recording("replay", args.server, record_status) ? 0 : 1;
+  return report_recording("replay", args.server, end.record_status) ? 0 : 1;
 }
 
 }  // namespace

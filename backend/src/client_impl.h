@@ -232,6 +232,17 @@ class Client::Impl {
   }
   void installed_elsewhere(const StartTransfer& c);
   void start(const StartTransfer& c, const Limits& limits, bool held = false);
+  // start()'s steps (client_transfer.cpp): the staged bytes it resumes and
+  // whether If-Range may vouch for them, its staging file, its record, its
+  // libcurl options, and its hand-off to libcurl's loop.
+  void find_partial(const StartTransfer& c, const Limits& limits, std::uint64_t size,
+                    TaskFiles& files);
+  bool vouch_for_staged(const StartTransfer& c, const Limits& limits, TaskFiles& files);
+  bool begin_staging(const StartTransfer& c, std::uint64_t size, TaskFiles& files);
+  std::unique_ptr<Transfer> new_transfer(const StartTransfer& c, const Limits& limits,
+                                         const TaskFiles& files);
+  bool set_options(const StartTransfer& c, Transfer& t, const TaskFiles& files, bool if_range);
+  void launch(const StartTransfer& c, TaskIo& io, std::unique_ptr<Transfer> t);
   void hold(Transfer& t, bool held);  // Client::pause's hold on a transfer in flight, or its end.
   static bool add_header(Transfer& t, const std::string& line);
   void fail_to_start(const StartTransfer& c, Transfer& t, const std::string& why,

@@ -53,6 +53,58 @@ std::string header_value(std::string_view line, std::size_t name_length) {
   return std::string(v);
 }
 
+// libcurl's options for the connection: no signals, TLS checked, http(s)
+// only, redirects followed, its timeout, error buffer, buffer size and CA file.
+void set_connection_options(EasyOptions& set, CURL* e, const ClientOptions& options,
+                            char* error_detail, const std::optional<std::uint64_t>& expected_size) {
+  DFL_SETOPT(set, CURLOPT_NOSIGNAL, 1L);
+  // libcurl's defaults, stated: an artifact is only as trustworthy as its origin.
+  DFL_SETOPT(set, CURLOPT_SSL_VERIFYPEER, 1L);
+  DFL_SETOPT(set, CURLOPT_SSL_VERIFYHOST, 2L);
+  DFL_SETOPT(set, CURLOPT_PROTOCOLS_STR, "http,https");
+  DFL_SETOPT(set, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  DFL_SETOPT(set, CURLOPT_FOLLOWLOCATION, 1L);
+  DFL_SETOPT(set, CURLOPT_MAXREDIRS, 5L);
+  DFL_SETOPT(set, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
+  // Slow and stalled servers: enforce_bounds(), not libcurl's low-speed
+  // limit, which cannot tell our own throttle's pauses from the server's.
+  DFL_SETOPT(set, CURLOPT_ERRORBUFFER, error_detail);
+  // Large bodies arrive in fewer, larger pieces with a large buffer. A small
+  // body's stays under 64 KiB: libcurl allocates it for each transfer, and
+  // glibc's free of a chunk of 64 KiB or more consolidates the whole heap.
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
+                   expected_size && *expected_size < 256 * 1024 ? 60L * 1024 : 256L * 1024);
+  if (!options.ca_file.empty()) DFL_SETOPT(set, CURLOPT_CAINFO, options.ca_file.c_str());
+}
+
+// The HTTP version to ask for, and whether to wait for a connection that
+// may multiplex (where HTTP/2 may come).
+void set_http_version(EasyOptions& set, CURL* e, const ClientOptions& options,
+                      const std::string& url) {
+  switch (options.http) {
+    case HttpVersion::negotiate:
+      DFL_SETOPT(set, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+      break;
+    case HttpVersion::http1_1:
+      DFL_SETOPT(set, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+      break;
+    case HttpVersion::h2_prior_knowledge:
+      curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                       static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+      break;
+  }
+  // Wait for a connection that may multiplex rather than open another: the
+  // streams of an origin share it (over HTTP/1.1 libcurl opens more).
+  // Only where HTTP/2 may come: over http:// (HTTP/1.1 unless by prior
+  // knowledge) a waiting request would queue behind a busy connection
+  // instead of opening its own (ThrottleTest saw a prefetch wait for a held
+  // transfer to end).
+  const bool h2_possible =
+      options.http == HttpVersion::h2_prior_knowledge ||
+      (options.http == HttpVersion::negotiate && url.rfind("https://", 0) == 0);
+  if (h2_possible) DFL_SETOPT(set, CURLOPT_PIPEWAIT, 1L);
+}
+
 }  // namespace
 
 void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held) {
@@ -80,6 +132,22 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held
     return;
   }
   const std::uint64_t size = limits.exact.value_or(0);
+  find_partial(c, limits, size, files);
+  const bool if_range = vouch_for_staged(c, limits, files);
+  if (!begin_staging(c, size, files)) return;  // The task is gone.
+  std::unique_ptr<Transfer> t = new_transfer(c, limits, files);
+  if (t->easy == nullptr) {
+    fail_to_start(c, *t, "libcurl could not make a transfer handle (out of memory)");
+    return;
+  }
+  if (!set_options(c, *t, files, if_range)) return;
+  launch(c, io, std::move(t));
+}
+
+// A first attempt's bytes to resume, when none are staged: the key's kept
+// partial, or (digest checked) what a fetch that died left.
+void Client::Impl::find_partial(const StartTransfer& c, const Limits& limits, std::uint64_t size,
+                                TaskFiles& files) {
   if (!files.staging) {
     // A first attempt with an offset resumes the key's kept partial.
     if (auto node = partials_.extract(c.key)) {
@@ -104,6 +172,12 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held
       }
     }
   }
+}
+
+// Whether the request may send If-Range with the staged bytes' ETag; staged
+// bytes that nothing vouches for are dropped.
+bool Client::Impl::vouch_for_staged(const StartTransfer& c, const Limits& limits,
+                                    TaskFiles& files) {
   // Bytes staged from another origin (a mirror: docs/backend.md, *Mirrors*)
   // are resumed only where something vouches for them: the digest of the
   // whole body, which is checked, or the same ETag (If-Range, below).
@@ -116,6 +190,12 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held
       files.etag.clear();
     }
   }
+  return if_range;
+}
+
+// A staging file for the body when none is kept; false when the cache could
+// not begin one (the task's record erased, its failure reported).
+bool Client::Impl::begin_staging(const StartTransfer& c, std::uint64_t size, TaskFiles& files) {
   if (!files.staging) {
     auto begun = cache_.begin(c.key, size);
     if (auto* error = std::get_if<IoError>(&begun)) {
@@ -123,10 +203,18 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held
       io_tasks_.erase(c.task.value);
       report(c.transfer, c.task, TransferStatus::permanent_error, 0, std::nullopt, &*c.key,
              reason);
-      return;
+      return false;
     }
     files.staging.emplace(std::move(std::get<CacheDir::Staging>(begun)));
   }
+  return true;
+}
+
+// The attempt's record: what it fetches, from which offset, its URL and its
+// libcurl handle (null when libcurl could not make one).
+std::unique_ptr<Client::Impl::Transfer> Client::Impl::new_transfer(const StartTransfer& c,
+                                                                  const Limits& limits,
+                                                                  const TaskFiles& files) {
   auto t = std::make_unique<Transfer>();
   t->impl = this;
   t->id = c.transfer;
@@ -139,89 +227,60 @@ void Client::Impl::start(const StartTransfer& c, const Limits& limits, bool held
   t->origin = c.origin;
   t->url = options_.resolver(c.key, c.origin);
   t->easy = easy_handle();
-  if (t->easy == nullptr) {
-    fail_to_start(c, *t, "libcurl could not make a transfer handle (out of memory)");
-    return;
-  }
-  CURL* e = t->easy;
+  return t;
+}
+
+// The transfer's libcurl options and request headers, in order; false when
+// libcurl could not take them (the attempt's failure to start reported).
+bool Client::Impl::set_options(const StartTransfer& c, Transfer& t, const TaskFiles& files,
+                               bool if_range) {
+  CURL* e = t.easy;
   EasyOptions set(e);
-  DFL_SETOPT(set, CURLOPT_URL, t->url.c_str());
-  DFL_SETOPT(set, CURLOPT_PRIVATE, t.get());
+  DFL_SETOPT(set, CURLOPT_URL, t.url.c_str());
+  DFL_SETOPT(set, CURLOPT_PRIVATE, &t);
   DFL_SETOPT(set, CURLOPT_WRITEFUNCTION, &Impl::on_body);
-  DFL_SETOPT(set, CURLOPT_WRITEDATA, t.get());
+  DFL_SETOPT(set, CURLOPT_WRITEDATA, &t);
   DFL_SETOPT(set, CURLOPT_HEADERFUNCTION, &Impl::on_header);
-  DFL_SETOPT(set, CURLOPT_HEADERDATA, t.get());
-  DFL_SETOPT(set, CURLOPT_NOSIGNAL, 1L);
-  // libcurl's defaults, stated: an artifact is only as trustworthy as its origin.
-  DFL_SETOPT(set, CURLOPT_SSL_VERIFYPEER, 1L);
-  DFL_SETOPT(set, CURLOPT_SSL_VERIFYHOST, 2L);
-  DFL_SETOPT(set, CURLOPT_PROTOCOLS_STR, "http,https");
-  DFL_SETOPT(set, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  DFL_SETOPT(set, CURLOPT_FOLLOWLOCATION, 1L);
-  DFL_SETOPT(set, CURLOPT_MAXREDIRS, 5L);
-  DFL_SETOPT(set, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
-  // Slow and stalled servers: enforce_bounds(), not libcurl's low-speed
-  // limit, which cannot tell our own throttle's pauses from the server's.
-  DFL_SETOPT(set, CURLOPT_ERRORBUFFER, t->error_detail);
-  // Large bodies arrive in fewer, larger pieces with a large buffer. A small
-  // body's stays under 64 KiB: libcurl allocates it for each transfer, and
-  // glibc's free of a chunk of 64 KiB or more consolidates the whole heap.
-  curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
-                   t->expected_size && *t->expected_size < 256 * 1024 ? 60L * 1024 : 256L * 1024);
-  if (!options_.ca_file.empty()) DFL_SETOPT(set, CURLOPT_CAINFO, options_.ca_file.c_str());
-  switch (options_.http) {
-    case HttpVersion::negotiate:
-      DFL_SETOPT(set, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
-      break;
-    case HttpVersion::http1_1:
-      DFL_SETOPT(set, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
-      break;
-    case HttpVersion::h2_prior_knowledge:
-      curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-                       static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
-      break;
-  }
-  // Wait for a connection that may multiplex rather than open another: the
-  // streams of an origin share it (over HTTP/1.1 libcurl opens more).
-  // Only where HTTP/2 may come: over http:// (HTTP/1.1 unless by prior
-  // knowledge) a waiting request would queue behind a busy connection
-  // instead of opening its own (ThrottleTest saw a prefetch wait for a held
-  // transfer to end).
-  const bool h2_possible =
-      options_.http == HttpVersion::h2_prior_knowledge ||
-      (options_.http == HttpVersion::negotiate && t->url.rfind("https://", 0) == 0);
-  if (h2_possible) DFL_SETOPT(set, CURLOPT_PIPEWAIT, 1L);
+  DFL_SETOPT(set, CURLOPT_HEADERDATA, &t);
+  set_connection_options(set, e, options_, t.error_detail, t.expected_size);
+  set_http_version(set, e, options_, t.url);
   // The task's effective priority as the engine started it (an orphan's is
   // the lowest), as an RFC 9218 header and, on HTTP/2, a stream weight.
   const Priority priority = c.priority.value_or(std::numeric_limits<Priority>::min());
   bool headers_made =
-      add_header(*t, "Priority: u=" + std::to_string(rfc9218_urgency(priority)));
+      add_header(t, "Priority: u=" + std::to_string(rfc9218_urgency(priority)));
   DFL_SETOPT(set, CURLOPT_STREAM_WEIGHT, static_cast<long>(h2_stream_weight(priority)));
-  if (t->offset > 0) {
-    const std::string range = std::to_string(t->offset) + "-";
+  if (t.offset > 0) {
+    const std::string range = std::to_string(t.offset) + "-";
     DFL_SETOPT(set, CURLOPT_RANGE, range.c_str());  // libcurl copies the string.
     if (!files.etag.empty() && if_range) {
-      headers_made = headers_made && add_header(*t, "If-Range: " + files.etag);
+      headers_made = headers_made && add_header(t, "If-Range: " + files.etag);
     }
   }
   if (!headers_made) {
-    fail_to_start(c, *t, "libcurl could not make the request's headers (out of memory)");
-    return;
+    fail_to_start(c, t, "libcurl could not make the request's headers (out of memory)");
+    return false;
   }
-  DFL_SETOPT(set, CURLOPT_HTTPHEADER, t->headers);
+  DFL_SETOPT(set, CURLOPT_HTTPHEADER, t.headers);
   if (set.refused()) {
     // Out of memory may pass; an option this libcurl lacks will not.
-    fail_to_start(c, *t, "libcurl refused " + set.refused()->what,
+    fail_to_start(c, t, "libcurl refused " + set.refused()->what,
                   set.refused()->code == CURLE_OUT_OF_MEMORY ? TransferStatus::retryable_error
                                                               : TransferStatus::permanent_error);
-    return;
+    return false;
   }
+  return true;
+}
+
+// The request on its way: its watch started, the transfer handed to
+// libcurl's loop, and the task transferring.
+void Client::Impl::launch(const StartTransfer& c, TaskIo& io, std::unique_ptr<Transfer> t) {
   t->requested_s = now();
   t->watch = AttemptWatch(options_.bounds, t->requested_s);
   if (t->expected_size)
     t->watch.set_to_move(*t->expected_size - std::min(*t->expected_size, t->offset));
   if (throttling_) throttle_seen_ = 0;  // Its class is read before its first byte.
-  if (const CURLMcode added = curl_seam::calls().multi_add_handle(multi_, e);
+  if (const CURLMcode added = curl_seam::calls().multi_add_handle(multi_, t->easy);
       added != CURLM_OK) {
     fail_to_start(c, *t,
                   std::string("libcurl refused the transfer (") + curl_multi_strerror(added) + ")");

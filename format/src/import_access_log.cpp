@@ -334,6 +334,407 @@ class LineReader {
   std::size_t number_ = 0;
 };
 
+// The options of an access-log import, each checked as it is read.
+struct LogOptions {
+  std::string spec;  // The format string (a named format's text).
+  bool apache = false;
+  std::vector<Token> tokens;
+  std::string time_is;
+  std::optional<std::string> owner_option;
+  std::set<int> abandon_status;
+  std::vector<std::string> methods;
+  bool strip_query = false;
+  std::string bad_lines;
+  std::string default_origin;
+  std::string name;
+  DemandModel model;
+};
+
+// --abandon-status: the statuses that mean the client closed the request.
+std::set<int> read_abandon_status(OptionReader& options) {
+  std::set<int> abandon_status;
+  const std::vector<std::string> statuses =
+      absl::StrSplit(options.text_or("abandon-status", "499"), ',');
+  for (const std::string& item : statuses) {
+    const std::optional<double> code = parse_double(item);
+    if (!code || *code < 100 || *code > 999 || *code != std::floor(*code)) {
+      throw std::invalid_argument("--abandon-status: \"" + item + "\" is not an HTTP status");
+    }
+    abandon_status.insert(static_cast<int>(*code));
+  }
+  return abandon_status;
+}
+
+// The import's options, read in order (the format compiled into tokens).
+LogOptions read_log_options(OptionReader& options) {
+  LogOptions o;
+  const std::string format_option = options.text_or("format", "combined");
+  const char* named = named_format(format_option);
+  o.spec = named != nullptr ? named : format_option;
+  o.apache = named == nullptr && o.spec.find('%') != std::string::npos &&
+             o.spec.find('$') == std::string::npos;
+  if (named == nullptr && o.spec.find('%') == std::string::npos &&
+      o.spec.find('$') == std::string::npos) {
+    throw std::invalid_argument("--format: \"" + o.spec +
+                                "\" is not combined, common, an nginx log_format ($name ...) or "
+                                "an Apache LogFormat (%h ...)");
+  }
+  o.tokens = o.apache ? compile_apache(o.spec) : compile_nginx(o.spec);
+  o.time_is = options.text_or("time-is", o.apache ? "start" : "end");
+  if (o.time_is != "start" && o.time_is != "end") {
+    throw std::invalid_argument("--time-is: \"" + o.time_is + "\" is not start or end");
+  }
+  o.owner_option = options.text("owner-by");
+  o.abandon_status = read_abandon_status(options);
+  std::vector<std::string> methods = absl::StrSplit(options.text_or("methods", "GET"), ',');
+  o.methods = std::move(methods);
+  o.strip_query = options.flag("strip-query");
+  o.bad_lines = options.text_or("bad-lines", "error");
+  if (o.bad_lines != "error" && o.bad_lines != "skip") {
+    throw std::invalid_argument("--bad-lines: \"" + o.bad_lines + "\" is not error or skip");
+  }
+  o.default_origin = options.text_or("origin", "origin");
+  o.name = options.text_or("name", "imported");
+  o.model = read_demand_model(options);
+  return o;
+}
+
+// Where each field the import reads is in a line: its token's index.
+struct Layout {
+  std::optional<std::size_t> time_at;
+  Field time_field = Field::other;
+  std::optional<std::size_t> request_at, method_at, status_at, host_at, duration_at,
+      duration_us_at, completion_at, bytes_at, uri_or_name, priority_at;
+  std::string owner_field;  // As --owner-by names it, or its default.
+  std::vector<std::size_t> owner_at;
+};
+
+// The first field of the format that is `f`.
+std::optional<std::size_t> find_field(const std::vector<Token>& tokens, Field f) {
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i].is_field && tokens[i].field == f) return i;
+  return std::nullopt;
+}
+
+// The first field of the format whose (canonical) name is `wanted`.
+std::optional<std::size_t> find_named(const std::vector<Token>& tokens, const std::string& wanted) {
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i].is_field && tokens[i].name == wanted) return i;
+  return std::nullopt;
+}
+
+// The fields --owner-by names, joined by + (none: no field).
+std::vector<std::size_t> owner_fields(const std::vector<Token>& tokens,
+                                      const std::string& owner_field) {
+  std::vector<std::size_t> owner_at;
+  if (owner_field != "none") {
+    const std::vector<std::string> parts = absl::StrSplit(owner_field, '+');
+    for (std::string part : parts) {
+      if (part == "addr") part = "remote_addr";
+      if (part == "agent") part = "http_user_agent";
+      const std::optional<std::size_t> at = find_named(tokens, part);
+      if (!at) {
+        std::string known;
+        for (const Token& t : tokens)
+          if (t.is_field) known += (known.empty() ? "" : ", ") + t.name;
+        throw std::invalid_argument("--owner-by: the format has no field \"" + part +
+                                    "\" (it has: " + known + "; or none)");
+      }
+      owner_at.push_back(*at);
+    }
+  }
+  return owner_at;
+}
+
+// Where each field is; std::invalid_argument when the format lacks one the import needs.
+Layout locate_fields(const LogOptions& o) {
+  const std::vector<Token>& tokens = o.tokens;
+  Layout l;
+  for (Field f : {Field::msec, Field::time_iso8601, Field::time_local, Field::time_bracketed}) {
+    if (auto at = find_field(tokens, f)) {
+      l.time_at = at;
+      l.time_field = f;
+      break;
+    }
+  }
+  l.request_at = find_field(tokens, Field::request);
+  l.method_at = find_field(tokens, Field::request_method);
+  const std::optional<std::size_t> uri_at = find_field(tokens, Field::request_uri);
+  l.status_at = find_field(tokens, Field::status);
+  l.host_at = find_field(tokens, Field::host);
+  l.duration_at = find_field(tokens, Field::request_time);
+  l.duration_us_at = find_field(tokens, Field::request_time_us);
+  l.completion_at = find_field(tokens, Field::request_completion);
+  l.bytes_at = find_field(tokens, Field::body_bytes_sent);
+  if (!l.bytes_at) l.bytes_at = find_field(tokens, Field::bytes_sent);
+  l.uri_or_name = uri_at ? uri_at : find_named(tokens, "uri");
+  std::string missing;
+  if (!l.time_at) missing = "a time ($time_local, $time_iso8601, $msec or %t)";
+  else if (!l.status_at) missing = "the status ($status or %>s)";
+  else if (!l.bytes_at) missing = "the bytes sent ($body_bytes_sent, $bytes_sent, %b or %B)";
+  else if (!l.request_at && !l.uri_or_name)
+    missing = "the request ($request or %r) or its URI ($request_uri or %U)";
+  if (!missing.empty()) {
+    throw std::invalid_argument("--format: has no field for " + missing + " (\"" + o.spec + "\")");
+  }
+  // The client's address by default, when the format has it.
+  l.owner_field =
+      o.owner_option ? *o.owner_option : (find_named(tokens, "remote_addr") ? "addr" : "none");
+  l.owner_at = owner_fields(tokens, l.owner_field);
+  if (o.model.priority_by && o.model.priority_by->field != "size") {
+    l.priority_at = find_named(tokens, o.model.priority_by->field);
+    if (!l.priority_at) {
+      throw std::invalid_argument("--priority-by: the format has no field \"" +
+                                  o.model.priority_by->field + "\" (or size)");
+    }
+  }
+  return l;
+}
+
+// Reads the logs' lines into entries (each URI's largest sizes noted), then
+// hands them to the sink in order of start.
+class AccessLogReader {
+ public:
+  AccessLogReader(const LogOptions& options, const Layout& layout, Sink& sink)
+      : o_(options), layout_(layout), sink_(sink) {}
+
+  // One file's lines: each an entry, or a counted skip.
+  void read_file(const std::string& file) {
+    LineReader reader(file);
+    file_ = &file;
+    while (reader.next(line_)) {
+      ++lines_;
+      ++number_;
+      at_line_ = reader.number();
+      if (line_.empty()) {
+        sink_.skip("empty line");
+        continue;
+      }
+      if (!split_line(o_.tokens, line_, values_, why_)) {
+        if (o_.bad_lines == "skip") {
+          sink_.skip("does not match the format");
+          continue;
+        }
+        throw TraceError(file, at_line_, "-",
+                         "does not match the format: " + why_ +
+                             " (--format says how the server wrote its lines; --bad-lines skip "
+                             "counts such lines)");
+      }
+      read_entry();
+    }
+  }
+
+  // The entries' demands, in order of start, to the sink; returns the first start.
+  double write_requests();
+  // The import's own counts, for x-import.
+  void count();
+
+ private:
+  // The refusal of a field's text, in the line being read.
+  TraceError field_error(std::size_t at, const std::string& what) const {
+    return TraceError(*file_, at_line_, o_.tokens[at].text,
+                      "\"" + std::string(values_[at]) + "\" " + what);
+  }
+
+  // A line the format split: an entry, or a counted skip.
+  void read_entry() {
+    std::string_view method, uri;
+    if (!method_and_uri(method, uri)) return;
+    if (std::find(o_.methods.begin(), o_.methods.end(), method) == o_.methods.end()) {
+      sink_.skip("method not --methods");
+      return;
+    }
+    const int status = read_status();
+    const bool abandoned = o_.abandon_status.count(status) != 0;
+    if (!abandoned && status != 200 && status != 206) {
+      if (status == 304) {
+        sink_.skip("status 304 (the client's cache had it)");
+      } else {
+        sink_.skip("status " + std::to_string(status));
+      }
+      return;
+    }
+    const std::uint64_t bytes = read_bytes();
+    const double t = read_time();
+    const double duration = read_duration();
+    if (o_.strip_query) uri = uri.substr(0, uri.find('?'));
+    add_entry(uri, status, abandoned, bytes, t, duration);
+  }
+
+  // The method and the URI: from $request ("GET /a HTTP/1.1"), or fields of
+  // their own; false (a counted skip) when $request is not METHOD URI PROTOCOL.
+  bool method_and_uri(std::string_view& method, std::string_view& uri) {
+    if (layout_.method_at) method = values_[*layout_.method_at];
+    if (layout_.uri_or_name) uri = values_[*layout_.uri_or_name];
+    if (layout_.request_at) {
+      const std::string_view request = values_[*layout_.request_at];
+      const std::size_t space = request.find(' ');
+      const std::size_t second =
+          space == std::string_view::npos ? space : request.find(' ', space + 1);
+      if (space == std::string_view::npos || second == std::string_view::npos || space == 0) {
+        sink_.skip("request not METHOD URI PROTOCOL");
+        return false;
+      }
+      if (!layout_.method_at) method = request.substr(0, space);
+      if (!layout_.uri_or_name) uri = request.substr(space + 1, second - space - 1);
+    }
+    return true;
+  }
+
+  // The response's status, from 100 to 999.
+  int read_status() const {
+    const std::optional<double> status_number = parse_double(values_[*layout_.status_at]);
+    if (!status_number || *status_number < 100 || *status_number > 999) {
+      throw field_error(*layout_.status_at, "is not an HTTP status");
+    }
+    return static_cast<int>(*status_number);
+  }
+
+  // The bytes the response sent.
+  std::uint64_t read_bytes() const {
+    const std::string_view bytes_text = values_[*layout_.bytes_at];
+    std::uint64_t bytes = 0;
+    if (bytes_text != "-") {  // Apache's %b for none.
+      const std::optional<double> b = parse_double(bytes_text);
+      if (!b || *b < 0 || *b != std::floor(*b) || *b > kMaxImportSize) {
+        throw field_error(*layout_.bytes_at, "is not a size in bytes");
+      }
+      bytes = static_cast<std::uint64_t>(*b);
+    }
+    return bytes;
+  }
+
+  // The line's time, in seconds since the epoch.
+  double read_time() const {
+    const std::optional<double> t = parse_time(layout_.time_field, values_[*layout_.time_at]);
+    if (!t || *t < 0 || *t > 1e11) {  // From 1970 to about the year 5000.
+      throw field_error(*layout_.time_at, layout_.time_field == Field::msec
+                                              ? "is not seconds since the epoch"
+                                              : "is not a time (06/Dec/2026:02:11:55 +0000)");
+    }
+    return *t;
+  }
+
+  // How long the response took, in seconds (0 when the format does not say).
+  double read_duration() const {
+    double duration = 0;
+    if (layout_.duration_at || layout_.duration_us_at) {
+      const std::size_t at = layout_.duration_at ? *layout_.duration_at : *layout_.duration_us_at;
+      const std::optional<double> d = parse_double(values_[at]);
+      if (!d || *d < 0 || *d > (layout_.duration_at ? 1e9 : 1e15)) {
+        throw field_error(at, "is not a duration");
+      }
+      duration = layout_.duration_at ? *d : *d / 1e6;
+    }
+    return duration;
+  }
+
+  // The line's entry (its names interned), its bytes noted as its URI's size.
+  void add_entry(std::string_view uri, int status, bool abandoned, std::uint64_t bytes, double t,
+                 double duration) {
+    const std::string_view host =
+        layout_.host_at && values_[*layout_.host_at] != "-" ? values_[*layout_.host_at] : "";
+    const std::string object = std::string(host) + std::string(uri);
+    std::string owner = layout_.owner_at.empty() ? "log" : "";
+    for (std::size_t at : layout_.owner_at)
+      owner += (owner.empty() ? "" : " ") + std::string(values_[at]);
+    for (const std::string_view text : {std::string_view(object), std::string_view(owner)}) {
+      if (!valid_utf8(text)) throw TraceError(*file_, at_line_, "-", "not valid UTF-8");
+    }
+    Entry e;
+    e.start = o_.time_is == "end" ? t - duration : t;
+    e.end = o_.time_is == "end" ? t : t + duration;
+    e.bytes = bytes;
+    e.number = number_;
+    e.object = names_.id(object);
+    e.owner = names_.id(owner);
+    e.origin = names_.id(host.empty() ? std::string_view(o_.default_origin) : host);
+    e.field = layout_.priority_at ? names_.id(values_[*layout_.priority_at]) : 0;
+    e.status = static_cast<std::uint16_t>(status);
+    e.abandoned = abandoned;
+    e.incomplete = layout_.completion_at && values_[*layout_.completion_at] != "OK";
+    if (status == 200) {
+      std::uint64_t& size = full_size_[e.object];
+      size = std::max(size, bytes);
+    } else {
+      std::uint64_t& size = partial_size_[e.object];
+      size = std::max(size, bytes);
+    }
+    entries_.push_back(e);
+  }
+
+  // An entry's artifact's size: its URI's largest 200, else its largest
+  // response (counted once per URI sized so); 0 when unknown.
+  std::uint64_t size_of(const Entry& e) {
+    std::uint64_t size = 0;
+    if (auto it = full_size_.find(e.object); it != full_size_.end() && it->second > 0) {
+      size = it->second;
+    } else {
+      size = partial_size_[e.object];
+      if (size > 0 && sized_by_206_.insert(e.object).second) ++from_206_;
+    }
+    return size;
+  }
+
+  // The demand an entry makes, its times from `start`: a cancel at its end
+  // when abandoned or cut short.
+  Request request_of(const Entry& e, std::uint64_t size, double start) {
+    Request r;
+    r.t = e.start - start;
+    r.demand = "l" + std::to_string(e.number);
+    r.object = names_[e.object];
+    r.origin = names_[e.origin];
+    r.owner = names_[e.owner];
+    r.size = size;
+    if (layout_.priority_at) r.priority_value = names_[e.field];
+    if (e.abandoned) {
+      r.end = e.end - start;
+    } else if (e.status == 200 && (e.bytes < size || e.incomplete)) {
+      r.end = e.end - start;  // Cut short: the client closed it mid-body.
+      ++cut_short_;
+    }
+    return r;
+  }
+
+  const LogOptions& o_;
+  const Layout& layout_;
+  Sink& sink_;
+  Names names_;
+  std::vector<Entry> entries_;
+  std::unordered_map<std::uint32_t, std::uint64_t> full_size_, partial_size_;  // By object.
+  std::set<std::uint32_t> sized_by_206_;
+  std::uint64_t lines_ = 0, number_ = 0, cut_short_ = 0, from_206_ = 0;
+  // The line being read: its file, its number there, its text split.
+  const std::string* file_ = nullptr;
+  std::size_t at_line_ = 0;
+  std::vector<std::string_view> values_;
+  std::string line_, why_;
+};
+
+double AccessLogReader::write_requests() {
+  std::stable_sort(entries_.begin(), entries_.end(),
+                   [](const Entry& a, const Entry& b) { return a.start < b.start; });
+  const double start = entries_.empty() ? 0.0 : entries_.front().start;
+  for (const Entry& e : entries_) {
+    const std::uint64_t size = size_of(e);
+    if (size == 0) {
+      sink_.skip("size unknown (no byte sent for its URI)");
+      continue;
+    }
+    sink_.request(request_of(e, size, start));
+  }
+  return start;
+}
+
+void AccessLogReader::count() {
+  sink_.count("lines", lines_);
+  sink_.count("abandoned_by_status", static_cast<std::uint64_t>(std::count_if(
+                                          entries_.begin(), entries_.end(),
+                                          [](const Entry& e) { return e.abandoned; })));
+  sink_.count("cut_short", cut_short_);
+  sink_.count("sized_by_206_only", from_206_);
+}
+
 }  // namespace
 
 std::vector<ImportOption> access_log_options() {
@@ -366,273 +767,25 @@ std::vector<ImportOption> access_log_options() {
 
 void import_access_log(const std::vector<std::string>& inputs, OptionReader& options,
                        std::ostream& out) {
-  const std::string format_option = options.text_or("format", "combined");
-  const char* named = named_format(format_option);
-  const std::string spec = named != nullptr ? named : format_option;
-  const bool apache = named == nullptr && spec.find('%') != std::string::npos &&
-                      spec.find('$') == std::string::npos;
-  if (named == nullptr && spec.find('%') == std::string::npos && spec.find('$') == std::string::npos) {
-    throw std::invalid_argument("--format: \"" + spec +
-                                "\" is not combined, common, an nginx log_format ($name ...) or "
-                                "an Apache LogFormat (%h ...)");
-  }
-  const std::vector<Token> tokens = apache ? compile_apache(spec) : compile_nginx(spec);
-  const std::string time_is = options.text_or("time-is", apache ? "start" : "end");
-  if (time_is != "start" && time_is != "end") {
-    throw std::invalid_argument("--time-is: \"" + time_is + "\" is not start or end");
-  }
-  const std::optional<std::string> owner_option = options.text("owner-by");
-  std::set<int> abandon_status;
-  const std::vector<std::string> statuses = absl::StrSplit(options.text_or("abandon-status", "499"), ',');
-  for (const std::string& item : statuses) {
-    const std::optional<double> code = parse_double(item);
-    if (!code || *code < 100 || *code > 999 || *code != std::floor(*code)) {
-      throw std::invalid_argument("--abandon-status: \"" + item + "\" is not an HTTP status");
-    }
-    abandon_status.insert(static_cast<int>(*code));
-  }
-  std::vector<std::string> methods = absl::StrSplit(options.text_or("methods", "GET"), ',');
-  const bool strip_query = options.flag("strip-query");
-  const std::string bad_lines = options.text_or("bad-lines", "error");
-  if (bad_lines != "error" && bad_lines != "skip") {
-    throw std::invalid_argument("--bad-lines: \"" + bad_lines + "\" is not error or skip");
-  }
-  const std::string default_origin = options.text_or("origin", "origin");
-  const std::string name = options.text_or("name", "imported");
-  const DemandModel model = read_demand_model(options);
+  const LogOptions o = read_log_options(options);
   options.check_all_read("access-log");
   if (inputs.empty()) throw std::invalid_argument("no input file");
-
   // Where each field is.
-  auto find = [&](Field f) -> std::optional<std::size_t> {
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i].is_field && tokens[i].field == f) return i;
-    return std::nullopt;
-  };
-  auto find_name = [&](const std::string& wanted) -> std::optional<std::size_t> {
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i].is_field && tokens[i].name == wanted) return i;
-    return std::nullopt;
-  };
-  std::optional<std::size_t> time_at;
-  Field time_field = Field::other;
-  for (Field f : {Field::msec, Field::time_iso8601, Field::time_local, Field::time_bracketed}) {
-    if (auto at = find(f)) {
-      time_at = at;
-      time_field = f;
-      break;
-    }
-  }
-  const std::optional<std::size_t> request_at = find(Field::request),
-                                    method_at = find(Field::request_method),
-                                    uri_at = find(Field::request_uri), status_at = find(Field::status),
-                                    host_at = find(Field::host),
-                                    duration_at = find(Field::request_time),
-                                    duration_us_at = find(Field::request_time_us),
-                                    completion_at = find(Field::request_completion);
-  std::optional<std::size_t> bytes_at = find(Field::body_bytes_sent);
-  if (!bytes_at) bytes_at = find(Field::bytes_sent);
-  std::optional<std::size_t> uri_or_name = uri_at ? uri_at : find_name("uri");
-  std::string missing;
-  if (!time_at) missing = "a time ($time_local, $time_iso8601, $msec or %t)";
-  else if (!status_at) missing = "the status ($status or %>s)";
-  else if (!bytes_at) missing = "the bytes sent ($body_bytes_sent, $bytes_sent, %b or %B)";
-  else if (!request_at && !uri_or_name) missing = "the request ($request or %r) or its URI ($request_uri or %U)";
-  if (!missing.empty()) {
-    throw std::invalid_argument("--format: has no field for " + missing + " (\"" + spec + "\")");
-  }
-  // The client's address by default, when the format has it.
-  const std::string owner_field =
-      owner_option ? *owner_option : (find_name("remote_addr") ? "addr" : "none");
-  std::vector<std::size_t> owner_at;
-  if (owner_field != "none") {
-    const std::vector<std::string> parts = absl::StrSplit(owner_field, '+');
-    for (std::string part : parts) {
-      if (part == "addr") part = "remote_addr";
-      if (part == "agent") part = "http_user_agent";
-      const std::optional<std::size_t> at = find_name(part);
-      if (!at) {
-        std::string known;
-        for (const Token& t : tokens)
-          if (t.is_field) known += (known.empty() ? "" : ", ") + t.name;
-        throw std::invalid_argument("--owner-by: the format has no field \"" + part +
-                                    "\" (it has: " + known + "; or none)");
-      }
-      owner_at.push_back(*at);
-    }
-  }
-  std::optional<std::size_t> priority_at;
-  if (model.priority_by && model.priority_by->field != "size") {
-    priority_at = find_name(model.priority_by->field);
-    if (!priority_at) {
-      throw std::invalid_argument("--priority-by: the format has no field \"" +
-                                  model.priority_by->field + "\" (or size)");
-    }
-  }
+  const Layout layout = locate_fields(o);
 
-  Sink sink("access-log", inputs, model);
-  Names names;
-  std::vector<Entry> entries;
-  std::unordered_map<std::uint32_t, std::uint64_t> full_size, partial_size;  // By object.
-  std::uint64_t lines = 0, number = 0;
-  std::vector<std::string_view> values;
-  std::string line, why;
-  for (const std::string& file : inputs) {
-    LineReader reader(file);
-    while (reader.next(line)) {
-      ++lines;
-      ++number;
-      const std::size_t at_line = reader.number();
-      if (line.empty()) {
-        sink.skip("empty line");
-        continue;
-      }
-      if (!split_line(tokens, line, values, why)) {
-        if (bad_lines == "skip") {
-          sink.skip("does not match the format");
-          continue;
-        }
-        throw TraceError(file, at_line, "-",
-                         "does not match the format: " + why +
-                             " (--format says how the server wrote its lines; --bad-lines skip "
-                             "counts such lines)");
-      }
-      auto field_error = [&](std::size_t at, const std::string& what) {
-        return TraceError(file, at_line, tokens[at].text,
-                          "\"" + std::string(values[at]) + "\" " + what);
-      };
-      // The method and the URI: from $request ("GET /a HTTP/1.1"), or fields of their own.
-      std::string_view method, uri;
-      if (method_at) method = values[*method_at];
-      if (uri_or_name) uri = values[*uri_or_name];
-      if (request_at) {
-        const std::string_view request = values[*request_at];
-        const std::size_t space = request.find(' ');
-        const std::size_t second = space == std::string_view::npos ? space : request.find(' ', space + 1);
-        if (space == std::string_view::npos || second == std::string_view::npos || space == 0) {
-          sink.skip("request not METHOD URI PROTOCOL");
-          continue;
-        }
-        if (!method_at) method = request.substr(0, space);
-        if (!uri_or_name) uri = request.substr(space + 1, second - space - 1);
-      }
-      if (std::find(methods.begin(), methods.end(), method) == methods.end()) {
-        sink.skip("method not --methods");
-        continue;
-      }
-      const std::optional<double> status_number = parse_double(values[*status_at]);
-      if (!status_number || *status_number < 100 || *status_number > 999) {
-        throw field_error(*status_at, "is not an HTTP status");
-      }
-      const int status = static_cast<int>(*status_number);
-      const bool abandoned = abandon_status.count(status) != 0;
-      if (!abandoned && status != 200 && status != 206) {
-        if (status == 304) {
-          sink.skip("status 304 (the client's cache had it)");
-        } else {
-          sink.skip("status " + std::to_string(status));
-        }
-        continue;
-      }
-      const std::string_view bytes_text = values[*bytes_at];
-      std::uint64_t bytes = 0;
-      if (bytes_text != "-") {  // Apache's %b for none.
-        const std::optional<double> b = parse_double(bytes_text);
-        if (!b || *b < 0 || *b != std::floor(*b) || *b > kMaxImportSize) {
-          throw field_error(*bytes_at, "is not a size in bytes");
-        }
-        bytes = static_cast<std::uint64_t>(*b);
-      }
-      const std::optional<double> t = parse_time(time_field, values[*time_at]);
-      if (!t || *t < 0 || *t > 1e11) {  // From 1970 to about the year 5000.
-        throw field_error(*time_at, time_field == Field::msec
-                                        ? "is not seconds since the epoch"
-                                        : "is not a time (06/Dec/2026:02:11:55 +0000)");
-      }
-      double duration = 0;
-      if (duration_at || duration_us_at) {
-        const std::size_t at = duration_at ? *duration_at : *duration_us_at;
-        const std::optional<double> d = parse_double(values[at]);
-        if (!d || *d < 0 || *d > (duration_at ? 1e9 : 1e15)) throw field_error(at, "is not a duration");
-        duration = duration_at ? *d : *d / 1e6;
-      }
-      if (strip_query) uri = uri.substr(0, uri.find('?'));
-      const std::string_view host = host_at && values[*host_at] != "-" ? values[*host_at] : "";
-      const std::string object = std::string(host) + std::string(uri);
-      std::string owner = owner_at.empty() ? "log" : "";
-      for (std::size_t at : owner_at)
-        owner += (owner.empty() ? "" : " ") + std::string(values[at]);
-      for (const std::string_view text : {std::string_view(object), std::string_view(owner)}) {
-        if (!valid_utf8(text)) throw TraceError(file, at_line, "-", "not valid UTF-8");
-      }
-      Entry e;
-      e.start = time_is == "end" ? *t - duration : *t;
-      e.end = time_is == "end" ? *t : *t + duration;
-      e.bytes = bytes;
-      e.number = number;
-      e.object = names.id(object);
-      e.owner = names.id(owner);
-      e.origin = names.id(host.empty() ? std::string_view(default_origin) : host);
-      e.field = priority_at ? names.id(values[*priority_at]) : 0;
-      e.status = static_cast<std::uint16_t>(status);
-      e.abandoned = abandoned;
-      e.incomplete = completion_at && values[*completion_at] != "OK";
-      if (status == 200) {
-        std::uint64_t& size = full_size[e.object];
-        size = std::max(size, bytes);
-      } else {
-        std::uint64_t& size = partial_size[e.object];
-        size = std::max(size, bytes);
-      }
-      entries.push_back(e);
-    }
-  }
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.start < b.start; });
-  const double start = entries.empty() ? 0.0 : entries.front().start;
-  std::uint64_t cut_short = 0, from_206 = 0;
-  std::set<std::uint32_t> sized_by_206;
-  for (const Entry& e : entries) {
-    std::uint64_t size = 0;
-    if (auto it = full_size.find(e.object); it != full_size.end() && it->second > 0) {
-      size = it->second;
-    } else {
-      size = partial_size[e.object];
-      if (size > 0 && sized_by_206.insert(e.object).second) ++from_206;
-    }
-    if (size == 0) {
-      sink.skip("size unknown (no byte sent for its URI)");
-      continue;
-    }
-    Request r;
-    r.t = e.start - start;
-    r.demand = "l" + std::to_string(e.number);
-    r.object = names[e.object];
-    r.origin = names[e.origin];
-    r.owner = names[e.owner];
-    r.size = size;
-    if (priority_at) r.priority_value = names[e.field];
-    if (e.abandoned) {
-      r.end = e.end - start;
-    } else if (e.status == 200 && (e.bytes < size || e.incomplete)) {
-      r.end = e.end - start;  // Cut short: the client closed it mid-body.
-      ++cut_short;
-    }
-    sink.request(r);
-  }
-  sink.count("lines", lines);
-  sink.count("abandoned_by_status", static_cast<std::uint64_t>(std::count_if(
-                                         entries.begin(), entries.end(),
-                                         [](const Entry& e) { return e.abandoned; })));
-  sink.count("cut_short", cut_short);
-  sink.count("sized_by_206_only", from_206);
+  Sink sink("access-log", inputs, o.model);
+  AccessLogReader reader(o, layout, sink);
+  for (const std::string& file : inputs)
+    reader.read_file(file);
+  const double start = reader.write_requests();
+  reader.count();
 
   ojson used = options.as_json();
-  used["format"] = spec;
-  used["time-is"] = time_is;
-  used["owner-by"] = owner_field;
+  used["format"] = o.spec;
+  used["time-is"] = o.time_is;
+  used["owner-by"] = layout.owner_field;
   used["start"] = start;
-  sink.finish(name, std::move(used), out);
+  sink.finish(o.name, std::move(used), out);
 }
 
 }  // namespace dfl::format::import_detail

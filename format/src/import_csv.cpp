@@ -74,6 +74,210 @@ bool read_record(std::istream& in, char delimiter, std::vector<std::string>& fie
   return true;
 }
 
+// A column the options name: its option, the name or number given, and where it is.
+struct Column {
+  const char* flag;
+  std::optional<std::string> name;
+  std::size_t index = 0;
+};
+enum { kTime, kKey, kSize, kPriority, kOwner, kOrigin, kEnd, kPriorityBy };
+
+// The columns, in the order above; --time, --key and --size are required.
+std::vector<Column> read_columns(OptionReader& options) {
+  std::vector<Column> columns = {
+      {"time", options.text("time")},   {"key", options.text("key")},
+      {"size", options.text("size")},   {"priority", options.text("priority")},
+      {"owner", options.text("owner")}, {"origin", options.text("origin")},
+      {"end", options.text("end")},     {"priority-by", std::nullopt}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!columns[i].name || columns[i].name->empty()) {
+      throw std::invalid_argument(std::string("--") + columns[i].flag + " COLUMN is required");
+    }
+  }
+  return columns;
+}
+
+// Reads the files' rows, in time order, into requests for the sink.
+class CsvReader {
+ public:
+  CsvReader(std::vector<Column> columns, bool header, char delimiter, double unit,
+            std::optional<double> given_start, Sink& sink)
+      : columns_(std::move(columns)),
+        header_(header),
+        delimiter_(delimiter),
+        unit_(unit),
+        start_(given_start),
+        sink_(sink) {}
+
+  // One file: its header row (the columns found), then its rows up to --limit.
+  void read_file(const std::string& file) {
+    std::ifstream in(file);
+    if (!in) throw TraceError::unreadable(file);
+    file_ = &file;
+    line_ = 0;
+    first_line_ = 0;
+    // Where each column is, from the header row or the numbers given.
+    std::vector<std::string> names;
+    if (header_ && !read_record(in, delimiter_, names, line_, first_line_, file)) {
+      throw TraceError(file, 1, "-", "is empty: no header row");
+    }
+    locate_columns(names, file);
+    while (!sink_.full() && read_record(in, delimiter_, fields_, line_, first_line_, file)) {
+      ++rows_;
+      if (fields_.size() == 1 && fields_[0].empty()) {
+        sink_.skip("empty line");
+        continue;
+      }
+      read_row();
+    }
+  }
+
+  // The rows read, empty lines included.
+  std::uint64_t rows() const { return rows_; }
+  // --start, or the first row's time.
+  std::optional<double> start() const { return start_; }
+
+ private:
+  // Each named column's index: its number, or its place in the header row.
+  void locate_columns(const std::vector<std::string>& names, const std::string& file) {
+    for (Column& c : columns_) {
+      if (!c.name) continue;
+      const std::string& wanted = *c.name;
+      std::size_t number = 0;
+      const auto [end, error] =
+          std::from_chars(wanted.data(), wanted.data() + wanted.size(), number);
+      if (error == std::errc{} && end == wanted.data() + wanted.size() && number >= 1) {
+        c.index = number - 1;
+        continue;
+      }
+      if (!header_) {
+        throw std::invalid_argument(std::string("--") + c.flag + " " + wanted +
+                                    ": without a header row, columns are numbers from 1");
+      }
+      auto it = std::find(names.begin(), names.end(), wanted);
+      if (it == names.end()) {
+        std::string known;
+        for (const std::string& n : names)
+          known += (known.empty() ? "" : ", ") + n;
+        throw TraceError(file, 1, c.flag,
+                         "no column \"" + wanted + "\" (the header has: " + known + ")");
+      }
+      c.index = static_cast<std::size_t>(it - names.begin());
+    }
+  }
+
+  // The refusal of the row's `which` column.
+  TraceError row_error(int which, const std::string& message) const {
+    return TraceError(*file_, first_line_, *columns_[static_cast<std::size_t>(which)].name,
+                      message);
+  }
+
+  // The row's text in column `which`.
+  const std::string& field(int which) const {
+    const Column& c = columns_[static_cast<std::size_t>(which)];
+    if (c.index >= fields_.size()) {
+      throw TraceError(*file_, first_line_, *c.name,
+                       "missing: the row has " + std::to_string(fields_.size()) + " fields");
+    }
+    return fields_[c.index];
+  }
+
+  // The row's number in column `which`.
+  double number_in(int which) const {
+    const std::string& text = field(which);
+    double value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value)) {
+      throw row_error(which, "\"" + text + "\" is not a number");
+    }
+    return value;
+  }
+
+  // A row that is not empty: a request, or a counted skip (size 0).
+  void read_row() {
+    const double t = row_time();
+    const double bytes = number_in(kSize);
+    if (bytes < 0 || bytes != std::floor(bytes) || bytes > kMaxImportSize) {
+      throw row_error(kSize, "\"" + field(kSize) + "\" is not a size in bytes");
+    }
+    if (bytes == 0) {
+      sink_.skip("size 0");
+      return;
+    }
+    Request r;
+    r.t = t;
+    r.object = field(kKey);
+    if (r.object.empty()) throw row_error(kKey, "empty");
+    r.size = static_cast<std::uint64_t>(bytes);
+    if (columns_[kPriority].name) r.priority = row_priority();
+    if (columns_[kEnd].name && !field(kEnd).empty()) r.end = row_end(t);
+    if (columns_[kOwner].name) r.owner = field(kOwner);
+    if (columns_[kOrigin].name) r.origin = field(kOrigin);
+    // Names go into JSON text: they must be UTF-8.
+    for (const int which : {kKey, kOwner, kOrigin}) {
+      const Column& c = columns_[static_cast<std::size_t>(which)];
+      if (c.name && !valid_utf8(field(which))) {
+        throw TraceError(*file_, first_line_, *c.name, "not valid UTF-8");
+      }
+    }
+    if (columns_[kPriorityBy].name) r.priority_value = field(kPriorityBy);
+    r.demand = "r" + std::to_string(rows_);
+    sink_.request(r);
+  }
+
+  // The row's time from the start (the first row's, without --start), in
+  // seconds; the rows must be in time order.
+  double row_time() {
+    const double raw_t = number_in(kTime);
+    if (!start_) start_ = raw_t;
+    const double t = (raw_t - *start_) * unit_;
+    if (taken_ > 0 && t < last_t_) {
+      throw row_error(kTime, "goes backwards (the log must be in time order)");
+    }
+    if (t < 0) throw row_error(kTime, "before the start (" + std::to_string(*start_) + ")");
+    if (t > kMaxRecordTime) {
+      throw row_error(kTime, "more than 10^12 s after the first row (the trace format's limit)");
+    }
+    last_t_ = t;
+    ++taken_;
+    return t;
+  }
+
+  // The row's integer priority.
+  std::int64_t row_priority() const {
+    std::int64_t priority = 1;
+    const std::string& text = field(kPriority);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), priority);
+    if (error != std::errc{} || end != text.data() + text.size()) {
+      throw row_error(kPriority, "\"" + text + "\" is not an integer");
+    }
+    return priority;
+  }
+
+  // When the request was abandoned (a cancel then), from the start: not before `t`.
+  double row_end(double t) const {
+    const double end = (number_in(kEnd) - *start_) * unit_;
+    if (end < t) throw row_error(kEnd, "before the request's time");
+    if (end > kMaxRecordTime) {
+      throw row_error(kEnd, "more than 10^12 s after the first row (the trace format's limit)");
+    }
+    return end;
+  }
+
+  std::vector<Column> columns_;
+  const bool header_;
+  const char delimiter_;
+  const double unit_;
+  std::optional<double> start_;
+  Sink& sink_;
+  std::uint64_t rows_ = 0, taken_ = 0;
+  double last_t_ = 0;
+  std::vector<std::string> fields_;
+  // The file being read, and its lines so far (first_line_: the row's first).
+  const std::string* file_ = nullptr;
+  std::size_t line_ = 0, first_line_ = 0;
+};
+
 }  // namespace
 
 std::vector<ImportOption> csv_options() {
@@ -95,29 +299,14 @@ std::vector<ImportOption> csv_options() {
 }
 
 void import_csv(const std::vector<std::string>& inputs, OptionReader& options, std::ostream& out) {
-  struct Column {
-    const char* flag;
-    std::optional<std::string> name;
-    std::size_t index = 0;
-  };
-  enum { kTime, kKey, kSize, kPriority, kOwner, kOrigin, kEnd, kPriorityBy };
-  std::vector<Column> columns = {
-      {"time", options.text("time")},   {"key", options.text("key")},
-      {"size", options.text("size")},   {"priority", options.text("priority")},
-      {"owner", options.text("owner")}, {"origin", options.text("origin")},
-      {"end", options.text("end")},     {"priority-by", std::nullopt}};
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (!columns[i].name || columns[i].name->empty()) {
-      throw std::invalid_argument(std::string("--") + columns[i].flag + " COLUMN is required");
-    }
-  }
+  std::vector<Column> columns = read_columns(options);
   const bool header = !options.flag("no-header");
   const std::string delimiter_text = options.text_or("delimiter", ",");
   if (delimiter_text.size() != 1) throw std::invalid_argument("--delimiter must be one character");
   const char delimiter = delimiter_text[0];
   const std::string time_unit = options.text_or("time-unit", "s");
   const double unit = seconds_per_unit(time_unit);
-  std::optional<double> start = options.number("start");
+  const std::optional<double> start = options.number("start");
   const std::string name = options.text_or("name", "imported");
   const DemandModel model = read_demand_model(options);
   options.check_all_read("csv");
@@ -130,139 +319,19 @@ void import_csv(const std::vector<std::string>& inputs, OptionReader& options, s
   if (inputs.empty()) throw std::invalid_argument("no input file");
 
   Sink sink("csv", inputs, model);
-  std::uint64_t rows = 0, taken = 0;
-  double last_t = 0;
-  std::vector<std::string> fields;
+  CsvReader reader(std::move(columns), header, delimiter, unit, start, sink);
   for (const std::string& file : inputs) {
     if (sink.full()) break;  // --limit: read no further.
-    std::ifstream in(file);
-    if (!in) throw TraceError::unreadable(file);
-    std::size_t line = 0, first_line = 0;
-    // Where each column is, from the header row or the numbers given.
-    std::vector<std::string> names;
-    if (header && !read_record(in, delimiter, names, line, first_line, file)) {
-      throw TraceError(file, 1, "-", "is empty: no header row");
-    }
-    for (Column& c : columns) {
-      if (!c.name) continue;
-      const std::string& wanted = *c.name;
-      std::size_t number = 0;
-      const auto [end, error] =
-          std::from_chars(wanted.data(), wanted.data() + wanted.size(), number);
-      if (error == std::errc{} && end == wanted.data() + wanted.size() && number >= 1) {
-        c.index = number - 1;
-        continue;
-      }
-      if (!header) {
-        throw std::invalid_argument(std::string("--") + c.flag + " " + wanted +
-                                    ": without a header row, columns are numbers from 1");
-      }
-      auto it = std::find(names.begin(), names.end(), wanted);
-      if (it == names.end()) {
-        std::string known;
-        for (const std::string& n : names)
-          known += (known.empty() ? "" : ", ") + n;
-        throw TraceError(file, 1, c.flag,
-                         "no column \"" + wanted + "\" (the header has: " + known + ")");
-      }
-      c.index = static_cast<std::size_t>(it - names.begin());
-    }
-    while (!sink.full() && read_record(in, delimiter, fields, line, first_line, file)) {
-      ++rows;
-      if (fields.size() == 1 && fields[0].empty()) {
-        sink.skip("empty line");
-        continue;
-      }
-      auto field = [&](int which) -> const std::string& {
-        const Column& c = columns[static_cast<std::size_t>(which)];
-        if (c.index >= fields.size()) {
-          throw TraceError(file, first_line, *c.name,
-                           "missing: the row has " + std::to_string(fields.size()) + " fields");
-        }
-        return fields[c.index];
-      };
-      auto number = [&](int which) {
-        const std::string& text = field(which);
-        double value = 0;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value)) {
-          throw TraceError(file, first_line, *columns[static_cast<std::size_t>(which)].name,
-                           "\"" + text + "\" is not a number");
-        }
-        return value;
-      };
-      const double raw_t = number(kTime);
-      if (!start) start = raw_t;
-      const double t = (raw_t - *start) * unit;
-      if (taken > 0 && t < last_t) {
-        throw TraceError(file, first_line, *columns[kTime].name,
-                         "goes backwards (the log must be in time order)");
-      }
-      if (t < 0) {
-        throw TraceError(file, first_line, *columns[kTime].name,
-                         "before the start (" + std::to_string(*start) + ")");
-      }
-      if (t > kMaxRecordTime) {
-        throw TraceError(file, first_line, *columns[kTime].name,
-                         "more than 10^12 s after the first row (the trace format's limit)");
-      }
-      last_t = t;
-      ++taken;
-      const double bytes = number(kSize);
-      if (bytes < 0 || bytes != std::floor(bytes) || bytes > kMaxImportSize) {
-        throw TraceError(file, first_line, *columns[kSize].name,
-                         "\"" + field(kSize) + "\" is not a size in bytes");
-      }
-      if (bytes == 0) {
-        sink.skip("size 0");
-        continue;
-      }
-      Request r;
-      r.t = t;
-      r.object = field(kKey);
-      if (r.object.empty()) throw TraceError(file, first_line, *columns[kKey].name, "empty");
-      r.size = static_cast<std::uint64_t>(bytes);
-      if (columns[kPriority].name) {
-        const std::string& text = field(kPriority);
-        const auto [end, error] =
-            std::from_chars(text.data(), text.data() + text.size(), r.priority);
-        if (error != std::errc{} || end != text.data() + text.size()) {
-          throw TraceError(file, first_line, *columns[kPriority].name,
-                           "\"" + text + "\" is not an integer");
-        }
-      }
-      if (columns[kEnd].name && !field(kEnd).empty()) {
-        r.end = (number(kEnd) - *start) * unit;
-        if (*r.end < t) {
-          throw TraceError(file, first_line, *columns[kEnd].name, "before the request's time");
-        }
-        if (*r.end > kMaxRecordTime) {
-          throw TraceError(file, first_line, *columns[kEnd].name,
-                           "more than 10^12 s after the first row (the trace format's limit)");
-        }
-      }
-      if (columns[kOwner].name) r.owner = field(kOwner);
-      if (columns[kOrigin].name) r.origin = field(kOrigin);
-      // Names go into JSON text: they must be UTF-8.
-      for (const int which : {kKey, kOwner, kOrigin}) {
-        const Column& c = columns[static_cast<std::size_t>(which)];
-        if (c.name && !valid_utf8(field(which))) {
-          throw TraceError(file, first_line, *c.name, "not valid UTF-8");
-        }
-      }
-      if (columns[kPriorityBy].name) r.priority_value = field(kPriorityBy);
-      r.demand = "r" + std::to_string(rows);
-      sink.request(r);
-    }
+    reader.read_file(file);
   }
-  sink.count("rows", rows);
+  sink.count("rows", reader.rows());
   if (sink.full()) sink.count("read_up_to_the_limit");
 
   ojson used = options.as_json();
   used["no-header"] = !header;
   used["delimiter"] = std::string(1, delimiter);
   used["time-unit"] = time_unit;
-  used["start"] = start.value_or(0);
+  used["start"] = reader.start().value_or(0);
   sink.finish(name, std::move(used), out);
 }
 
