@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "demandflight/backend/client.h"
+#include "demandflight/format/trace.h"
 #include "processes.h"
 #include "subcommand.h"
 
@@ -137,33 +138,15 @@ json recording_header(const fs::path& path) {
 std::pair<fs::path, std::uint32_t> whole_recording(const fs::path& first, const fs::path& dir) {
   if (!fs::exists(backend::record_part_path(first, 1))) return {first, 1};
   const fs::path out = dir / "recording.jsonl";
-  std::ofstream whole(out, std::ios::binary);
-  std::set<std::string> declared;
-  std::uint32_t part = 0;
-  for (;; ++part) {
-    const fs::path path = backend::record_part_path(first, part);
-    if (part > 0 && !fs::exists(path)) break;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read " + path.string() + ": " + std::strerror(errno));
-    std::string line;
-    for (bool header = true; std::getline(in, line); header = false) {
-      if (header) {
-        if (part == 0) whole << line << '\n';
-        continue;
-      }
-      if (line.find_first_not_of(' ') == std::string::npos) continue;  // A page's filler.
-      if (line.find(R"("op":"artifact")") != std::string::npos) {
-        const json record = json::parse(line, nullptr, false);
-        if (!record.is_discarded() && record.value("op", "") == "artifact" &&
-            !declared.insert(record.value("id", "")).second) {
-          continue;
-        }
-      }
-      whole << line << '\n';
-    }
+  std::vector<std::string> parts;
+  for (std::uint32_t part = 0; part == 0 || fs::exists(backend::record_part_path(first, part));
+       ++part) {
+    parts.push_back(backend::record_part_path(first, part).string());
   }
+  std::ofstream whole(out, std::ios::binary);
+  format::merge_recording_parts(parts, whole);
   if (!whole.flush()) throw std::runtime_error("cannot write " + out.string());
-  return {out, part};
+  return {out, static_cast<std::uint32_t>(parts.size())};
 }
 
 // Runs `demandflight sim` on the recording in a child; its result.
@@ -205,48 +188,49 @@ json simulate(const FidelityArgs& args, const fs::path& recording, const std::st
   return json::parse(in);
 }
 
-int run_fidelity(const FidelityArgs& args) {
-  const fs::path recording = args.recording;
-  const json header = recording_header(recording);
-  const json x = header.value("x-recording", json::object());
-  const std::string model = !args.model.empty() ? args.model : x.value("model", "demand");
-  const std::string policy =
-      !args.policy.empty() ? args.policy : x.value("orphan_policy", "always-abort");
-  const fs::path demands_path = backend::record_outcome_path(recording, false);
-  const fs::path tasks_path = backend::record_outcome_path(recording, true);
-  const auto real_demands = read_rows(demands_path);
-  const auto real_tasks = read_rows(tasks_path);
-  TempDir scratch("demandflight-fidelity-parts");
-  const auto [whole, parts] = whole_recording(recording, scratch.path());
-  const json sim = simulate(args, whole, model, policy);
+// A CSV file's rows, as read_rows() reads them.
+using Rows = std::vector<std::map<std::string, std::string>>;
 
-  // Outcomes, demand by demand.
+// What the simulation is beside the recording's rows: the demands' outcomes
+// and latencies, and the rates of transfers installed after one attempt.
+struct Comparison {
+  std::size_t compared = 0, same = 0;
+  std::vector<std::string> differ;  // The first few that differ.
+  std::vector<double> real_latency, sim_latency, latency_log;
+  std::vector<double> rate_log;
+};
+
+// Outcomes, demand by demand, and the latencies of those that succeeded in
+// both after waiting.
+void compare_demands(const json& sim, const Rows& real_demands, const fs::path& demands_path,
+                     Comparison& found) {
   std::map<std::string, const json*> simulated;
   for (const json& d : sim["demands"])
     simulated[d["demand"].get<std::string>()] = &d;
-  std::size_t compared = 0, same = 0;
-  std::vector<std::string> differ;
-  std::vector<double> real_latency, sim_latency, latency_log;
   for (const auto& row : real_demands) {
     auto it = simulated.find(row.at("demand"));
     if (it == simulated.end()) continue;  // Subscribed after the recording ended.
-    ++compared;
+    ++found.compared;
     const std::string sim_outcome = (*it->second)["outcome"];
     if (sim_outcome == row.at("outcome")) {
-      ++same;
-    } else if (differ.size() < 5) {
-      differ.push_back(row.at("demand") + " " + row.at("outcome") + " -> " + sim_outcome);
+      ++found.same;
+    } else if (found.differ.size() < 5) {
+      found.differ.push_back(row.at("demand") + " " + row.at("outcome") + " -> " + sim_outcome);
     }
     const double real = number_of(row, "latency_s", demands_path);
     const double simulated_s = (*it->second)["latency_s"];
     if (row.at("outcome") == "succeeded" && sim_outcome == "succeeded" && real >= kWaitedS &&
         simulated_s >= kWaitedS) {
-      real_latency.push_back(real);
-      sim_latency.push_back(simulated_s);
-      latency_log.push_back(std::abs(std::log(simulated_s / real)));
+      found.real_latency.push_back(real);
+      found.sim_latency.push_back(simulated_s);
+      found.latency_log.push_back(std::abs(std::log(simulated_s / real)));
     }
   }
-  // Transfer rates: a key's tasks in order in both worlds, installed after one attempt.
+}
+
+// Transfer rates: a key's tasks in order in both worlds, installed after one attempt.
+void compare_rates(const json& sim, const Rows& real_tasks, const fs::path& tasks_path,
+                   Comparison& found) {
   std::map<std::string, std::vector<const json*>> sim_tasks;
   for (const json& t : sim["tasks"])
     sim_tasks[t["artifact"].get<std::string>()].push_back(&t);
@@ -255,7 +239,6 @@ int run_fidelity(const FidelityArgs& args) {
   std::stable_sort(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) {
     return number_of(a, "t_start", tasks_path) < number_of(b, "t_start", tasks_path);
   });
-  std::vector<double> rate_log;
   for (const auto& row : ordered) {
     const std::string& artifact = row.at("artifact");
     const std::size_t index = seen[artifact]++;
@@ -273,27 +256,39 @@ int run_fidelity(const FidelityArgs& args) {
     const double real_bytes = number_of(row, "bytes_transferred", tasks_path);
     const double sim_bytes = s["bytes_transferred"];
     if (real_s <= 0 || sim_s <= 0 || real_bytes <= 0 || sim_bytes <= 0) continue;
-    rate_log.push_back(std::abs(std::log((sim_bytes / sim_s) / (real_bytes / real_s))));
+    found.rate_log.push_back(std::abs(std::log((sim_bytes / sim_s) / (real_bytes / real_s))));
   }
+}
 
-  const double real_p50 = percentile(real_latency, 0.5), sim_p50 = percentile(sim_latency, 0.5);
-  const double real_p95 = percentile(real_latency, 0.95), sim_p95 = percentile(sim_latency, 0.95);
-  const json figures{
-      {"recording", args.recording},
-      {"parts", parts},
-      {"model", model},
-      {"policy", policy},
-      {"demands", compared},
-      {"outcomes_identical", same},
-      {"outcomes_differ", differ},
-      {"latency_demands", real_latency.size()},
-      {"real_p50_s", real_p50},
-      {"sim_p50_s", sim_p50},
-      {"real_p95_s", real_p95},
-      {"sim_p95_s", sim_p95},
-      {"latency_median_abs_ln", percentile(latency_log, 0.5)},
-      {"rate_tasks", rate_log.size()},
-      {"rate_median_abs_ln", percentile(rate_log, 0.5)}};
+// The figures, as --out writes them.
+json figures_of(const FidelityArgs& args, std::uint32_t parts, const std::string& model,
+                const std::string& policy, const Comparison& found) {
+  return json{{"recording", args.recording},
+              {"parts", parts},
+              {"model", model},
+              {"policy", policy},
+              {"demands", found.compared},
+              {"outcomes_identical", found.same},
+              {"outcomes_differ", found.differ},
+              {"latency_demands", found.real_latency.size()},
+              {"real_p50_s", percentile(found.real_latency, 0.5)},
+              {"sim_p50_s", percentile(found.sim_latency, 0.5)},
+              {"real_p95_s", percentile(found.real_latency, 0.95)},
+              {"sim_p95_s", percentile(found.sim_latency, 0.95)},
+              {"latency_median_abs_ln", percentile(found.latency_log, 0.5)},
+              {"rate_tasks", found.rate_log.size()},
+              {"rate_median_abs_ln", percentile(found.rate_log, 0.5)}};
+}
+
+// The figures, for a reader, on stdout.
+void print_figures(const FidelityArgs& args, std::uint32_t parts, const std::string& model,
+                   const std::string& policy, const Comparison& found) {
+  const std::size_t same = found.same, compared = found.compared;
+  const std::vector<std::string>& differ = found.differ;
+  const double real_p50 = percentile(found.real_latency, 0.5),
+               sim_p50 = percentile(found.sim_latency, 0.5);
+  const double real_p95 = percentile(found.real_latency, 0.95),
+               sim_p95 = percentile(found.sim_latency, 0.95);
   std::string of_parts;
   if (parts > 1) {
     of_parts = " (";
@@ -307,22 +302,46 @@ int run_fidelity(const FidelityArgs& args) {
   for (const std::string& d : differ)
     std::printf("%s %s", d == differ.front() ? "; differ:" : ",", d.c_str());
   std::printf("\n");
-  if (!real_latency.empty()) {
+  if (!found.real_latency.empty()) {
     std::printf("  latency (%zu demands that succeeded in both after waiting)  p50 real %.3f s, "
                 "sim %.3f s (%+.1f%%); p95 real %.3f s, sim %.3f s (%+.1f%%); median |ln(sim/real)| "
                 "%.3f\n",
-                real_latency.size(), real_p50, sim_p50, 100 * (sim_p50 / real_p50 - 1), real_p95,
-                sim_p95, 100 * (sim_p95 / real_p95 - 1), percentile(latency_log, 0.5));
+                found.real_latency.size(), real_p50, sim_p50, 100 * (sim_p50 / real_p50 - 1),
+                real_p95, sim_p95, 100 * (sim_p95 / real_p95 - 1),
+                percentile(found.latency_log, 0.5));
   } else {
     std::printf("  latency  no demand succeeded in both after waiting\n");
   }
-  if (!rate_log.empty()) {
+  if (!found.rate_log.empty()) {
     std::printf("  transfer rate (%zu tasks installed after one attempt in both)  median "
                 "|ln(sim/real)| %.3f\n",
-                rate_log.size(), percentile(rate_log, 0.5));
+                found.rate_log.size(), percentile(found.rate_log, 0.5));
   } else {
     std::printf("  transfer rate  no task installed after one attempt in both\n");
   }
+}
+
+int run_fidelity(const FidelityArgs& args) {
+  const fs::path recording = args.recording;
+  const json header = recording_header(recording);
+  const json x = header.value("x-recording", json::object());
+  const std::string model = !args.model.empty() ? args.model : x.value("model", "demand");
+  const std::string policy =
+      !args.policy.empty() ? args.policy : x.value("orphan_policy", "always-abort");
+  const fs::path demands_path = backend::record_outcome_path(recording, false);
+  const fs::path tasks_path = backend::record_outcome_path(recording, true);
+  const auto real_demands = read_rows(demands_path);
+  const auto real_tasks = read_rows(tasks_path);
+  TempDir scratch("demandflight-fidelity-parts");
+  const auto [whole, parts] = whole_recording(recording, scratch.path());
+  const json sim = simulate(args, whole, model, policy);
+
+  Comparison found;
+  compare_demands(sim, real_demands, demands_path, found);
+  compare_rates(sim, real_tasks, tasks_path, found);
+
+  const json figures = figures_of(args, parts, model, policy, found);
+  print_figures(args, parts, model, policy, found);
   if (!args.out.empty()) {
     std::ofstream out(args.out);
     out << figures.dump(1) << "\n";

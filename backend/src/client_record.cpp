@@ -1,5 +1,7 @@
 #include "client_record.h"
 
+#include "demandflight/format/trace_writer.h"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -40,52 +42,6 @@ std::string named(char letter, std::uint64_t number) {
 
 std::string owner_name(OwnerId owner) { return named('o', owner); }
 
-// JSON written by hand for the calls' lines. A string with a byte past
-// ASCII goes through the JSON library (a byte that is not UTF-8 becomes
-// U+FFFD); the rest is escaped here.
-void add_string(std::string& out, std::string_view value) {
-  for (unsigned char c : value) {
-    if (c >= 0x80) {
-      out += dump(Json(std::string(value)));
-      return;
-    }
-  }
-  out += '"';
-  for (char c : value) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
-// ,"name": and a string.
-void add_field(std::string& out, std::string_view name, std::string_view value) {
-  out += ',';
-  out += '"';
-  out += name;
-  out += "\":";
-  add_string(out, value);
-}
-
-template <typename Number>
-void add_number(std::string& out, std::string_view name, Number value) {
-  out += ',';
-  out += '"';
-  out += name;
-  out += "\":";
-  char text[32];
-  const std::to_chars_result written = std::to_chars(text, text + sizeof text, value);
-  out.append(text, written.ptr);
-}
-
 std::string system_error(const char* what, const std::filesystem::path& path, int error) {
   return std::string(what) + " " + path.string() + ": " + std::strerror(error);
 }
@@ -94,12 +50,25 @@ int open_part(const std::filesystem::path& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
-Json throttle_json(const ThrottleConfig& c) {
-  Json j = Json::object();
-  if (c.background_at_or_below) j["background_at_or_below"] = *c.background_at_or_below;
-  if (c.background_Bps > 0) j["background_Bps"] = c.background_Bps;
-  if (c.overall_Bps > 0) j["overall_Bps"] = c.overall_Bps;
-  return j;
+format::ThrottleCaps throttle_caps(const ThrottleConfig& c) {
+  format::ThrottleCaps caps;
+  if (c.background_at_or_below) caps.background_at_or_below = *c.background_at_or_below;
+  if (c.background_Bps > 0) caps.background_Bps = c.background_Bps;
+  if (c.overall_Bps > 0) caps.overall_Bps = c.overall_Bps;
+  return caps;
+}
+
+format::TraceHeader::Scheduler scheduler_header(const SchedulerConfig& scheduler,
+                                                const ThrottleConfig& throttle) {
+  format::TraceHeader::Scheduler h;
+  h.max_transfers = scheduler.max_transfers;
+  h.max_per_origin = scheduler.max_per_origin;
+  h.cache_bytes = scheduler.cache_bytes;
+  h.retry = format::TraceHeader::Retry{scheduler.retry.max_attempts, scheduler.retry.base_s,
+                                       scheduler.retry.cap_s, scheduler.retry.jitter};
+  h.breaker = format::TraceHeader::Breaker{scheduler.breaker.failures, scheduler.breaker.open_s};
+  h.throttle = throttle_caps(throttle);
+  return h;
 }
 
 std::string utc_now() {
@@ -135,18 +104,7 @@ Recording::Recording(RecordOptions options, const SchedulerConfig& scheduler,
                      std::function<MeasuredPlatform()> measure)
     : options_(std::move(options)),
       measure_(std::move(measure)),
-      scheduler_json_(dump(Json{{"max_transfers", scheduler.max_transfers},
-                                {"max_per_origin", scheduler.max_per_origin},
-                                {"cache_bytes", scheduler.cache_bytes},
-                                {"retry",
-                                 {{"max_attempts", scheduler.retry.max_attempts},
-                                  {"base_s", scheduler.retry.base_s},
-                                  {"cap_s", scheduler.retry.cap_s},
-                                  {"jitter", scheduler.retry.jitter}}},
-                                {"breaker",
-                                 {{"failures", scheduler.breaker.failures},
-                                  {"open_s", scheduler.breaker.open_s}}},
-                                {"throttle", throttle_json(throttle)}})),
+      scheduler_(scheduler_header(scheduler, throttle)),
       recording_json_(dump(Json{{"started_utc", utc_now()},
                                 {"clock", "seconds since the client was made"},
                                 {"model", std::string(to_string(scheduler.model))},
@@ -206,8 +164,9 @@ namespace {
 // The measured figures for the header: `x-measured` (each figure with its
 // samples) and the `platform` derived from them, with the `keep` origins of
 // the most samples.
-std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
-                                    const std::function<std::string(OriginId)>& name) {
+std::pair<format::TraceHeader::Platform, Json> measured_json(
+    const MeasuredPlatform& m, std::size_t keep,
+    const std::function<std::string(OriginId)>& name) {
   std::vector<MeasuredPlatform::Origin> origins = m.origins;
   std::stable_sort(origins.begin(), origins.end(), [](const auto& a, const auto& b) {
     return a.rtt_samples + a.lone_samples > b.rtt_samples + b.lone_samples;
@@ -222,8 +181,9 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
           "client "
           "busiest_Bps: all transfers over a window of 0.5 s or more; finalize Bps: bytes over "
           "the time a finalize ran (docs/backend.md)"}};
-  Json platform = Json::object();
-  Json x_origins = Json::object(), p_origins = Json::object();
+  format::TraceHeader::Platform platform;
+  Json x_origins = Json::object();
+  std::vector<format::HeaderOrigin> p_origins;
   bool any_rtt = false;
   double client_Bps = m.client_windows > 0 ? m.client_Bps : 0;
   for (const auto& o : origins) {
@@ -234,18 +194,18 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
                                      {"lone_fit", o.lone_fit},
                                      {"busiest_Bps", o.busiest_Bps},
                                      {"windows", o.windows}};
-    Json p = Json::object();
+    format::HeaderOrigin p{name(o.origin), std::nullopt, std::nullopt};
     // The path: its lone figure, or what its transfers together reached, if
     // more (a lower bound).
     if ((o.lone_samples > 0 || o.windows > 0) && o.bandwidth_Bps() > 0) {
-      p["bandwidth_Bps"] = o.bandwidth_Bps();
+      p.bandwidth_Bps = o.bandwidth_Bps();
       client_Bps = std::max(client_Bps, o.bandwidth_Bps());  // The client link carried it.
     }
     if (o.rtt_samples > 0) {
-      p["latency_s"] = o.rtt_s / 2;  // A round trip is 2 x (client's + origin's latency).
+      p.latency_s = o.rtt_s / 2;  // A round trip is 2 x (client's + origin's latency).
       any_rtt = true;
     }
-    if (!p.empty()) p_origins[name(o.origin)] = std::move(p);
+    if (p.bandwidth_Bps || p.latency_s) p_origins.push_back(std::move(p));
   }
   x["origins"] = std::move(x_origins);
   x["client"] = Json{{"busiest_Bps", m.client_Bps}, {"windows", m.client_windows}};
@@ -257,13 +217,13 @@ std::pair<Json, Json> measured_json(const MeasuredPlatform& m, std::size_t keep,
                        {"count", m.finalizes}};
   // The client link: its busiest window, or the fastest origin's path if more
   // (a run too short for a window, one transfer at a time).
-  if (client_Bps > 0) platform["client_bandwidth_Bps"] = client_Bps;
-  if (any_rtt) platform["client_latency_s"] = 0.0;  // The origins' latencies hold it all.
-  if (!p_origins.empty()) platform["origins"] = std::move(p_origins);
+  if (client_Bps > 0) platform.client_bandwidth_Bps = client_Bps;
+  if (any_rtt) platform.client_latency_s = 0.0;  // The origins' latencies hold it all.
+  if (!p_origins.empty()) platform.origins = std::move(p_origins);
   if (finalize_Bps > 0) {
     // SHA-256 runs as the bytes arrive: the finalize's time is the install's.
-    platform["disk_write_Bps"] = finalize_Bps;
-    platform["hash_Bps"] = 1e12;
+    platform.disk_write_Bps = finalize_Bps;
+    platform.hash_Bps = 1e12;
   }
   return {std::move(platform), std::move(x)};
 }
@@ -274,20 +234,23 @@ std::string Recording::header(std::uint32_t part, const MeasuredPlatform* measur
   auto name = [this](OriginId o) { return origin_name(o); };
   const std::size_t origins = measured != nullptr ? measured->origins.size() : 0;
   for (std::size_t keep = origins;; --keep) {
-    std::string line = R"({"format":"demandflight-trace","version":1,"name":)";
-    line += dump(Json(options_.name));
-    line += R"(,"seed":1)";
+    format::TraceHeader h;
+    h.name = options_.name;
+    h.seed = 1;
+    h.scheduler = scheduler_;
     if (measured != nullptr) {
-      const auto [platform, x] = measured_json(*measured, keep, name);
-      if (!platform.empty()) line += R"(,"platform":)" + dump(platform);
-      line += R"(,"x-measured":)" + dump(x);
+      auto [platform, x] = measured_json(*measured, keep, name);
+      h.platform = std::move(platform);
+      h.extensions.emplace_back("x-measured", dump(x));
     }
-    line += R"(,"scheduler":)";
-    line += scheduler_json_;
-    line += R"(,"x-recording":)";
     // recording_json_ is an object: the part goes in before its closing brace.
-    line.append(recording_json_, 0, recording_json_.size() - 1);
-    line += R"(,"part":)" + std::to_string(part) + "}}";
+    std::string recording = recording_json_.substr(0, recording_json_.size() - 1);
+    recording += R"(,"part":)" + std::to_string(part) + "}";
+    h.extensions.emplace_back("x-recording", std::move(recording));
+    format::TraceWriter writer;
+    writer.header(h);
+    std::string line = writer.take();
+    line.pop_back();  // Its newline.
     if (line.size() < kHeaderBytes) {
       // One page, whatever it holds: the close rewrites it in place.
       line.append(kHeaderBytes - 1 - line.size(), ' ');
@@ -323,44 +286,36 @@ std::string Recording::subscribe(double t, DemandHandle demand, const ArtifactRe
                                  const DemandOptions& options) {
   // The artifact as this caller names it: two callers that expect different
   // sizes or digests of one key are two ids of that key (docs/trace-format.md).
-  // Written by hand, not through a JSON object: a subscribe is the hot call.
-  std::string body;
-  add_field(body, "resource", resource_name(artifact.key.resource));
-  add_field(body, "revision", artifact.key.revision);
-  add_field(body, "target", artifact.key.target);
-  add_number(body, "generation", artifact.key.generation);
-  add_number(body, "size", artifact.size_bytes);
-  auto origin = [this](OriginId o) { return origin_name(o); };
-  if (artifact.mirrors.empty()) {
-    add_field(body, "origin", origin(artifact.origin));
-  } else {
-    body += R"(,"origins":[)";
-    add_string(body, origin(artifact.origin));
-    for (OriginId m : artifact.mirrors) {
-      body += ',';
-      add_string(body, origin(m));
-    }
-    body += ']';
-  }
-  if (artifact.sha256 && options_.hash_key.empty()) add_field(body, "sha256", *artifact.sha256);
-  body += "}\n";
+  const std::string resource = resource_name(artifact.key.resource);
+  std::vector<std::string> origin_names{origin_name(artifact.origin)};
+  for (OriginId m : artifact.mirrors)
+    origin_names.push_back(origin_name(m));
+  const std::vector<std::string_view> origins(origin_names.begin(), origin_names.end());
+  format::ArtifactLine a;
+  a.resource = resource;
+  a.revision = artifact.key.revision;
+  a.target = artifact.key.target;
+  a.generation = artifact.key.generation;
+  a.size = artifact.size_bytes;
+  a.origins = origins;
+  if (artifact.sha256 && options_.hash_key.empty()) a.sha256 = *artifact.sha256;
+  lines_.artifact(a);  // Without its id: the artifact as this caller names it.
 
-  auto [it, fresh] = artifacts_.try_emplace(body);
+  auto [it, fresh] = artifacts_.try_emplace(lines_.take());
   if (fresh) it->second.id = next_artifact_++;
   const std::string id = named('a', it->second.id);
-  std::string line = R"({"op":"subscribe")";
-  add_number(line, "t", record_time(t));
-  add_field(line, "demand", record_demand_id(demand));
-  add_field(line, "owner", owner_name(options.owner));
-  add_field(line, "artifact", id);
-  add_number(line, "priority", options.priority);
-  if (options.owner_generation != 0) add_number(line, "owner_generation", options.owner_generation);
+  const std::string demand_id = record_demand_id(demand);
+  const std::string owner = owner_name(options.owner);
+  format::SubscribeLine subscribe{record_time(t), demand_id, owner, id, options.priority,
+                                  std::nullopt, std::nullopt};
+  if (options.owner_generation != 0) subscribe.owner_generation = options.owner_generation;
   if (std::isfinite(options.deadline_s))
-    add_number(line, "timeout_s", record_time(std::max(0.0, options.deadline_s - t)));
-  line += "}\n";
-  std::string declaration = R"({"op":"artifact")";
-  add_field(declaration, "id", id);
-  declaration += body;
+    subscribe.timeout_s = record_time(std::max(0.0, options.deadline_s - t));
+  lines_.write(subscribe);
+  const std::string line = lines_.take();
+  a.id = id;
+  lines_.artifact(a);
+  const std::string declaration = lines_.take();
   // Each part declares what it uses: lines that begin a new part declare.
   const bool declare = fresh || it->second.part != part_ ||
                        starts_part(declaration.size() + line.size());
@@ -376,29 +331,25 @@ bool Recording::starts_part(std::size_t bytes) const {
 }
 
 void Recording::cancel(double t, DemandHandle demand) {
-  append(dump(Json{{"op", "cancel"}, {"t", record_time(t)}, {"demand", record_demand_id(demand)}}) + "\n");
+  lines_.write(format::CancelLine{record_time(t), record_demand_id(demand)});
+  append(lines_.take());
 }
 
 void Recording::set_priority(double t, DemandHandle demand, Priority priority) {
-  append(dump(Json{{"op", "set_priority"},
-                   {"t", record_time(t)},
-                   {"demand", record_demand_id(demand)},
-                   {"priority", priority}}) +
-         "\n");
+  lines_.write(format::SetPriorityLine{record_time(t), record_demand_id(demand), priority});
+  append(lines_.take());
 }
 
 void Recording::end_owner(double t, OwnerId owner, std::optional<OwnerGeneration> generation) {
-  Json j{{"op", "end_owner"}, {"t", record_time(t)}, {"owner", owner_name(owner)}};
-  if (generation) j["owner_generation"] = *generation;
-  append(dump(j) + "\n");
+  std::optional<std::int64_t> up_to;
+  if (generation) up_to = *generation;
+  lines_.write(format::EndOwnerLine{record_time(t), owner_name(owner), up_to});
+  append(lines_.take());
 }
 
 void Recording::throttle(double t, const ThrottleConfig& config) {
-  Json j{{"op", "throttle"}, {"t", record_time(t)}};
-  const Json caps = throttle_json(config);
-  for (const auto& [k, v] : caps.items())
-    j[k] = v;
-  append(dump(j) + "\n");
+  lines_.write(format::ThrottleLine{record_time(t), throttle_caps(config)});
+  append(lines_.take());
 }
 
 // A line never straddles a 4 KiB page of its file: where the next line would,

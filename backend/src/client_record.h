@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "demandflight/backend/client.h"
+#include "demandflight/format/trace_writer.h"
 
 namespace dfl::backend {
 
@@ -88,8 +89,9 @@ class Recording final : public ClientObserver {
 
   const RecordOptions options_;
   const std::function<MeasuredPlatform()> measure_;
-  const std::string scheduler_json_;  // The header's "scheduler" object.
+  const format::TraceHeader::Scheduler scheduler_;  // The header's "scheduler".
   const std::string recording_json_;  // The header's "x-recording", without "part".
+  format::TraceWriter lines_;          // Each call's lines, then taken (append()).
 
   // The caller's side, under the client's lock (and mutex_ for the buffer).
   struct Declared {

@@ -12,37 +12,13 @@
 #include <cstring>
 
 #include "client_record.h"
+#include "demandflight/format/result_rows.h"
 
 namespace dfl::backend {
 namespace {
 
 std::uint64_t pack(DemandHandle h) {
   return (std::uint64_t{h.generation} << 32) | h.slot;
-}
-
-// A field: a number as the shortest text that reads back to it.
-void number(std::string& row, double value) {
-  char text[32];
-  const std::to_chars_result written = std::to_chars(text, text + sizeof text, value);
-  row.append(text, written.ptr);
-}
-
-void optional_number(std::string& row, std::optional<double> value) {
-  if (value) number(row, record_time(*value));
-}
-
-// A text field, quoted when RFC 4180 asks for it.
-void text(std::string& row, std::string_view value) {
-  if (value.find_first_of(",\"\r\n") == std::string_view::npos) {
-    row += value;
-    return;
-  }
-  row += '"';
-  for (char c : value) {
-    if (c == '"') row += '"';
-    row += c;
-  }
-  row += '"';
 }
 
 std::filesystem::path beside(const std::filesystem::path& first, const char* suffix) {
@@ -71,11 +47,9 @@ void Recording::open_rows() {
       throw std::runtime_error("cannot create " + side.path.string() + ": " + std::strerror(error));
     }
   }
-  sides_[kDemandRows].pending =
-      "demand,owner,artifact,priority,t_subscribe,t_end,latency_s,outcome,task,served_by,reason\n";
-  sides_[kTaskRows].pending =
-      "task,artifact,t_start,t_first_start,t_received,t_end,outcome,attempts,bytes_transferred,"
-      "installs,priority_timeline,orphan_decisions\n";
+  // The result rows' columns (format/result_rows.h), and the demand's reason.
+  sides_[kDemandRows].pending = std::string(format::CsvRows::kDemandColumns) + ",reason\n";
+  sides_[kTaskRows].pending = std::string(format::CsvRows::kTaskColumns) + "\n";
   pending_rows_ = sides_[kDemandRows].pending.size() + sides_[kTaskRows].pending.size();
 }
 
@@ -179,28 +153,24 @@ void Recording::delivered(double t, const Deliver& deliver) {
   const DemandRow& d = it->second;
   const char* served_by = d.served_by;
   if (d.task == 0 && deliver.outcome == DemandOutcome::succeeded) served_by = "cache";
+  const std::string demand = record_demand_id(deliver.demand);
+  format::DemandRowFields fields;
+  fields.demand = demand;
+  fields.owner = d.owner;
+  fields.artifact = d.artifact;
+  fields.priority = d.priority;
+  fields.t_subscribe = record_time(d.t_subscribe);
+  fields.t_end = record_time(t);
+  fields.latency_s = record_time(record_time(t) - record_time(d.t_subscribe));
+  fields.outcome = to_string(deliver.outcome);
+  if (d.task != 0) fields.task = d.task;
+  fields.served_by = served_by;
   std::string row;
-  text(row, record_demand_id(deliver.demand));
+  format::CsvRows::append(row, fields);
   row += ',';
-  text(row, d.owner);
-  row += ',';
-  text(row, d.artifact);
-  row += ',' + std::to_string(d.priority) + ',';
-  number(row, record_time(d.t_subscribe));
-  row += ',';
-  number(row, record_time(t));
-  row += ',';
-  number(row, record_time(record_time(t) - record_time(d.t_subscribe)));
-  row += ',';
-  row += to_string(deliver.outcome);
-  row += ',';
-  if (d.task != 0) row += std::to_string(d.task);
-  row += ',';
-  row += served_by;
-  row += ',';
-  text(row, d.reason.empty() && deliver.outcome != DemandOutcome::succeeded
-                ? std::string(to_string(deliver.outcome))
-                : d.reason);
+  format::CsvRows::append_text(row, d.reason.empty() && deliver.outcome != DemandOutcome::succeeded
+                                        ? std::string(to_string(deliver.outcome))
+                                        : d.reason);
   row += '\n';
   live_demands_.erase(it);
   append_row(kDemandRows, std::move(row));
@@ -217,43 +187,28 @@ void Recording::task_ended(double t, const TaskEnded& ended) {
       timeline[timeline.size() - 2].second) {
     timeline.pop_back();
   }
-  std::string row = std::to_string(ended.task.value) + ',';
-  text(row, task.artifact);
-  row += ',';
-  number(row, record_time(task.t_start));
-  row += ',';
-  optional_number(row, task.t_first_start);
-  row += ',';
-  optional_number(row, task.t_received);
-  row += ',';
-  number(row, record_time(t));
-  row += ',';
-  row += to_string(ended.outcome);
-  row += ',' + std::to_string(ended.attempts) + ',' + std::to_string(ended.bytes_transferred) +
-         ',' + (ended.outcome == TaskOutcome::installed ? "1" : "0") + ',';
-  std::string list = "[";
-  for (const auto& [at, priority] : timeline) {
-    if (list.size() > 1) list += ',';
-    list += '[';
-    number(list, record_time(at));
-    list += ',';
-    list += priority ? std::to_string(*priority) : "null";
-    list += ']';
-  }
-  list += ']';
-  text(row, list);
-  row += ',';
-  list = "[";
-  for (const auto& [at, answer] : task.decisions) {
-    if (list.size() > 1) list += ',';
-    list += "{\"t\":";
-    number(list, record_time(at));
-    list += ",\"decision\":\"";
-    list += to_string(answer.decision);
-    list += "\",\"bytes_done\":" + std::to_string(answer.bytes_done) + '}';
-  }
-  list += ']';
-  text(row, list);
+  std::vector<std::pair<double, std::optional<Priority>>> rounded;
+  for (const auto& [at, priority] : timeline)
+    rounded.emplace_back(record_time(at), priority);
+  std::vector<format::OrphanDecisionFields> decisions;
+  for (const auto& [at, answer] : task.decisions)
+    decisions.push_back(format::OrphanDecisionFields{record_time(at), answer.decision,
+                                                     answer.bytes_done});
+  format::TaskRowFields fields;
+  fields.task = ended.task.value;
+  fields.artifact = task.artifact;
+  fields.t_start = record_time(task.t_start);
+  if (task.t_first_start) fields.t_first_start = record_time(*task.t_first_start);
+  if (task.t_received) fields.t_received = record_time(*task.t_received);
+  fields.t_end = record_time(t);
+  fields.outcome = to_string(ended.outcome);
+  fields.attempts = ended.attempts;
+  fields.bytes_transferred = ended.bytes_transferred;
+  fields.installs = ended.outcome == TaskOutcome::installed ? 1 : 0;
+  fields.priority_timeline = rounded;
+  fields.orphan_decisions = decisions;
+  std::string row;
+  format::CsvRows::append(row, fields);
   row += '\n';
   live_tasks_.erase(it);
   append_row(kTaskRows, std::move(row));

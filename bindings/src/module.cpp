@@ -35,12 +35,28 @@
 #include "demandflight/format/defaults.h"
 #include "demandflight/sim/simulator.h"
 #include "demandflight/format/trace.h"
+#include "demandflight/format/trace_writer.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
 
 namespace dfl::python {
+
+void add_trace_writer(py::module_& m);  // trace_writer.cpp
+
 namespace {
+
+// The value of `Enum` (one of `values`) that to_string() calls `name`; a
+// ValueError naming `argument` and the names otherwise.
+template <class Enum>
+Enum named(const char* argument, const std::string& name, std::initializer_list<Enum> values) {
+  std::string known;
+  for (Enum v : values) {
+    if (to_string(v) == name) return v;
+    known += (known.empty() ? "" : ", ") + std::string(to_string(v));
+  }
+  throw py::value_error(std::string(argument) + " must be one of " + known + ", not '" + name + "'");
+}
 
 // The model named `name`, or a ValueError naming the argument.
 Model model_of(const std::string& name) {
@@ -174,12 +190,9 @@ py::dict trace_to_dict(const format::Trace& t) {
     }
     artifacts.append(artifact);
   }
-  static const char* const kOps[] = {"subscribe", "cancel",  "set_priority",
-                                     "end_owner", "fault",   "throttle"};
-  static const char* const kFaults[] = {"transfer_error", "corrupt", "origin_down"};
   py::list records;
   for (const auto& r : t.records) {
-    py::dict d("op"_a = kOps[static_cast<int>(r.op)], "t"_a = r.t);
+    py::dict d("op"_a = std::string(format::to_string(r.op)), "t"_a = r.t);
     switch (r.op) {
       case format::Op::subscribe:
         d["demand"] = t.demand_ids[r.demand];
@@ -203,7 +216,7 @@ py::dict trace_to_dict(const format::Trace& t) {
         break;
       case format::Op::fault: {
         const format::FaultSpec& f = t.faults[r.fault];
-        d["kind"] = kFaults[static_cast<int>(f.kind)];
+        d["kind"] = std::string(format::to_string(f.kind));
         if (f.kind == format::FaultKind::origin_down) {
           d["origin"] = t.platform.origins[f.origin].name;
           d["duration_s"] = f.duration_s;
@@ -573,24 +586,19 @@ class Engine {
   }
   py::list transfer_finished(double now, std::uint64_t transfer, const std::string& status,
                              std::uint64_t bytes, std::optional<double> retry_after_s) {
-    const TransferStatus s = status == "ok"                ? TransferStatus::ok
-                             : status == "retryable_error" ? TransferStatus::retryable_error
-                             : status == "permanent_error"
-                                 ? TransferStatus::permanent_error
-                                 : throw py::value_error(
-                                       "status must be ok, retryable_error or "
-                                       "permanent_error");
+    const TransferStatus s =
+        named<TransferStatus>("status", status,
+                              {TransferStatus::ok, TransferStatus::retryable_error,
+                               TransferStatus::permanent_error});
     return call([&] {
       scheduler_.on_transfer_finished(now, TransferId{transfer}, s, bytes, retry_after_s);
     });
   }
   py::list finalize_finished(double now, std::uint64_t finalize, const std::string& status) {
     const FinalizeStatus s =
-        status == "installed"       ? FinalizeStatus::installed
-        : status == "verify_failed" ? FinalizeStatus::verify_failed
-        : status == "error"
-            ? FinalizeStatus::error
-            : throw py::value_error("status must be installed, verify_failed or error");
+        named<FinalizeStatus>("status", status,
+                              {FinalizeStatus::installed, FinalizeStatus::verify_failed,
+                               FinalizeStatus::error});
     return call([&] { scheduler_.on_finalize_finished(now, FinalizeId{finalize}, s); });
   }
   py::list timer(double now) {
@@ -804,6 +812,14 @@ void add_traces(py::module_& m) {
       [](const std::string& path) { return std::const_pointer_cast<format::Trace>(load_trace(path)); },
       "path"_a, "Reads and validates a trace file; raises TraceError.");
   m.def(
+      "merge_recording_parts",
+      [](const std::vector<std::string>& parts) {
+        std::ostringstream out;
+        format::merge_recording_parts(parts, out);
+        return out.str();
+      },
+      "parts"_a, "A rotated recording's parts as one trace's text; raises TraceError.");
+  m.def(
       "describe_json",
       [](const std::shared_ptr<format::Trace>& trace, std::size_t top) {
         py::gil_scoped_release release;
@@ -935,4 +951,5 @@ PYBIND11_MODULE(_core, m) {
   dfl::python::add_traces(m);
   dfl::python::add_simulation(m);
   dfl::python::add_engine(m);
+  dfl::python::add_trace_writer(m);
 }

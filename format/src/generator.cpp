@@ -5,10 +5,10 @@
 // the only state kept is what is in flight (the demands a cell or session still
 // holds, and records already decided for a later time), so a million demands
 // take constant memory. A record decided for a later time (a cancel, an
-// end_owner, a late subscribe) waits in a small heap keyed by (t, sequence)
-// and is written once the clock passes it, which keeps `t` non-decreasing.
-// Time is kept in integer microseconds and printed as exact decimals, so the
-// order on the page is the order in memory and no rounding can reverse it.
+// end_owner, a late subscribe) is held by the trace writer (trace_writer.h)
+// and written once the clock passes it, which keeps `t` non-decreasing.
+// Time is kept in integer microseconds and written as the double nearest
+// each (a monotonic mapping), so no rounding can reverse two records.
 //
 // Output depends only on (kind, seed, demands, max_transfers): randomness comes
 // from std::mt19937_64 (whose sequence the standard fixes) turned into numbers
@@ -61,6 +61,8 @@
 //   It measures hits, evictions and the waste of orphaned completions.
 #include "demandflight/format/generator.h"
 
+#include "demandflight/format/trace_writer.h"
+
 #include <algorithm>
 #include <charconv>
 #include <iterator>
@@ -68,6 +70,7 @@
 #include <limits>
 #include <ostream>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -148,7 +151,7 @@ std::uint64_t isqrt(std::uint64_t n) {
   return r;
 }
 
-// --- Formatting ----------------------------------------------------------------
+// --- Writing -----------------------------------------------------------------------
 
 void append_uint(std::string& s, std::uint64_t v) {
   char digits[24];
@@ -156,88 +159,16 @@ void append_uint(std::string& s, std::uint64_t v) {
   s.append(digits, end);
 }
 
-// `value` / 10^decimals as an exact decimal with at least one fractional
-// digit ("1.5", "0.000123", "2.0"), so JSON readers see a float.
-void append_decimal(std::string& s, std::uint64_t value, int decimals) {
-  std::uint64_t scale = 1;
-  for (int i = 0; i < decimals; ++i)
-    scale *= 10;
-  append_uint(s, value / scale);
-  s += '.';
-  std::uint64_t frac = value % scale;
-  if (frac == 0) {
-    s += '0';
-    return;
-  }
-  char digits[24];
-  int n = decimals;
-  while (frac % 10 == 0) {
-    frac /= 10;
-    --n;
-  }
-  for (int i = n - 1; i >= 0; --i) {
-    digits[i] = static_cast<char>('0' + frac % 10);
-    frac /= 10;
-  }
-  s.append(digits, static_cast<std::size_t>(n));
+// Microseconds as seconds: the double nearest the exact decimal (the one a
+// reader of "1.234567" gets), and monotonic, so records keep their order.
+double seconds(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
+
+// "d<id>": a generated demand's id.
+std::string demand_name(std::uint64_t id) {
+  std::string name = "d";
+  append_uint(name, id);
+  return name;
 }
-
-void append_seconds(std::string& s, std::uint64_t us) {
-  append_decimal(s, us, 6);
-}
-
-// Appends `, "name": value` pairs to a record's field list. Names and values
-// are generator-made identifiers, so no JSON escaping is needed.
-class Fields {
- public:
-  explicit Fields(std::string& s) : s_(s) { s_.clear(); }
-
-  Fields& str(std::string_view name, std::string_view value) {
-    key(name);
-    s_ += '"';
-    s_ += value;
-    s_ += '"';
-    return *this;
-  }
-  Fields& demand(std::uint64_t id) {
-    key("demand");
-    s_ += "\"d";
-    append_uint(s_, id);
-    s_ += '"';
-    return *this;
-  }
-  Fields& integer(std::string_view name, std::uint64_t value) {
-    key(name);
-    append_uint(s_, value);
-    return *this;
-  }
-  Fields& seconds(std::string_view name, std::uint64_t us) {
-    key(name);
-    append_seconds(s_, us);
-    return *this;
-  }
-  Fields& fraction(std::string_view name, std::uint64_t per_mille) {
-    key(name);
-    append_decimal(s_, per_mille, 3);
-    return *this;
-  }
-  Fields& boolean(std::string_view name, bool value) {
-    key(name);
-    s_ += value ? "true" : "false";
-    return *this;
-  }
-  const std::string& text() const { return s_; }
-
- private:
-  void key(std::string_view name) {
-    s_ += ", \"";
-    s_ += name;
-    s_ += "\": ";
-  }
-  std::string& s_;
-};
-
-// --- Header ----------------------------------------------------------------------
 
 struct OriginLink {
   const char* name;
@@ -245,6 +176,7 @@ struct OriginLink {
   std::uint64_t latency_us;
 };
 
+// What a generator sets in the header; every field is written.
 struct HeaderSpec {
   std::uint64_t client_bandwidth_Bps = 12'500'000;
   std::uint64_t client_latency_us = 10'000;
@@ -260,176 +192,59 @@ struct HeaderSpec {
   std::uint64_t retry_jitter_per_mille = 200;
 };
 
-// --- Writer ------------------------------------------------------------------------
+TraceHeader trace_header(std::string_view kind, std::uint64_t seed, const HeaderSpec& h) {
+  TraceHeader t;
+  t.name = kind;
+  t.seed = seed;
+  t.platform.client_bandwidth_Bps = static_cast<double>(h.client_bandwidth_Bps);
+  t.platform.client_latency_s = seconds(h.client_latency_us);
+  t.platform.origins.emplace();
+  for (const OriginLink& o : h.origins)
+    t.platform.origins->push_back(
+        HeaderOrigin{o.name, static_cast<double>(o.bandwidth_Bps), seconds(o.latency_us)});
+  t.platform.disk_write_Bps = static_cast<double>(h.disk_write_Bps);
+  t.platform.hash_Bps = static_cast<double>(h.hash_Bps);
+  t.scheduler.max_transfers = h.max_transfers;
+  t.scheduler.max_per_origin = h.max_per_origin;
+  t.scheduler.cache_bytes = h.cache_bytes;
+  t.scheduler.retry = TraceHeader::Retry{h.retry_max_attempts, seconds(h.retry_base_us),
+                                         seconds(h.retry_cap_us),
+                                         static_cast<double>(h.retry_jitter_per_mille) / 1000};
+  return t;
+}
 
-// Buffers lines and writes them in large blocks; holds records decided for a
-// later time until the clock reaches them.
-class TraceWriter {
- public:
-  explicit TraceWriter(std::ostream& out) : out_(out) { buffer_.reserve(kBlock + 4096); }
+// An artifact line of the generators' kind (target "pc", generation 0).
+void declare(TraceWriter& w, std::string_view id, std::string_view resource,
+             std::string_view revision, std::uint64_t size_bytes,
+             std::span<const std::string_view> origins) {
+  ArtifactLine a;
+  a.id = id;
+  a.resource = resource;
+  a.revision = revision;
+  a.target = "pc";
+  a.size = size_bytes;
+  a.origins = origins;
+  w.artifact(a);
+}
 
-  void header(std::string_view kind, std::uint64_t seed, const HeaderSpec& h) {
-    std::string& s = buffer_;
-    s += "{\"format\": \"demandflight-trace\", \"version\": 1, \"name\": \"";
-    s += kind;
-    s += "\", \"seed\": ";
-    append_uint(s, seed);
-    s += ", \"platform\": {\"client_bandwidth_Bps\": ";
-    append_uint(s, h.client_bandwidth_Bps);
-    s += ", \"client_latency_s\": ";
-    append_seconds(s, h.client_latency_us);
-    s += ", \"origins\": {";
-    for (std::size_t i = 0; i < h.origins.size(); ++i) {
-      if (i > 0) s += ", ";
-      s += '"';
-      s += h.origins[i].name;
-      s += "\": {\"bandwidth_Bps\": ";
-      append_uint(s, h.origins[i].bandwidth_Bps);
-      s += ", \"latency_s\": ";
-      append_seconds(s, h.origins[i].latency_us);
-      s += '}';
-    }
-    s += "}, \"disk_write_Bps\": ";
-    append_uint(s, h.disk_write_Bps);
-    s += ", \"hash_Bps\": ";
-    append_uint(s, h.hash_Bps);
-    s += "}, \"scheduler\": {\"max_transfers\": ";
-    append_uint(s, h.max_transfers);
-    s += ", \"max_per_origin\": ";
-    append_uint(s, h.max_per_origin);
-    s += ", \"cache_bytes\": ";
-    append_uint(s, h.cache_bytes);
-    s += ", \"retry\": {\"max_attempts\": ";
-    append_uint(s, h.retry_max_attempts);
-    s += ", \"base_s\": ";
-    append_seconds(s, h.retry_base_us);
-    s += ", \"cap_s\": ";
-    append_seconds(s, h.retry_cap_us);
-    s += ", \"jitter\": ";
-    append_decimal(s, h.retry_jitter_per_mille, 3);
-    s += "}}}\n";
-    maybe_write();
-  }
+void declare(TraceWriter& w, std::string_view id, std::string_view resource,
+             std::string_view revision, std::uint64_t size_bytes, std::string_view origin) {
+  declare(w, id, resource, revision, size_bytes, std::span<const std::string_view>(&origin, 1));
+}
 
-  void artifact(std::string_view id, std::string_view resource, std::string_view revision,
-                std::string_view target, std::uint64_t size_bytes, std::string_view origin) {
-    std::string& s = artifact_fields(id, resource, revision, target, size_bytes);
-    s += ", \"origin\": \"";
-    s += origin;
-    s += "\"}\n";
-    maybe_write();
-  }
-
-  // The same with an `origins` list: `first`, then the others of `origins` in order.
-  void artifact(std::string_view id, std::string_view resource, std::string_view revision,
-                std::string_view target, std::uint64_t size_bytes,
-                const std::vector<OriginLink>& origins, std::size_t first) {
-    std::string& s = artifact_fields(id, resource, revision, target, size_bytes);
-    s += ", \"origins\": [\"";
-    s += origins[first].name;
-    s += '"';
-    for (std::size_t i = 0; i < origins.size(); ++i) {
-      if (i == first) continue;
-      s += ", \"";
-      s += origins[i].name;
-      s += '"';
-    }
-    s += "]}\n";
-    maybe_write();
-  }
-
-  // An artifact line up to its size, in the buffer (which it returns).
-  std::string& artifact_fields(std::string_view id, std::string_view resource,
-                               std::string_view revision, std::string_view target,
-                               std::uint64_t size_bytes) {
-    std::string& s = buffer_;
-    s += "{\"op\": \"artifact\", \"id\": \"";
-    s += id;
-    s += "\", \"resource\": \"";
-    s += resource;
-    s += "\", \"revision\": \"";
-    s += revision;
-    s += "\", \"target\": \"";
-    s += target;
-    s += "\", \"generation\": 0, \"size\": ";
-    append_uint(s, size_bytes);
-    return s;
-  }
-
-  // Writes a record at `t_us` (not before the last one), after every held
-  // record due by then.
-  void emit(std::uint64_t t_us, std::string_view op, std::string_view fields) {
-    if (t_us < last_t_us_) throw std::logic_error("trace generator: time went backwards");
-    emit_held_until(t_us);
-    line(t_us, op, fields);
-  }
-
-  // Holds a record for a time later than the current one. `op` must be a literal.
-  void hold(std::uint64_t t_us, const char* op, std::string_view fields) {
-    if (t_us < last_t_us_) throw std::logic_error("trace generator: held record in the past");
-    held_.push_back(Held{t_us, next_sequence_++, op, std::string(fields)});
-    std::push_heap(held_.begin(), held_.end(), Later{});
-  }
-
-  // Writes every held record, then everything buffered.
-  void finish() {
-    emit_held_until(std::numeric_limits<std::uint64_t>::max());
-    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    buffer_.clear();
-    if (!out_) throw std::runtime_error("trace generator: writing the trace failed");
-  }
-
- private:
-  static constexpr std::size_t kBlock = 1 << 16;
-
-  struct Held {
-    std::uint64_t t_us;
-    std::uint64_t sequence;  // Ties keep the order in which records were decided.
-    const char* op;
-    std::string fields;
-  };
-  struct Later {
-    bool operator()(const Held& a, const Held& b) const {
-      return a.t_us != b.t_us ? a.t_us > b.t_us : a.sequence > b.sequence;
-    }
-  };
-
-  void emit_held_until(std::uint64_t t_us) {
-    while (!held_.empty() && held_.front().t_us <= t_us) {
-      std::pop_heap(held_.begin(), held_.end(), Later{});
-      Held h = std::move(held_.back());
-      held_.pop_back();
-      line(h.t_us, h.op, h.fields);
-    }
-  }
-
-  void line(std::uint64_t t_us, std::string_view op, std::string_view fields) {
-    std::string& s = buffer_;
-    s += "{\"op\": \"";
-    s += op;
-    s += "\", \"t\": ";
-    append_seconds(s, t_us);
-    s += fields;
-    s += "}\n";
-    last_t_us_ = t_us;
-    maybe_write();
-  }
-
-  void maybe_write() {
-    if (buffer_.size() < kBlock) return;
-    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    buffer_.clear();
-  }
-
-  std::ostream& out_;
-  std::string buffer_;
-  std::vector<Held> held_;  // A min-heap on (t_us, sequence).
-  std::uint64_t next_sequence_ = 0;
-  std::uint64_t last_t_us_ = 0;
-};
+SubscribeLine subscribe_line(std::uint64_t t_us, const std::string& demand, std::string_view owner,
+                             std::string_view artifact, std::uint64_t priority) {
+  SubscribeLine line;
+  line.t = seconds(t_us);
+  line.demand = demand;
+  line.owner = owner;
+  line.artifact = artifact;
+  line.priority = static_cast<std::int64_t>(priority);
+  return line;
+}
 
 // What every generator shares: the writer, the random stream, the count of
-// subscribes against the budget, and scratch strings reused for every record.
+// subscribes against the budget, and a scratch string reused for every record.
 class Context {
  public:
   Context(std::string_view kind, const GenOptions& options, std::ostream& out)
@@ -437,12 +252,11 @@ class Context {
 
   void header(HeaderSpec h) {
     if (options_.max_transfers) h.max_transfers = *options_.max_transfers;
-    writer_.header(kind_, options_.seed, h);
+    writer_.header(trace_header(kind_, options_.seed, h));
   }
 
   TraceWriter& writer() { return writer_; }
   Rng& rng() { return rng_; }
-  std::string& scratch() { return scratch_; }
   std::string& name() { return name_; }
 
   std::uint64_t budget() const { return options_.demands; }
@@ -461,8 +275,7 @@ class Context {
   Rng rng_;
   std::uint64_t subscribes_ = 0;
   std::uint64_t last_demand_ = 0;
-  std::string scratch_;  // Field lists.
-  std::string name_;     // Artifact ids and owner names.
+  std::string name_;  // Artifact ids and owner names.
 };
 
 // A catalogue of numbered artifacts declared lazily, right before first use,
@@ -519,9 +332,13 @@ void use_artifact(Context& ctx, Catalogue& cat, std::uint64_t index, std::uint64
     std::string revision = "r";
     append_uint(revision, 1 + (more >> 32) % 9);
     if (ctx.mirrors() && origins.size() > 1) {
-      ctx.writer().artifact(ctx.name(), resource, revision, "pc", size_bytes, origins, origin);
+      // `origin` first, then the others in order.
+      std::vector<std::string_view> names{origins[origin].name};
+      for (std::size_t i = 0; i < origins.size(); ++i)
+        if (i != origin) names.emplace_back(origins[i].name);
+      declare(ctx.writer(), ctx.name(), resource, revision, size_bytes, names);
     } else {
-      ctx.writer().artifact(ctx.name(), resource, revision, "pc", size_bytes, origins[origin].name);
+      declare(ctx.writer(), ctx.name(), resource, revision, size_bytes, origins[origin].name);
     }
   });
 }
@@ -537,11 +354,10 @@ void three_callers(Context& ctx) {
   ctx.header(h);
   TraceWriter& w = ctx.writer();
   constexpr std::uint64_t size_bytes = 25 * kMB;
-  w.artifact("terrain", "world/terrain_0_0.bin", "r12", "pc", size_bytes, "cdn");
-  w.artifact("rock", "props/rock_large.mesh", "r3", "pc", size_bytes, "cdn");
-  w.artifact("grass", "props/grass_patch.mesh", "r7", "pc", size_bytes, "cdn");
+  declare(w, "terrain", "world/terrain_0_0.bin", "r12", size_bytes, "cdn");
+  declare(w, "rock", "props/rock_large.mesh", "r3", size_bytes, "cdn");
+  declare(w, "grass", "props/grass_patch.mesh", "r7", size_bytes, "cdn");
 
-  std::string& f = ctx.scratch();
   struct Sub {
     std::uint64_t t_us;
     const char* owner;
@@ -557,16 +373,10 @@ void three_callers(Context& ctx) {
   for (const Sub& s : subs) {
     const std::uint64_t id = ctx.next_demand();
     if (std::string_view(s.owner) == "camera") camera_demand = id;
-    w.emit(s.t_us, "subscribe",
-           Fields(f)
-               .demand(id)
-               .str("owner", s.owner)
-               .str("artifact", s.artifact)
-               .integer("priority", s.priority)
-               .text());
+    w.write(subscribe_line(s.t_us, demand_name(id), s.owner, s.artifact, s.priority));
   }
-  w.emit(1'500'000, "end_owner", Fields(f).str("owner", "session").text());
-  w.emit(1'800'000, "cancel", Fields(f).demand(camera_demand).text());
+  w.write(EndOwnerLine{seconds(1'500'000), "session", std::nullopt});
+  w.write(CancelLine{seconds(1'800'000), demand_name(camera_demand)});
 }
 
 // --- open_world_streaming -----------------------------------------------------------
@@ -579,7 +389,6 @@ class OpenWorld {
       : ctx_(ctx),
         w_(ctx.writer()),
         rng_(ctx.rng()),
-        f_(ctx.scratch()),
         cells_(static_cast<std::size_t>(kSide * kSide)),
         declared_(cells_.size() * kMaxObjects, false),
         // The world depends on the seed only, so a shorter trace is a prefix
@@ -689,7 +498,7 @@ class OpenWorld {
 
   void cancel_all(std::vector<Demand>& demands) {
     for (const Demand& d : demands)
-      w_.emit(t_us_, "cancel", Fields(f_).demand(d.id).text());
+      w_.write(CancelLine{seconds(t_us_), demand_name(d.id)});
     demands.clear();
   }
 
@@ -702,13 +511,7 @@ class OpenWorld {
       for (std::uint64_t k = 0; k < objects_in(c) && ctx_.budget_left(); ++k) {
         use_object(c, k);
         const std::uint64_t id = ctx_.next_demand();
-        w_.emit(t_us_, "subscribe",
-                Fields(f_)
-                    .demand(id)
-                    .str("owner", "prefetch")
-                    .str("artifact", ctx_.name())
-                    .integer("priority", 0)
-                    .text());
+        w_.write(subscribe_line(t_us_, demand_name(id), "prefetch", ctx_.name(), 0));
         cell.prefetch.push_back(Demand{id, false});
       }
     }
@@ -719,11 +522,11 @@ class OpenWorld {
       for (std::uint64_t k = 0; k < objects_in(c) && ctx_.budget_left(); ++k) {
         use_object(c, k);
         const std::uint64_t id = ctx_.next_demand();
-        Fields fields(f_);
-        fields.demand(id).str("owner", "render").str("artifact", ctx_.name()).integer("priority", 3);
+        const std::string demand = demand_name(id);
+        SubscribeLine line = subscribe_line(t_us_, demand, "render", ctx_.name(), 3);
         // Some renderers fall back to a placeholder rather than wait forever.
-        if (rng_.chance(400)) fields.seconds("timeout_s", rng_.between(2'000, 5'000) * 1000);
-        w_.emit(t_us_, "subscribe", fields.text());
+        if (rng_.chance(400)) line.timeout_s = seconds(rng_.between(2'000, 5'000) * 1000);
+        w_.write(line);
         cell.render.push_back(Demand{id, false});
       }
     }
@@ -740,7 +543,7 @@ class OpenWorld {
       for (Demand& d : cell.prefetch) {
         if (!d.raised) continue;
         d.raised = false;
-        w_.emit(t_us_, "set_priority", Fields(f_).demand(d.id).integer("priority", 0).text());
+        w_.write(SetPriorityLine{seconds(t_us_), demand_name(d.id), 0});
       }
     }
     raised_cells_.clear();
@@ -753,7 +556,7 @@ class OpenWorld {
         } else if (rng_.chance(500)) {
           d.raised = true;
           any = true;
-          w_.emit(t_us_, "set_priority", Fields(f_).demand(d.id).integer("priority", 2).text());
+          w_.write(SetPriorityLine{seconds(t_us_), demand_name(d.id), 2});
         }
       }
       if (any) raised_cells_.push_back(c);
@@ -788,13 +591,12 @@ class OpenWorld {
     resource += ".mesh";
     std::string revision = "r";
     append_uint(revision, 1 + (more >> 32) % 5);
-    w_.artifact(id, resource, revision, "pc", size_bytes, origin);
+    declare(w_, id, resource, revision, size_bytes, origin);
   }
 
   Context& ctx_;
   TraceWriter& w_;
   Rng& rng_;
-  std::string& f_;
   std::vector<Cell> cells_;
   std::vector<bool> declared_;
   std::uint64_t world_seed_;
@@ -839,7 +641,6 @@ void session_churn(Context& ctx) {
   ctx.header(h);
   TraceWriter& w = ctx.writer();
   Rng& rng = ctx.rng();
-  std::string& f = ctx.scratch();
 
   // The catalogue grows with the square root of the trace, so sessions keep
   // overlapping on popular artifacts however long the run.
@@ -861,16 +662,13 @@ void session_churn(Context& ctx) {
   auto subscribe = [&](std::uint64_t t_us, std::string_view owner, std::uint64_t artifact,
                        std::uint64_t priority, const std::uint64_t* generation, bool later) {
     use_artifact(ctx, cat, artifact, 100'000, 8 * kMB, origins, "content");
-    Fields fields(f);
-    fields.demand(ctx.next_demand())
-        .str("owner", owner)
-        .str("artifact", ctx.name())
-        .integer("priority", priority);
-    if (generation) fields.integer("owner_generation", *generation);
+    const std::string demand = demand_name(ctx.next_demand());
+    SubscribeLine line = subscribe_line(t_us, demand, owner, ctx.name(), priority);
+    if (generation) line.owner_generation = static_cast<std::int64_t>(*generation);
     if (later) {
-      w.hold(t_us, "subscribe", fields.text());
+      w.hold(line);
     } else {
-      w.emit(t_us, "subscribe", fields.text());
+      w.write(line);
     }
   };
 
@@ -908,8 +706,7 @@ void session_churn(Context& ctx) {
     }
 
     const std::uint64_t end_us = t_us + rng.between(500'000, 5'000'000);
-    w.hold(end_us, "end_owner",
-           Fields(f).str("owner", owner).integer("owner_generation", generation).text());
+    w.hold(EndOwnerLine{seconds(end_us), owner, static_cast<std::int64_t>(generation)});
     slot.free_at_us = end_us;
     // A loader that did not notice its session was destroyed: the stale
     // generation must end at once, whether or not the name was reused since.
@@ -936,7 +733,6 @@ void flaky_network(Context& ctx) {
   ctx.header(h);
   TraceWriter& w = ctx.writer();
   Rng& rng = ctx.rng();
-  std::string& f = ctx.scratch();
 
   Catalogue cat("file", std::min<std::uint64_t>(50'000, 64 + 8 * isqrt(ctx.budget())),
                 ctx.rng().below(1ull << 62));
@@ -958,21 +754,24 @@ void flaky_network(Context& ctx) {
     // About one fault per 20 demands, just before a subscribe of its artifact.
     if (rng.chance(50)) {
       const std::uint64_t kind = rng.below(10);
-      Fields fields(f);
+      FaultLine fault;
+      fault.t = seconds(t_us);
       if (kind < 7) {
-        fields.str("kind", "transfer_error")
-            .str("artifact", ctx.name())
-            .integer("count", rng.between(1, 3))
-            .fraction("after_fraction", rng.between(100, 900))
-            .boolean("retryable", !rng.chance(150));
+        fault.kind = FaultKind::transfer_error;
+        fault.artifact = ctx.name();
+        fault.count = rng.between(1, 3);
+        fault.after_fraction = static_cast<double>(rng.between(100, 900)) / 1000;
+        fault.retryable = !rng.chance(150);
       } else if (kind < 9) {
-        fields.str("kind", "corrupt").str("artifact", ctx.name()).integer("count", 1);
+        fault.kind = FaultKind::corrupt;
+        fault.artifact = ctx.name();
+        fault.count = 1;
       } else {
-        fields.str("kind", "origin_down")
-            .str("origin", origins[rng.below(origins.size())].name)
-            .seconds("duration_s", rng.between(1'000, 10'000) * 1000);
+        fault.kind = FaultKind::origin_down;
+        fault.origin = origins[rng.below(origins.size())].name;
+        fault.duration_s = seconds(rng.between(1'000, 10'000) * 1000);
       }
-      w.emit(t_us, "fault", fields.text());
+      w.write(fault);
     }
 
     std::uint64_t roll = rng.below(1000);
@@ -985,16 +784,11 @@ void flaky_network(Context& ctx) {
       roll -= o.share_per_mille;
     }
     const std::uint64_t id = ctx.next_demand();
-    Fields fields(f);
-    fields.demand(id)
-        .str("owner", owner->name)
-        .str("artifact", ctx.name())
-        .integer("priority", owner->priority);
-    if (rng.chance(150)) fields.seconds("timeout_s", rng.between(3'000, 15'000) * 1000);
-    w.emit(t_us, "subscribe", fields.text());
-    if (rng.chance(100)) {
-      w.hold(t_us + rng.between(200'000, 5'000'000), "cancel", Fields(f).demand(id).text());
-    }
+    const std::string demand = demand_name(id);
+    SubscribeLine line = subscribe_line(t_us, demand, owner->name, ctx.name(), owner->priority);
+    if (rng.chance(150)) line.timeout_s = seconds(rng.between(3'000, 15'000) * 1000);
+    w.write(line);
+    if (rng.chance(100)) w.hold(CancelLine{seconds(t_us + rng.between(200'000, 5'000'000)), demand});
   }
 }
 
@@ -1013,7 +807,6 @@ void cache_pressure(Context& ctx) {
   ctx.header(h);
   TraceWriter& w = ctx.writer();
   Rng& rng = ctx.rng();
-  std::string& f = ctx.scratch();
 
   // 400 artifacts of 1 to 20 MB, about 4 GB: twenty times the cache.
   Catalogue cat("blob", 400, ctx.rng().below(1ull << 62));
@@ -1027,16 +820,9 @@ void cache_pressure(Context& ctx) {
     const char* owner = roll < 80 ? "loader" : roll < 92 ? "prefetch" : "render";
     const std::uint64_t priority = roll < 80 ? 1 : roll < 92 ? 0 : 3;
     const std::uint64_t id = ctx.next_demand();
-    w.emit(t_us, "subscribe",
-           Fields(f)
-               .demand(id)
-               .str("owner", owner)
-               .str("artifact", ctx.name())
-               .integer("priority", priority)
-               .text());
-    if (rng.chance(40)) {
-      w.hold(t_us + rng.between(50'000, 2'000'000), "cancel", Fields(f).demand(id).text());
-    }
+    const std::string demand = demand_name(id);
+    w.write(subscribe_line(t_us, demand, owner, ctx.name(), priority));
+    if (rng.chance(40)) w.hold(CancelLine{seconds(t_us + rng.between(50'000, 2'000'000)), demand});
   }
 }
 

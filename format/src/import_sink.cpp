@@ -275,19 +275,15 @@ Sink::Sink(std::string format, std::vector<std::string> inputs, DemandModel mode
       inputs_(std::move(inputs)),
       model_(std::move(model)),
       rng_(model_.seed),
-      body_(std::tmpfile(), &std::fclose) {
+      body_(std::tmpfile(), &std::fclose),
+      writer_([this](std::string_view lines) {
+        if (std::fwrite(lines.data(), 1, lines.size(), body_.get()) != lines.size())
+          throw std::runtime_error("import: writing the temporary file failed");
+      }) {
   if (!body_) throw std::runtime_error("import: cannot create a temporary file");
 }
 
 Sink::~Sink() = default;
-
-void Sink::line(const ojson& record) {
-  const std::string text = record.dump();
-  if (std::fwrite(text.data(), 1, text.size(), body_.get()) != text.size() ||
-      std::fputc('\n', body_.get()) == EOF) {
-    throw std::runtime_error("import: writing the temporary file failed");
-  }
-}
 
 double Sink::draw() {
   // 53 random bits, shifted off 0: the same numbers on every platform.
@@ -310,14 +306,13 @@ void Sink::flush(double up_to) {
     const Pending& p = pending_.top();
     switch (p.kind) {
       case Pending::cancel:
-        line(ojson{{"op", "cancel"}, {"t", p.t}, {"demand", p.who}});
+        writer_.write(CancelLine{p.t, p.who});
         break;
       case Pending::set_priority:
-        line(
-            ojson{{"op", "set_priority"}, {"t", p.t}, {"demand", p.who}, {"priority", p.priority}});
+        writer_.write(SetPriorityLine{p.t, p.who, p.priority});
         break;
       case Pending::end_owner:
-        line(ojson{{"op", "end_owner"}, {"t", p.t}, {"owner", p.who}});
+        writer_.write(EndOwnerLine{p.t, p.who, std::nullopt});
         break;
     }
     pending_.pop();
@@ -408,32 +403,30 @@ void Sink::request(const Request& r) {
     const std::string& origin = r.origin.empty() ? kDefaultOrigin : r.origin;
     if (std::find(origins_.begin(), origins_.end(), origin) == origins_.end())
       origins_.push_back(origin);  // A handful: a scan is enough.
-    line(ojson{{"op", "artifact"},
-               {"id", it->second.id},
-               {"resource", r.object},
-               {"revision", "r" + std::to_string(it->second.revision)},
-               {"target", "import"},
-               {"generation", 0},
-               {"size", r.size},
-               {"origin", origin}});
+    std::string revision = "r";
+    revision += std::to_string(it->second.revision);
+    ArtifactLine a;
+    a.id = it->second.id;
+    a.resource = r.object;
+    a.revision = revision;
+    a.target = "import";
+    a.size = r.size;
+    const std::string_view origin_name = origin;
+    a.origins = std::span<const std::string_view>(&origin_name, 1);
+    writer_.artifact(a);
   }
 
   const std::string owner = owner_of(r.owner.empty() ? std::string("log") : r.owner, r.t);
   const std::int64_t priority = mapped_priority(r);
-  ojson subscribe{{"op", "subscribe"},         {"t", r.t},
-                  {"demand", r.demand},        {"owner", owner},
-                  {"artifact", it->second.id}, {"priority", priority}};
+  SubscribeLine subscribe{r.t, r.demand, owner, it->second.id, priority, std::nullopt,
+                          std::nullopt};
   if (model_.deadlines) {
     const Deadlines& d = *model_.deadlines;
     auto by = d.by_priority.find(priority);
-    const std::optional<double> timeout =
-        by != d.by_priority.end() ? std::optional<double>(by->second) : d.all;
-    if (timeout) {
-      subscribe["timeout_s"] = *timeout;
-      ++deadlines_;
-    }
+    subscribe.timeout_s = by != d.by_priority.end() ? std::optional<double>(by->second) : d.all;
+    if (subscribe.timeout_s) ++deadlines_;
   }
-  line(subscribe);
+  writer_.write(subscribe);
   ++demands_;
   ++by_priority_[priority];
 
@@ -470,6 +463,7 @@ void Sink::request(const Request& r) {
 void Sink::finish(const std::string& name, ojson options, std::ostream& out) {
   if (model_.session_gap_s) close_sessions(std::numeric_limits<double>::infinity());
   flush(std::numeric_limits<double>::infinity());
+  writer_.finish();
 
   ojson counts = ojson::object();
   for (const auto& [what, n] : counts_)
@@ -520,18 +514,18 @@ void Sink::finish(const std::string& name, ojson options, std::ostream& out) {
   x["skipped"] = skipped;
   x["demand_model"] = model;
 
-  ojson header{{"format", "demandflight-trace"},
-               {"version", 1},
-               {"name", name},
-               {"seed", model_.seed}};
+  TraceHeader header;
+  header.name = name;
+  header.seed = model_.seed;
   if (!origins_.empty()) {
-    ojson origins = ojson::object();
+    header.platform.origins.emplace();
     for (const std::string& origin : origins_)
-      origins[origin] = ojson::object();  // The default link.
-    header["platform"] = {{"origins", origins}};
+      header.platform.origins->push_back(HeaderOrigin{origin, std::nullopt, std::nullopt});
   }
-  header["x-import"] = x;
-  out << header.dump() << '\n';
+  header.extensions.emplace_back("x-import", x.dump());
+  TraceWriter head(out);
+  head.header(header);
+  head.finish();
   std::rewind(body_.get());
   char buffer[1 << 16];
   for (;;) {

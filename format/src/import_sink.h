@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "demandflight/format/import.h"
+#include "demandflight/format/trace_writer.h"
 
 namespace dfl::format::import_detail {
 
@@ -144,7 +145,6 @@ class Sink {
     std::uint32_t revision;
   };
 
-  void line(const ojson& record);
   void flush(double up_to);
   void close_sessions(double before);
   std::string owner_of(const std::string& base, double t);
@@ -157,6 +157,7 @@ class Sink {
   DemandModel model_;
   std::mt19937_64 rng_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> body_;
+  TraceWriter writer_;  // Into body_; the header goes first at finish().
   std::unordered_map<std::string, Known> artifacts_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
   std::uint64_t seq_ = 0;

@@ -8,8 +8,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "demandflight/format/result.h"
+#include "demandflight/format/result_rows.h"
 
 namespace dfl::format {
 namespace {
@@ -43,44 +45,10 @@ class CsvFile {
     if (file_ != nullptr) std::fclose(file_);
   }
 
-  CsvFile& field(std::string_view value) {  // RFC 4180 quoting where needed.
-    comma();
-    if (value.find_first_of(",\"\r\n") == std::string_view::npos) {
-      text_.append(value);
-      return *this;
-    }
-    text_.push_back('"');
-    for (char c : value) {
-      if (c == '"') text_.push_back('"');
-      text_.push_back(c);
-    }
-    text_.push_back('"');
-    return *this;
-  }
-  CsvFile& number(double value) {
-    comma();
-    if (!std::isfinite(value)) return *this;
-    char buffer[32];
-    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
-    text_.append(buffer, end);
-    return *this;
-  }
-  template <typename Int>
-    requires std::is_integral_v<Int>
-  CsvFile& number(Int value) {
-    comma();
-    char buffer[24];
-    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
-    text_.append(buffer, end);
-    return *this;
-  }
-  CsvFile& null() {
-    comma();
-    return *this;
-  }
+  // The text a row is appended to (CsvRows), then end_row().
+  std::string& text() { return text_; }
   void end_row() {
     text_.push_back('\n');
-    first_ = true;
     if (text_.size() >= kFlushAt) flush();
   }
   void close() {
@@ -94,10 +62,6 @@ class CsvFile {
   }
 
  private:
-  void comma() {
-    if (!first_) text_.push_back(',');
-    first_ = false;
-  }
   void flush() {
     if (text_.empty()) return;
     bool ok = true;
@@ -116,7 +80,6 @@ class CsvFile {
   gzFile gz_ = nullptr;
   std::FILE* file_ = nullptr;
   std::string text_;
-  bool first_ = true;
 };
 
 }  // namespace
@@ -126,7 +89,7 @@ struct CsvRowWriter::Impl {
   const Trace& trace;
   std::string policy;
   std::uint64_t next_task = 0;
-  std::string scratch;
+  std::vector<OrphanDecisionFields> decisions;  // A task row's, reused.
 };
 
 CsvRowWriter::CsvRowWriter(const std::string& demands_path, const std::string& tasks_path,
@@ -135,14 +98,12 @@ CsvRowWriter::CsvRowWriter(const std::string& demands_path, const std::string& t
   if (!demands_path.empty()) {
     impl_->demands = std::make_unique<CsvFile>(
         demands_path,
-        "demand,owner,artifact,priority,t_subscribe,t_end,latency_s,outcome,task,served_by");
+        CsvRows::kDemandColumns);
   }
   if (!tasks_path.empty()) {
     impl_->tasks = std::make_unique<CsvFile>(
         tasks_path,
-        "task,artifact,t_start,t_first_start,t_received,t_end,outcome,attempts,bytes_transferred,"
-        "installs,"
-        "priority_timeline,orphan_decisions");
+        CsvRows::kTaskColumns);
   }
 }
 
@@ -150,71 +111,45 @@ CsvRowWriter::~CsvRowWriter() = default;
 
 void CsvRowWriter::demand(const DemandResult& d, std::string_view demand_id) {
   if (!impl_->demands) return;
-  CsvFile& f = *impl_->demands;
-  f.field(demand_id).field(impl_->trace.owners[d.owner]).field(impl_->trace.artifacts[d.artifact].id);
-  f.number(d.priority).number(d.t_subscribe);
+  DemandRowFields row;
+  row.demand = demand_id;
+  row.owner = impl_->trace.owners[d.owner];
+  row.artifact = impl_->trace.artifacts[d.artifact].id;
+  row.priority = d.priority;
+  row.t_subscribe = d.t_subscribe;
   if (d.ended) {
-    f.number(d.t_end).number(d.t_end - d.t_subscribe).field(to_string(d.outcome));
-  } else {
-    f.null().null().null();
+    row.t_end = d.t_end;
+    row.latency_s = d.t_end - d.t_subscribe;
+    row.outcome = to_string(d.outcome);
   }
-  if (d.task != 0) {
-    f.number(d.task - 1);
-  } else {
-    f.null();
-  }
-  if (d.served_by != ServedBy::none) {
-    f.field(to_string(d.served_by));
-  } else {
-    f.null();
-  }
-  f.end_row();
+  if (d.task != 0) row.task = d.task - 1;
+  if (d.served_by != ServedBy::none) row.served_by = to_string(d.served_by);
+  CsvRows::append(impl_->demands->text(), row);
+  impl_->demands->end_row();
 }
 
 void CsvRowWriter::task(const TaskResult& t) {
   const std::uint64_t index = impl_->next_task++;
   if (!impl_->tasks) return;
-  CsvFile& f = *impl_->tasks;
-  f.number(index).field(impl_->trace.artifacts[t.artifact].id).number(t.t_start);
-  for (const std::optional<double>& at : {t.t_first_start, t.t_received}) {
-    if (at) {
-      f.number(*at);
-    } else {
-      f.null();
-    }
-  }
-  f.number(t.t_end).field(to_string(t.outcome)).number(t.attempts).number(t.bytes_transferred);
-  f.number(t.installs);
-  // The lists as JSON text, as in the result JSON.
-  std::string& s = impl_->scratch;
-  auto append = [&s](double v) {
-    char buffer[32];
-    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, v);
-    s.append(buffer, end);
-  };
-  s = "[";
-  for (const auto& [at, priority] : t.priority_timeline) {
-    if (s.size() > 1) s += ',';
-    s += '[';
-    append(at);
-    s += ',';
-    s += priority ? std::to_string(*priority) : "null";
-    s += ']';
-  }
-  s += ']';
-  f.field(s);
-  s = "[";
-  for (const OrphanDecisionResult& o : t.orphan_decisions) {
-    if (s.size() > 1) s += ',';
-    s += "{\"t\":";
-    append(o.t);
-    s += ",\"decision\":\"";
-    s += to_string(o.decision);
-    s += "\",\"bytes_done\":" + std::to_string(o.bytes_done) + '}';
-  }
-  s += ']';
-  f.field(s);
-  f.end_row();
+  std::vector<OrphanDecisionFields>& decisions = impl_->decisions;
+  decisions.clear();
+  for (const OrphanDecisionResult& o : t.orphan_decisions)
+    decisions.push_back(OrphanDecisionFields{o.t, o.decision, o.bytes_done});
+  TaskRowFields row;
+  row.task = index;
+  row.artifact = impl_->trace.artifacts[t.artifact].id;
+  row.t_start = t.t_start;
+  row.t_first_start = t.t_first_start;
+  row.t_received = t.t_received;
+  row.t_end = t.t_end;
+  row.outcome = to_string(t.outcome);
+  row.attempts = t.attempts;
+  row.bytes_transferred = t.bytes_transferred;
+  row.installs = t.installs;
+  row.priority_timeline = t.priority_timeline;
+  row.orphan_decisions = decisions;
+  CsvRows::append(impl_->tasks->text(), row);
+  impl_->tasks->end_row();
 }
 
 void CsvRowWriter::finish() {

@@ -26,9 +26,21 @@
 #include <vector>
 
 #include "demandflight/format/defaults.h"
+#include "demandflight/format/trace_writer.h"
 
 namespace dfl::format {
 namespace {
+
+// "a, b, c": a table's names for a message.
+std::string names_text(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (std::string_view name : names) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
 
 using json = nlohmann::json;
 
@@ -682,9 +694,15 @@ class Reader {
       f.finish();
       return;
     }
+    const std::optional<Op> kind = parse_op(op);
+    if (!kind) {
+      f.fail("op", "unknown op \"" + std::string(op) + "\" (expected " +
+                       names_text(record_kind_names()) + ")");
+    }
     if (stream_ids_ == nullptr && trace_.records.size() >= defaults::max_records)
       f.fail("-", "too many records");
     Record r;
+    r.op = *kind;
     r.line = static_cast<std::uint32_t>(line);
     r.t = f.number("t", 0, kMaxTime);
     if (r.t < last_t_) {
@@ -692,8 +710,7 @@ class Reader {
              "goes backwards (" + std::to_string(r.t) + " after " + std::to_string(last_t_) + ")");
     }
     last_t_ = r.t;
-    if (op == "subscribe") {
-      r.op = Op::subscribe;
+    if (r.op == Op::subscribe) {
       if (stream_ids_ != nullptr) {
         const std::string_view id = f.text("demand");
         const auto index = stream_ids_->add(id);
@@ -716,28 +733,29 @@ class Reader {
           "owner_generation", [&] { return f.integer("owner_generation", 0, kMaxInt); },
           defaults::owner_generation);
       if (f.has("timeout_s")) r.timeout_s = f.number("timeout_s", 0, kMaxTime);
-    } else if (op == "cancel") {
-      r.op = Op::cancel;
+    } else if (r.op == Op::cancel) {
       r.demand = demand_ref(f);
-    } else if (op == "set_priority") {
-      r.op = Op::set_priority;
+    } else if (r.op == Op::set_priority) {
       r.demand = demand_ref(f);
       r.priority = static_cast<Priority>(f.integer("priority", std::numeric_limits<Priority>::min(),
                                                    std::numeric_limits<Priority>::max()));
-    } else if (op == "end_owner") {
-      r.op = Op::end_owner;
+    } else if (r.op == Op::end_owner) {
       r.owner = owner(f.text("owner"));
       if (f.has("owner_generation")) {
         r.has_generation = true;
         r.owner_generation = f.integer("owner_generation", 0, kMaxInt);
       }
-    } else if (op == "fault") {
-      r.op = Op::fault;
+    } else if (r.op == Op::fault) {
       r.fault = static_cast<std::uint32_t>(trace_.faults.size());
       FaultSpec& spec = trace_.faults.emplace_back();
-      const std::string_view kind = f.text("kind");
-      if (kind == "transfer_error") {
-        spec.kind = FaultKind::transfer_error;
+      const std::string_view fault = f.text("kind");
+      const std::optional<FaultKind> fault_kind = parse_fault_kind(fault);
+      if (!fault_kind) {
+        f.fail("kind", "unknown fault kind \"" + std::string(fault) + "\" (expected " +
+                           names_text(fault_kind_names()) + ")");
+      }
+      spec.kind = *fault_kind;
+      if (spec.kind == FaultKind::transfer_error) {
         r.artifact = artifact_ref(f, "artifact");
         spec.count = static_cast<std::uint32_t>(f.optional(
             "count", [&] { return f.integer("count", 1, 1'000'000); },
@@ -747,31 +765,21 @@ class Reader {
             defaults::fault_after_fraction);
         spec.retryable = f.optional(
             "retryable", [&] { return f.boolean("retryable"); }, defaults::fault_retryable);
-      } else if (kind == "corrupt") {
-        spec.kind = FaultKind::corrupt;
+      } else if (spec.kind == FaultKind::corrupt) {
         r.artifact = artifact_ref(f, "artifact");
         spec.count = static_cast<std::uint32_t>(f.optional(
             "count", [&] { return f.integer("count", 1, 1'000'000); },
             static_cast<std::int64_t>(defaults::fault_count)));
-      } else if (kind == "origin_down") {
-        spec.kind = FaultKind::origin_down;
+      } else {
         const std::string origin = f.string("origin");
         auto it = origin_index_.find(origin);
         if (it == origin_index_.end()) f.fail("origin", "unknown origin \"" + origin + "\"");
         spec.origin = it->second;
         spec.duration_s = f.number("duration_s", 0, kMaxTime, /*lo_open=*/true);
-      } else {
-        f.fail("kind", "unknown fault kind \"" + std::string(kind) +
-                           "\" (expected transfer_error, corrupt or origin_down)");
       }
-    } else if (op == "throttle") {
-      r.op = Op::throttle;
+    } else if (r.op == Op::throttle) {
       r.fault = static_cast<std::uint32_t>(trace_.throttles.size());
       trace_.throttles.push_back(read_throttle(f));
-    } else {
-      f.fail("op", "unknown op \"" + std::string(op) +
-                       "\" (expected artifact, subscribe, cancel, set_priority, end_owner, fault, "
-                       "throttle)");
     }
     f.finish();
     ++records_;

@@ -1,6 +1,7 @@
 """The Python API: traces in and out, simulate() against the CLI, errors, the engine."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -49,6 +50,67 @@ def test_a_trace_built_in_python_equals_the_same_trace_loaded_from_file(scenario
     # A different trace is not equal.
     other = dfl.TraceBuilder("x").artifact("a", "a.bin", "r1", 10).build()
     assert other != loaded
+
+
+def test_trace_builder_writes_every_record_kind_as_the_cpp_writer_does():
+    # tests/format/trace_writer_test.cpp writes the same records through
+    # format::TraceWriter and expects the same file: one writer, the same bytes.
+    expected = (Path(__file__).resolve().parents[1] / "format" / "data" /
+                "every_record_kind.jsonl").read_text(encoding="utf-8")
+    b = dfl.TraceBuilder("every kind", 7, client_bandwidth_Bps=12.5e6, client_latency_s=0.01,
+                         origins={"cdn": {"bandwidth_Bps": 5e7, "latency_s": 0.03},
+                                  "mirror": {"bandwidth_Bps": 2e7}},
+                         disk_write_Bps=4e8, hash_Bps=8e8, network_model="cm02",
+                         server_congestion_control="bbr", max_transfers=2, max_per_origin=2,
+                         cache_bytes=1_000_000_000,
+                         retry={"max_attempts": 3, "base_s": 0.5, "cap_s": 8.0, "jitter": 0.2},
+                         breaker={"failures": 5, "open_s": 30.0},
+                         throttle={"background_at_or_below": 0, "background_Bps": 1e6})
+    (b.artifact("rock", 'props/rock "large".mesh', "r3", 25_000_000)
+     .artifact("grass", "props/grass\u00e9.mesh", "r3", 1000, generation=2,
+               origins=["mirror", "cdn"],
+               sha256="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+     .subscribe(0, "d1", "camera", "rock", 3)
+     .subscribe(0.25, "d2", "session", "grass", 1, owner_generation=4, timeout_s=2.5)
+     .set_priority(0.5, "d1", -1)
+     .throttle(0.75, background_at_or_below=1, background_Bps=2.5e5, overall_Bps=1e7)
+     .fault(1, "transfer_error", artifact="rock", count=2, after_fraction=0.5, retryable=False)
+     .fault(1, "corrupt", artifact="grass", count=1)
+     .fault(1.5, "origin_down", origin="mirror", duration_s=4.0)
+     .cancel(2, "d1")
+     .end_owner(3.125, "session", 4)
+     .end_owner(4, "camera"))
+    assert b.text() == expected
+    assert len(b.build().to_dict()["records"]) == 10
+
+
+def test_trace_builder_names_the_argument_a_bad_value_was_given_to():
+    with pytest.raises(TypeError, match="size must be an integer, not 1.5"):
+        dfl.TraceBuilder("t").artifact("a", "a.bin", "r1", 1.5)
+    assert '"size": 1000' in dfl.TraceBuilder("t").artifact("a", "a.bin", "r1", 1e3).text()
+    with pytest.raises(ValueError, match=r"retry: unknown field 'tries' \(known: max_attempts"):
+        dfl.TraceBuilder("t", retry={"tries": 3})
+    with pytest.raises(ValueError, match=r"origins.cdn.latency_s: not a number"):
+        dfl.TraceBuilder("t", origins={"cdn": {"latency_s": "fast"}})
+    with pytest.raises(ValueError, match="kind must be one of transfer_error, corrupt, "
+                                         "origin_down, not 'meteor'"):
+        dfl.TraceBuilder("t").fault(1, "meteor", artifact="a")
+    with pytest.raises(ValueError, match="fault.retryable: not a bool"):
+        dfl.TraceBuilder("t").fault(1, "transfer_error", artifact="a", retryable="no")
+    with pytest.raises(ValueError, match="t: not a finite number"):
+        dfl.TraceBuilder("t").cancel(float("nan"), "d1")
+
+
+def test_the_names_of_records_faults_and_outcomes_come_from_the_core():
+    assert dfl._core.RECORD_KINDS[0] == "artifact"
+    assert "set_priority" in dfl._core.RECORD_KINDS
+    assert list(dfl._core.FAULT_KINDS) == ["transfer_error", "corrupt", "origin_down"]
+    trace = dfl.Trace.load(Path(__file__).resolve().parents[2] / "scenarios" /
+                           "flaky_network.jsonl")
+    records = trace.to_dict()["records"]
+    assert {r["op"] for r in records} <= set(dfl._core.RECORD_KINDS)
+    assert {r["kind"] for r in records if r["op"] == "fault"} == set(dfl._core.FAULT_KINDS)
+    assert "owner_ended" in dfl._core.DEMAND_OUTCOMES and "aborted" in dfl._core.TASK_OUTCOMES
 
 
 def test_the_package_imports_what_a_name_needs_when_it_is_first_used():
@@ -483,7 +545,6 @@ def run_first_python_block(document, tmp_path, scenarios):
     root) from a directory that looks like the root."""
     import os
     import sys
-    from pathlib import Path
     text = (Path(__file__).resolve().parents[2] / document).read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     if not (tmp_path / "scenarios").exists():

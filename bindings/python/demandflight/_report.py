@@ -28,6 +28,12 @@ import sys
 from pathlib import Path
 from typing import Any, List, Sequence, Tuple, Union
 
+from . import _core
+
+# Each demand outcome's bar (the names: _core.DEMAND_OUTCOMES).
+_OUTCOME_COLOURS = {"succeeded": "#3a7", "failed": "#c33", "cancelled": "#999",
+                    "timed_out": "#d83", "owner_ended": "#bbb"}
+
 #: The busiest tasks whose priority timeline a single run's section draws.
 TIMELINE_TASKS = 8
 
@@ -87,11 +93,11 @@ def _result_section(name: str, raw: dict) -> List[Tuple[str, str]]:
                     "the demands a transfer served.", _svg(fig)))
 
     outcomes = demands["outcome"].value_counts()
-    order = ["succeeded", "cancelled", "owner_ended", "timed_out", "failed"]
+    order = list(_core.DEMAND_OUTCOMES)
     fig, axes = _figure(7.5, 2.6, ncols=2)
     ax = axes[0][0]
     counts = [int(outcomes.get(o, 0)) for o in order]
-    ax.barh(order, counts, color=["#3a7", "#999", "#bbb", "#d83", "#c33"])
+    ax.barh(order, counts, color=[_OUTCOME_COLOURS.get(o, "#777") for o in order])
     for i, c in enumerate(counts):
         ax.text(c, i, f" {c}", va="center", fontsize=8)
     served, lost = counts[0], counts[3] + counts[4]

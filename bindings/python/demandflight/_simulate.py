@@ -6,12 +6,13 @@ import base64
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence,
-                    Tuple, Union)
+                    TextIO, Tuple, Union)
 
 
 from . import _core
@@ -587,11 +588,11 @@ def read_rows(path: Union[str, os.PathLike], chunksize: int = 1_000_000,
               section: str = "demands") -> Iterator["pd.DataFrame"]:
     """A run's rows in DataFrames of at most ``chunksize`` rows, read lazily: from a CSV
     file of ``demandflight sim --demands-csv`` or ``--tasks-csv`` (plain or ``.gz``), or
-    from the ``section`` ("demands" or "tasks") of a result JSON (one row per line, so
-    it is read line by line too). Nulls are NaN (numbers) or None. A task's
-    ``priority_timeline`` and ``orphan_decisions`` are lists in a JSON result and JSON
-    text in a CSV file. Raises ``ValueError`` naming the file and line for what is not
-    such a file."""
+    from the ``section`` ("demands" or "tasks") of a result JSON (read incrementally by
+    a JSON parser, whatever its line breaks, up to the section's end). Nulls are NaN
+    (numbers) or None. A task's ``priority_timeline`` and ``orphan_decisions`` are lists
+    in a JSON result and JSON text in a CSV file. Raises ``ValueError`` naming the file
+    and line for what is not such a file."""
     import pandas as pd
 
     if isinstance(chunksize, bool) or not isinstance(chunksize, int) or chunksize < 1:
@@ -613,38 +614,173 @@ def read_rows(path: Union[str, os.PathLike], chunksize: int = 1_000_000,
     return _json_rows(name, section, chunksize)
 
 
+# A result JSON is read in blocks of this many characters: what is held at once is
+# about a block and the value being parsed, whatever the file's size.
+_JSON_BLOCK_CHARS = 1 << 20
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+class _JsonBlocks:
+    """A JSON text read block by block and parsed a value at a time (the json module's
+    raw_decode), the text already parsed dropped: line breaks and white space mean
+    nothing to it. Errors are ValueErrors naming the file and the line."""
+
+    def __init__(self, name: str, f: TextIO) -> None:
+        self.name = name
+        self._file = f
+        self._decoder = json.JSONDecoder()
+        self._text = ""
+        self._pos = 0  # What is parsed next, in _text.
+        self._line = 1  # The line of _text[0].
+        self._value_start = 0  # Where in _text the value value() last gave starts.
+        self._end = False  # The whole file is in _text.
+
+    def error(self, message: str, pos: Optional[int] = None) -> ValueError:
+        """A ValueError for ``message`` about the text at ``pos`` (default: the next)."""
+        line = self._line + self._text.count("\n", 0, self._pos if pos is None else pos)
+        return ValueError(f"{self.name}:{line}: {message}")
+
+    def value_error(self, message: str) -> ValueError:
+        """A ValueError for ``message`` about the value value() last gave."""
+        return self.error(message, self._value_start)
+
+    def _read(self) -> bool:
+        """Appends the next block, dropping the text before _pos; False at the end of
+        the file."""
+        if self._end:
+            return False
+        try:
+            block = self._file.read(_JSON_BLOCK_CHARS)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{self.name}: not UTF-8 text: {e}") from None
+        if not block:
+            self._end = True
+            return False
+        self._line += self._text.count("\n", 0, self._pos)
+        self._text = self._text[self._pos:] + block
+        self._pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space, not taken; "" at the end."""
+        while True:
+            match = _JSON_SPACE.match(self._text, self._pos)
+            assert match is not None  # The pattern matches the empty string.
+            self._pos = match.end()
+            if self._pos < len(self._text):
+                return self._text[self._pos]
+            if not self._read():
+                return ""
+
+    def take(self, char: str, expected: str) -> None:
+        """Takes ``char``, the next character that is not white space."""
+        if self.peek() != char:
+            raise self.unexpected(expected)
+        self._pos += 1
+
+    def unexpected(self, expected: str) -> ValueError:
+        """The error for what is next where ``expected`` should be."""
+        found = self.peek()
+        shown = repr(found) if found else "the end of the file"
+        return self.error(f"not valid JSON: expected {expected}, found {shown}")
+
+    def value(self) -> Any:
+        """The next value, taken."""
+        if not self.peek():
+            raise self.unexpected("a value")
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._text, self._pos)
+            except json.JSONDecodeError as e:
+                # Text cut by the end of the block fails within a few characters of
+                # it (a block is far longer than any token), or as a string that does
+                # not end: the next block may go on.
+                cut = (e.pos > len(self._text) - _JSON_BLOCK_CHARS or
+                       e.msg.startswith("Unterminated string"))
+                if cut and self._read():
+                    continue
+                raise self.error(f"not valid JSON: {e.msg}", e.pos) from None
+            if end == len(self._text) and self._read():
+                continue  # A number may go on in the next block.
+            self._value_start = self._pos
+            self._pos = end
+            return value
+
+    def members(self) -> Iterator[str]:
+        """The keys of the object that is next, taken one by one; after each key, the
+        caller takes its value (value(), elements() or skip())."""
+        self.take("{", "'{'")
+        first = True
+        while self.peek() != "}":
+            if not first:
+                self.take(",", "',' or '}'")
+            if self.peek() != '"':
+                raise self.unexpected("a key")
+            key = self.value()
+            self.take(":", "':'")
+            yield key
+            first = False
+        self._pos += 1
+
+    def elements(self) -> Iterator[Any]:
+        """The elements of the array that is next, taken one by one."""
+        self.take("[", "'['")
+        first = True
+        while self.peek() != "]":
+            if not first:
+                self.take(",", "',' or ']'")
+            yield self.value()
+            first = False
+        self._pos += 1
+
+    def skip(self) -> None:
+        """Takes the next value; an array element by element, so a large one is not
+        held whole."""
+        if self.peek() == "[":
+            for _ in self.elements():
+                pass
+        else:
+            self.value()
+
+
 def _json_rows(name: str, section: str, chunksize: int) -> Iterator["pd.DataFrame"]:
+    """The rows of a result JSON's ``section``, in DataFrames of at most ``chunksize``
+    rows; the document is parsed as it is read, up to the section's end."""
     import pandas as pd
 
-    opener = f'"{section}": ['
     with open(name, encoding="utf-8") as f:
-        first = f.readline()
-        if '"demandflight-result"' not in first:
-            raise ValueError(f"{name}:1: format: not a demandflight result")
-        inside = opener in first  # write_result_json puts it on line 2.
+        text = _JsonBlocks(name, f)
+        if text.peek() != "{":
+            raise text.error("format: not a demandflight result (not a JSON object)")
+        known = False  # "format" was met, and says a demandflight result.
+        for key in text.members():
+            if key == "format":
+                if text.value() != "demandflight-result":
+                    raise text.value_error("format: not a demandflight result")
+                known = True
+            elif key == section:
+                break
+            else:
+                text.skip()
+        else:
+            if not known:
+                raise text.error("format: not a demandflight result (no \"format\")")
+            raise ValueError(f"{name}: {section}: missing")
+        if not known:
+            raise text.error(f"format: not a demandflight result (no \"format\" before "
+                             f"\"{section}\")")
+        if text.peek() != "[":
+            raise text.error(f"{section}: not an array")
         rows = []
         yielded = False
-        for number, line in enumerate(f, 2):
-            text = line.strip()
-            if not inside:
-                if text.startswith(opener) or text.endswith(opener):
-                    inside = True
-                continue
-            if not text.startswith("{"):
-                break  # "tasks": [ or the summary: the section is over.
-            last = text.endswith("}],")
-            text = text[:-2] if last else text.rstrip(",")
-            try:
-                rows.append(json.loads(text))
-            except ValueError as e:
-                raise ValueError(f"{name}:{number}: not a result row: {e}") from None
+        for row in text.elements():
+            if not isinstance(row, dict):
+                raise text.value_error(f"{section}: a row is not a JSON object")
+            rows.append(row)
             if len(rows) == chunksize:
                 yield pd.DataFrame(rows)
                 yielded = True
                 rows = []
-            if last:
-                break
-        if not inside:
-            raise ValueError(f"{name}: {section}: missing")
         if rows or not yielded:
             yield pd.DataFrame(rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
@@ -275,28 +276,13 @@ def recording_parts(path: Union[str, os.PathLike]) -> List[str]:
 
 
 def _merge_parts(parts: List[str]) -> str:
-    """One trace's text from a rotated recording's parts: the first header, the records
-    in order, an artifact declared again by a later part (same id) left out."""
-    out: List[str] = []
-    declared = set()
-    for index, part in enumerate(parts):
-        with open(part, encoding="utf-8") as f:
-            header = f.readline()
-            if not header.strip():
-                raise ValueError(f"path: {part} is empty (not a part of a recording)")
-            if index == 0:
-                out.append(header.rstrip() + "\n")
-            for line in f:
-                if not line.strip():
-                    continue  # A page's filler.
-                if '"op":"artifact"' in line or '"op": "artifact"' in line:
-                    record = json.loads(line)
-                    if record.get("op") == "artifact":
-                        if record.get("id") in declared:
-                            continue
-                        declared.add(record.get("id"))
-                out.append(line if line.endswith("\n") else line + "\n")
-    return "".join(out)
+    """One trace's text from a rotated recording's parts (format/trace.h,
+    merge_recording_parts): the first header, the records in order, an artifact declared
+    again by a later part (same id) left out."""
+    try:
+        return _core.merge_recording_parts(parts)
+    except TraceError as e:  # A part that cannot be read, or an empty one.
+        raise ValueError(f"path: {e}") from None
 
 
 class TraceBuilder:
@@ -337,18 +323,11 @@ class TraceBuilder:
                            ("breaker", breaker), ("throttle", throttle)):
             if value is not None:
                 scheduler[key] = value
-        header: Dict[str, Any] = {"format": "demandflight-trace", "version": 1, "name": name,
-                                  "seed": seed}
-        if platform:
-            header["platform"] = platform
-        if scheduler:
-            header["scheduler"] = scheduler
         self._name = name
-        self._lines: List[str] = [json.dumps(header)]
-
-    def _add(self, record: Dict[str, Any]) -> "TraceBuilder":
-        self._lines.append(json.dumps({k: v for k, v in record.items() if v is not None}))
-        return self
+        # The trace format's one writer (format/trace_writer.h), as the importers and
+        # the generators write: a bad value is a ValueError naming its field.
+        self._writer = _core.TraceWriter()
+        self._writer.header(name, _whole("seed", seed), platform, scheduler)
 
     def artifact(self, id: str, resource: str, revision: str, size: int, *, target: str = "pc",
                  generation: int = 0, origin: str = "cdn",
@@ -359,35 +338,34 @@ class TraceBuilder:
         ``origins`` (instead of ``origin``): its origins in order of preference, the
         first asked first, the others mirrors a failed attempt moves to.
         """
-        if origins is not None:
-            return self._add({"op": "artifact", "id": id, "resource": resource,
-                              "revision": revision, "target": target, "generation": generation,
-                              "size": size, "origins": list(origins), "sha256": sha256})
-        return self._add({"op": "artifact", "id": id, "resource": resource, "revision": revision,
-                          "target": target, "generation": generation, "size": size,
-                          "origin": origin, "sha256": sha256})
+        self._writer.artifact(id, resource, revision, target, _whole("generation", generation),
+                              _whole("size", size),
+                              list(origins) if origins is not None else [origin], sha256)
+        return self
 
     def subscribe(self, t: float, demand: str, owner: str, artifact: str, priority: int = 1, *,
                   owner_generation: Optional[int] = None,
                   timeout_s: Optional[float] = None) -> "TraceBuilder":
         """A caller asks for an artifact at time ``t``."""
-        return self._add({"op": "subscribe", "t": t, "demand": demand, "owner": owner,
-                          "artifact": artifact, "priority": priority,
-                          "owner_generation": owner_generation, "timeout_s": timeout_s})
+        self._writer.subscribe(t, demand, owner, artifact, _whole("priority", priority),
+                               _whole("owner_generation", owner_generation), timeout_s)
+        return self
 
     def cancel(self, t: float, demand: str) -> "TraceBuilder":
         """That caller withdraws its own demand."""
-        return self._add({"op": "cancel", "t": t, "demand": demand})
+        self._writer.cancel(t, demand)
+        return self
 
     def set_priority(self, t: float, demand: str, priority: int) -> "TraceBuilder":
         """That caller raises or lowers its demand."""
-        return self._add({"op": "set_priority", "t": t, "demand": demand, "priority": priority})
+        self._writer.set_priority(t, demand, _whole("priority", priority))
+        return self
 
     def end_owner(self, t: float, owner: str,
                   owner_generation: Optional[int] = None) -> "TraceBuilder":
         """The owner is destroyed (all generations, or those up to ``owner_generation``)."""
-        return self._add({"op": "end_owner", "t": t, "owner": owner,
-                          "owner_generation": owner_generation})
+        self._writer.end_owner(t, owner, _whole("owner_generation", owner_generation))
+        return self
 
     def throttle(self, t: float, *, background_at_or_below: Optional[int] = None,
                  background_Bps: Optional[float] = None,
@@ -395,22 +373,37 @@ class TraceBuilder:
         """From ``t`` on, these caps (an absent one: none): tasks at or below
         ``background_at_or_below`` share ``background_Bps`` while a demand above waits;
         every transfer shares ``overall_Bps``."""
-        return self._add({"op": "throttle", "t": t,
-                          "background_at_or_below": background_at_or_below,
-                          "background_Bps": background_Bps, "overall_Bps": overall_Bps})
+        caps = {"background_at_or_below": background_at_or_below,
+                "background_Bps": background_Bps, "overall_Bps": overall_Bps}
+        self._writer.throttle(t, {k: v for k, v in caps.items() if v is not None})
+        return self
 
     def fault(self, t: float, kind: str, **fields: Any) -> "TraceBuilder":
         """Injects a fault: ``transfer_error`` (artifact, count, after_fraction,
         retryable), ``corrupt`` (artifact, count) or ``origin_down`` (origin, duration_s)."""
-        return self._add({"op": "fault", "t": t, "kind": kind, **fields})
+        self._writer.fault(t, kind, fields)
+        return self
 
     def text(self) -> str:
         """The JSON Lines written so far."""
-        return "\n".join(self._lines) + "\n"
+        return self._writer.text()
 
     def build(self) -> Trace:
         """Validates the records into a :class:`Trace` (raises :class:`TraceError`)."""
         return Trace(self.text(), f"<TraceBuilder {self._name}>")
+
+
+def _whole(argument: str, value: Any) -> Any:
+    """An integer argument as an int (an integral float too), None as None; a TypeError
+    naming the argument otherwise."""
+    if value is None or isinstance(value, bool):
+        if value is None:
+            return value
+    elif isinstance(value, numbers.Integral):
+        return int(value)
+    elif isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise TypeError(f"{argument} must be an integer, not {value!r}")
 
 
 TraceLike = Union[Trace, str, os.PathLike]

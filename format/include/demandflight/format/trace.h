@@ -247,6 +247,14 @@ class TraceStream {
   std::unique_ptr<Impl> impl_;
 };
 
+// A rotated recording's parts (rec.jsonl, rec.1.jsonl, ...; docs/backend.md,
+// *Recording*) as one trace's text on `out`: the first part's header, every
+// part's records in order, without a page's filler (blank lines) or an
+// artifact line whose id an earlier part declared. A line is known by its
+// JSON fields ("op", "id"); one that is not JSON is kept for the reader to
+// refuse. Throws TraceError for a part that cannot be read or is empty.
+void merge_recording_parts(const std::vector<std::string>& parts, std::ostream& out);
+
 namespace detail {
 // For tests and trace_fuzz: a record line is read by simdjson, and by
 // nlohmann's parser when simdjson refuses it. This reads `line` both ways and
