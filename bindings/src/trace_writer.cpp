@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,7 +30,9 @@ class Members {
     const py::object v = take(name);
     if (v.is_none()) return std::nullopt;
     if (!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v)) fail(name, "not a number");
-    return v.cast<double>();
+    const double d = v.cast<double>();
+    if (!std::isfinite(d)) fail(name, "not a finite number");
+    return d;
   }
   std::optional<std::int64_t> integer(const char* name) {
     const py::object v = take(name);
@@ -221,15 +224,22 @@ void add_trace_writer(py::module_& m) {
       .def(
           "header",
           [](TraceWriter& w, const std::string& name, std::uint64_t seed, const py::dict& platform,
-             const py::dict& scheduler) {
+             const py::dict& scheduler,
+             const std::vector<std::pair<std::string, std::string>>& extensions) {
             format::TraceHeader h;
             h.name = name;
             h.seed = seed;
             h.platform = platform_of(platform);
             h.scheduler = scheduler_of(scheduler);
+            for (const auto& [key, text] : extensions) {
+              if (key.rfind("x-", 0) != 0)
+                throw py::value_error("extensions: '" + key + "' does not begin with x-");
+            }
+            h.extensions = extensions;
             w.header(h);
           },
-          "name"_a, "seed"_a, "platform"_a, "scheduler"_a)
+          "name"_a, "seed"_a, "platform"_a, "scheduler"_a,
+          "extensions"_a = std::vector<std::pair<std::string, std::string>>{})
       .def(
           "artifact",
           [](TraceWriter& w, const std::string& id, const std::string& resource,

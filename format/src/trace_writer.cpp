@@ -203,6 +203,16 @@ void TraceWriter::append_string(std::string& out, std::string_view value) {
   out += '"';
   std::size_t i = 0;
   while (i < value.size()) {
+    // A run of bytes that go as they are, appended at once.
+    std::size_t end = i;
+    while (end < value.size()) {
+      const auto c = static_cast<unsigned char>(value[end]);
+      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
+      ++end;
+    }
+    out.append(value, i, end - i);
+    i = end;
+    if (i == value.size()) break;
     const auto c = static_cast<unsigned char>(value[i]);
     if (c >= 0x80) {
       const std::size_t n = utf8_length(value.substr(i));
@@ -213,20 +223,17 @@ void TraceWriter::append_string(std::string& out, std::string_view value) {
         out.append(value, i, n);
         i += n;
       }
-      continue;
-    }
-    if (c == '"' || c == '\\') {
+    } else if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c < 0x20) {
+      ++i;
+    } else {
       static constexpr char kHex[] = "0123456789abcdef";
       out += "\\u00";
       out += kHex[c >> 4];
       out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
+      ++i;
     }
-    ++i;
   }
   out += '"';
 }

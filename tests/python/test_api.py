@@ -332,6 +332,10 @@ def test_bad_arguments_are_python_exceptions_naming_the_argument(scenarios):
         dfl.simulate(trace, cache_bytes=-5)
     with pytest.raises(ValueError, match=r"^retry_jitter: "):
         dfl.simulate(trace, retry_jitter=7)
+    with pytest.raises(ValueError, match=r"^retry_base_s: not a number"):
+        dfl.simulate(trace, retry_base_s="slow")
+    with pytest.raises(ValueError, match=r"^client_latency_s: not a finite number"):
+        dfl.simulate(trace, client_latency_s=float("inf"))
     with pytest.raises(ValueError, match=r"^seed must be an integer >= 0"):
         dfl.simulate(trace, seed=-1)
     with pytest.raises(ValueError, match=r"^seeds must be an integer >= 1, not \[1, 2\]"):

@@ -247,8 +247,18 @@ class Trace:
                 header.setdefault("scheduler", {})[key] = value
             else:
                 header.setdefault("scheduler", {}).setdefault("retry", {})[_RETRY_KEYS[key]] = value
+        writer = _core.TraceWriter()
         try:
-            return Trace(json.dumps(header) + "\n" + rest, self._path or self.name)
+            writer.header(header.get("name", ""), header.get("seed", 0), header.get("platform", {}),
+                          header.get("scheduler", {}),
+                          [(k, json.dumps(v)) for k, v in header.items() if k.startswith("x-")])
+        except ValueError as e:  # The writer's rule, named by the argument that broke it.
+            field, _, reason = str(e).partition(": ")
+            if field.split(".")[0] in ("retry", "breaker", "throttle"):
+                field = "scheduler." + field
+            raise ValueError(f"{_argument_of(field)}: {reason}") from None
+        try:
+            return Trace(writer.text() + rest, self._path or self.name)
         except TraceError as e:  # The reader's rule, named by the argument that broke it.
             reason = str(e).partition(f"{e.field}: ")[2] or str(e)
             raise ValueError(f"{_argument_of(e.field)}: {reason}") from None
