@@ -315,6 +315,10 @@ def main():
                         help="small first: its files are created before any mass deletion")
     parser.add_argument("--json", default=None, help="write the raw figures here")
     parser.add_argument("--fetch-args", default="", help="more flags for demandflight fetch")
+    parser.add_argument("--baseline-fetch-args", default=None,
+                        help="the baseline's flags instead of --fetch-args (\"\": none), to "
+                             "measure what a flag costs: --fetch-args \"--record R\" "
+                             "--baseline SAME_BINARY --baseline-fetch-args \"\"")
     parser.add_argument("--copies", default="1,3,2p",
                         help="callers per artifact, one row each; Np: N processes")
     parser.add_argument("--baseline", default=None,
@@ -338,6 +342,10 @@ def main():
     if args.baseline:
         binaries["baseline"] = os.path.abspath(args.baseline)
     tools = ["curl", "curl+sync", "aria2c"] + list(binaries)
+    for program, package in (("curl", "curl"), ("aria2c", "aria2"), ("nginx", "nginx-light")):
+        if shutil.which(program) is None:
+            sys.exit(f"fetch_bench: {program} is not installed (Debian package {package}; "
+                     f"scripts/install-deps --bench installs it)")
     shuffle = random.Random(args.seed)
     os.makedirs(args.work, exist_ok=True)
 
@@ -384,7 +392,10 @@ def main():
                 url = (f"http://127.0.0.1:{port}" if protocol == "http"
                        else f"https://127.0.0.1:{tls_port}")
                 tls = [] if protocol == "http" else ["--cacert", cert]
-                fetch_extra = args.fetch_args.split() + FETCH_FLAGS[protocol] + tls
+                fetch_extra = {
+                    tool: (args.baseline_fetch_args if tool == "baseline"
+                           and args.baseline_fetch_args is not None else args.fetch_args).split()
+                    + FETCH_FLAGS[protocol] + tls for tool in binaries}
                 processes = int(copies_spec[:-1]) if copies_spec.endswith("p") else 1
                 copies = processes if processes > 1 else int(copies_spec)
                 samples = {t: [] for t in tools}
@@ -426,11 +437,11 @@ def main():
                             if processes > 1:
                                 wall, cpu, text = run_demandflight_processes(
                                     binaries[tool], url, manifests[name], out, processes,
-                                    fetch_extra)
+                                    fetch_extra[tool])
                             else:
                                 wall, cpu, text = run_demandflight(binaries[tool], url,
                                                                    manifests[name], out, copies,
-                                                                   fetch_extra)
+                                                                   fetch_extra[tool])
                             time.sleep(0.2)  # nginx writes its log line after the response.
                             counts, used = requests_per_file(access_log, offset)
                             max_requests = max([max_requests] + list(counts.values()))

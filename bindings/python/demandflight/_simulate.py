@@ -611,7 +611,7 @@ def read_rows(path: Union[str, os.PathLike], chunksize: int = 1_000_000,
             except (pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
                 raise ValueError(f"{name}: not a demandflight row file: {e}") from None
         return csv_chunks()
-    return _json_rows(name, section, chunksize)
+    return _section_rows(name, section, chunksize)
 
 
 # A result JSON is read in blocks of this many characters: what is held at once is
@@ -744,7 +744,7 @@ class _JsonBlocks:
             self.value()
 
 
-def _json_rows(name: str, section: str, chunksize: int) -> Iterator["pd.DataFrame"]:
+def _section_rows(name: str, section: str, chunksize: int) -> Iterator["pd.DataFrame"]:
     """The rows of a result JSON's ``section``, in DataFrames of at most ``chunksize``
     rows; the document is parsed as it is read, up to the section's end."""
     import pandas as pd
