@@ -34,9 +34,13 @@ class Import {
       Format& f = formats_.emplace_back();
       f.name = format;
       f.app = cmd_->add_subcommand(format, format::import_format_help(format));
+      // An option the format does not have is an error naming it (the parent
+      // lets a word through only to name an unknown format).
+      f.app->allow_extras(false);
+      // A file that cannot be read is the importer's error, with the system's
+      // reason, and after the options were checked.
       f.app->add_option("FILE", f.inputs, "the input, in order (several files: one log split)")
-          ->required()
-          ->check(CLI::ExistingFile);
+          ->required();
       for (const format::ImportOption& o : format::import_options(format)) {
         std::string help = o.help;
         if (!o.default_value.empty()) help += " (default: " + o.default_value + ")";

@@ -121,6 +121,27 @@ TEST(ImportCsv, BadInputIsNamedByFileLineAndFieldAndNothingIsWritten) {
 namespace dfl::testing {
 namespace {
 
+TEST(ImportCsv, AnOptionTheFormatHasNotIsNamedAndAMissingFileGivesTheSystemsReason) {
+  const std::string log = "ts,obj,bytes\n1,a,10\n";
+  // The value of an unknown option is not taken for an input file.
+  CliRun run = run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--key", "obj", "--size",
+                             "bytes", "--bogus", "1"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("not expected: --bogus"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("File does not exist"), std::string::npos) << run.err;
+  run = run_cli(log, {"import", "csv", "TRACE", "--time", "ts", "--object", "obj", "--size",
+                      "bytes"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--key is required"), std::string::npos) << run.err;
+  run = run_cli(log, {"import", "csv", "/nonexistent/log.csv", "--time", "ts", "--key", "obj",
+                      "--size", "bytes"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("/nonexistent/log.csv: cannot open: No such file or directory"),
+            std::string::npos)
+      << run.err;
+  EXPECT_TRUE(run.out.empty());
+}
+
 TEST(ImportCsv, NamesInUtf8ImportAsTheyAre) {
   // Two, three and four bytes a character.
   const std::string log =
