@@ -406,12 +406,10 @@ class TraceBuilder:
 def _whole(argument: str, value: Any) -> Any:
     """An integer argument as an int (an integral float too), None as None; a TypeError
     naming the argument otherwise."""
-    if value is None or isinstance(value, bool):
-        if value is None:
-            return value
-    elif isinstance(value, numbers.Integral):
-        return int(value)
-    elif isinstance(value, float) and value.is_integer():
+    if value is None:
+        return None
+    if not isinstance(value, bool) and (isinstance(value, numbers.Integral) or
+                                        (isinstance(value, float) and value.is_integer())):
         return int(value)
     raise TypeError(f"{argument} must be an integer, not {value!r}")
 
